@@ -1,0 +1,95 @@
+"""The entry points users call: ``matmul``, ``linear``, ``gemm``; ``policy``, ``stats``, ``reset``.
+
+Each forwards to the process's default ``Dispatcher`` (made on first use from the
+``AUTOCUTLASS_*`` environment, see ``autocutlass.settings``), which validates the call, looks
+the problem up, applies the miss policy and launches on the current CUDA stream; see
+``autocutlass.dispatch`` for the hit path's guarantees and ``autocutlass.validate`` for what is
+served and what falls back to torch.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import torch
+
+from autocutlass import settings as settings_mod
+from autocutlass.dispatch import Dispatcher, Stats, policy
+from autocutlass.problem import Activation
+
+__all__ = ["gemm", "linear", "matmul", "policy", "reset", "stats"]
+
+_default: Dispatcher | None = None
+_default_lock = threading.Lock()
+
+
+def _make_default() -> Dispatcher:
+    global _default
+    with _default_lock:
+        if _default is None:
+            s = settings_mod.current()
+            logger = logging.getLogger("autocutlass")
+            if logger.level == logging.NOTSET:  # AUTOCUTLASS_LOG, unless the application set a level
+                try:
+                    logger.setLevel(s.log_level)
+                except ValueError:
+                    raise ValueError(f"AUTOCUTLASS_LOG={s.log_level!r} is not a logging level name") from None
+            _default = Dispatcher(s)
+        return _default
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``torch.matmul(a, b, out=out)`` for 2-D and 3-D tensors, on autocutlass's tuned kernels.
+
+    Any of the four layouts (either operand may be a transposed view); 3-D operands are batched;
+    a 3-D A under a 2-D B folds its batch into M without copies when A's rows are contiguous
+    across batches. Shape mismatches raise ``RuntimeError`` naming both shapes; an ``out=`` of
+    the wrong shape, dtype or device raises. Calls autocutlass does not serve run torch's op."""
+    return (_default or _make_default()).matmul(a, b, out)
+
+
+def linear(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    *,
+    activation: Activation | str | None = None,
+) -> torch.Tensor:
+    """``activation(torch.nn.functional.linear(x, weight, bias))`` in one kernel.
+
+    ``x``: (..., K), its leading dimensions flattened into M (a view when they merge);
+    ``weight``: (N, K); ``bias``: (N,) or None; ``activation``: None, 'relu', 'gelu' (erf),
+    'gelu_tanh' or 'silu', applied in the epilogue. Returns (..., N)."""
+    return (_default or _make_default()).linear(x, weight, bias, activation)
+
+
+def gemm(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    c: torch.Tensor | None = None,
+    *,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``alpha * (a @ b) + beta * c`` with ``a @ b`` as in ``matmul``.
+
+    ``c`` must broadcast to the product's shape (the kernel serves a ``c`` of exactly that
+    shape, N-contiguous; others run in torch) and is ignored when ``beta == 0``, as in BLAS.
+    ``out`` may be ``c`` itself (an in-place update)."""
+    return (_default or _make_default()).gemm(a, b, c, alpha, beta, out)
+
+
+def stats() -> Stats:
+    """Counters of the default dispatcher: memo hits and misses, database lookups and hits,
+    recorded misses, tunings, compiles, torch fallbacks."""
+    return (_default or _make_default()).stats()
+
+
+def reset() -> None:
+    """Forget the default dispatcher (memo, counters, open database) and re-read the
+    ``AUTOCUTLASS_*`` environment on the next call. Compiled kernels stay cached."""
+    global _default
+    with _default_lock:
+        _default = None

@@ -1,0 +1,91 @@
+"""`autocutlass kernels list | compile`: kernel discovery and GPU-free compile checks."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import time
+from collections import Counter
+from typing import Any
+
+from autocutlass.problem import DType, Epilogue, Major, Problem
+
+
+def add_kernels_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("kernels", help="kernel families: their spaces, and compile checks")
+    sub = p.add_subparsers(dest="kernels_cmd", required=True)
+    ls = sub.add_parser("list", help="families, their config axes and space sizes")
+    ls.set_defaults(func=cmd_list)
+    comp = sub.add_parser("compile", help="compile configs of a family without a GPU (CUTE_DSL_ARCH)")
+    comp.add_argument("--arch", default="sm_90a", help="target architecture (default sm_90a)")
+    comp.add_argument("--family", default="hopper_gemm")
+    comp.add_argument("--limit", type=int, default=None, help="compile at most N feasible configs (sampled)")
+    comp.add_argument("--seed", type=int, default=0, help="sampling seed")
+    comp.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    comp.add_argument("--layout", default="nt", help="A/B layout letters as in shapes.json ('nn', 'nt', 'tn', 'tt')")
+    comp.set_defaults(func=cmd_compile)
+    return p
+
+
+def representative_problem(dtype: str = "bf16", layout: str = "nt") -> Problem:
+    """A large problem of the given class: every config of the family is judged on it."""
+    letters = {"n": Major.ROW, "t": Major.COL}
+    dt = DType(dtype)
+    return Problem(
+        m=8192, n=8192, k=8192, a_dtype=dt, b_dtype=dt, d_dtype=dt,
+        a_major=letters[layout[0]], b_major=letters[layout[1]], epilogue=Epilogue(),
+    )
+
+
+def cmd_list(ns: argparse.Namespace) -> int:
+    from autocutlass.kernels import family_names, get_family
+
+    for name in family_names():
+        fam = get_family(name)
+        print(f"{name}")
+        for layout in ("nn", "nt", "tn", "tt"):
+            prob = representative_problem("bf16", layout)
+            space = fam.space(prob)
+            reasons: Counter[str] = Counter()
+            ok = 0
+            for cfg in space:
+                r = fam.check(cfg, prob)
+                if r is None:
+                    ok += 1
+                else:
+                    reasons[r.split(":")[0].split(" (")[0][:60]] += 1
+            print(f"  bf16 {layout}: {len(space)} configs in the tuning space, {ok} feasible")
+            if layout == "nt":
+                for reason, n in reasons.most_common(5):
+                    print(f"      rejected {n:5d}: {reason}")
+        cfg0 = space[0]
+        axes = ", ".join(f"{k}" for k in fam.config_to_dict(cfg0))
+        print(f"  axes: {axes}")
+    return 0
+
+
+def cmd_compile(ns: argparse.Namespace) -> int:
+    os.environ["CUTE_DSL_ARCH"] = ns.arch
+    from autocutlass.errors import KernelCompileError
+    from autocutlass.kernels import get_family
+
+    fam = get_family(ns.family)
+    prob = representative_problem(ns.dtype, ns.layout)
+    feasible = [c for c in fam.space(prob) if fam.check(c, prob) is None]
+    if ns.limit is not None and ns.limit < len(feasible):
+        feasible = random.Random(ns.seed).sample(feasible, ns.limit)
+    t0 = time.perf_counter()
+    ok = 0
+    failed: list[str] = []
+    for cfg in feasible:
+        try:
+            fam.compile(cfg, prob)
+            ok += 1
+        except KernelCompileError as e:
+            failed.append(f"{cfg}: {e}")
+            print(f"FAILED {cfg}: {str(e)[:300]}")
+    dt = time.perf_counter() - t0
+    print(f"compiled {ok}/{len(feasible)} {ns.family} configs for {ns.arch} ({ns.dtype} {ns.layout}) "
+          f"in {dt:.1f} s ({dt / max(1, len(feasible)):.2f} s each)")
+    return 0 if not failed else 1

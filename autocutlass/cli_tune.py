@@ -1,0 +1,335 @@
+"""``autocutlass tune``: tune the problems of a shapes file, or the recorded misses, into the database.
+
+    autocutlass tune --shapes FILE.json [--trials N] [--timeout S] [--exhaustive] [--only NAME]...
+    autocutlass tune --pending [--trials N] [--timeout S] [--exhaustive]
+
+``FILE.json`` has the format of the benchmark suite (``{"cases": [{"name", "M", "N", "K", "L"?,
+"dtype", "layout"?}, ...]}``, see ``autocutlass.problem.problem_from_case``). ``--pending`` tunes
+the problems dispatch missed on this GPU that still have no best record. ``--timeout`` is per
+problem. An interrupted run resumes where it stopped (finished trials are in the database).
+
+One worker pipeline (compile children + one benchmark child on the GPU) serves every problem;
+this process never touches the GPU itself. Output: a progress bar on stderr, then a table on
+stdout: per problem the best config, its TFLOP/s, torch.matmul's TFLOP/s measured in the same
+run on the same inputs with the same timing protocol, the ratio, trials and wall time.
+
+``add_tune_parser(subparsers)`` registers the command; its handler returns the exit code (0
+success, 1 database error or bad shapes file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from autocutlass.db import TuningStore
+from autocutlass.device import HardKey
+from autocutlass.errors import DatabaseError, UnsupportedProblem
+from autocutlass.kernels import default_family_for, family_names, get_family
+from autocutlass.kernels.base import KernelFamily
+from autocutlass.problem import Problem, problem_from_case
+from autocutlass.search.tuner import Evaluator, TuneProgress, TuneResult, tune_problem
+from autocutlass.search.workers import CandidatePipeline
+from autocutlass.settings import current
+
+
+@dataclass(frozen=True)
+class Case:
+    """One problem to tune, with the name it is shown under."""
+
+    name: str
+    problem: Problem
+
+
+def load_cases(path: str | Path, only: Sequence[str] | None = None) -> list[Case]:
+    """The cases of a shapes file (benchmark-suite format), optionally only those named in ``only``.
+
+    Raises ValueError with the file name for a malformed file or an unknown name in ``only``."""
+    p = Path(path).expanduser()
+    try:
+        doc = json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"cannot read shapes file {p}: {e}") from None
+    raw = doc.get("cases") if isinstance(doc, dict) else doc
+    if not isinstance(raw, list):
+        raise ValueError(f"shapes file {p}: expected {{'cases': [...]}} or a list of cases")
+    cases = []
+    for i, case in enumerate(raw):
+        try:
+            cases.append(Case(str(case.get("name", f"case{i}")), problem_from_case(case)))
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ValueError(f"shapes file {p}, case {i}: {type(e).__name__}: {e}") from None
+    if only:
+        known = {c.name for c in cases}
+        unknown = [n for n in only if n not in known]
+        if unknown:
+            raise ValueError(f"shapes file {p} has no case named {', '.join(unknown)}; it has: {', '.join(sorted(known))}")
+        cases = [c for c in cases if c.name in only]
+    return cases
+
+
+def add_tune_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
+    """Register ``tune`` on ``subparsers``; returns its parser."""
+    tune = subparsers.add_parser("tune", help="tune problems (a shapes file, or recorded misses) into the database")
+    what = tune.add_mutually_exclusive_group(required=True)
+    what.add_argument("--shapes", metavar="FILE.json", help="cases to tune, in the benchmark-suite format")
+    what.add_argument("--pending", action="store_true", help="tune the problems dispatch missed on this GPU")
+    tune.add_argument("--only", metavar="NAME", action="append", default=None,
+                      help="with --shapes: only the case of this name (repeatable)")  # fmt: skip
+    tune.add_argument("--trials", type=_positive_int, default=None, metavar="N",
+                      help="candidates to evaluate per problem (default 64 unless --timeout or --exhaustive)")  # fmt: skip
+    tune.add_argument("--timeout", type=_positive_float, default=None, metavar="S",
+                      help="wall-clock seconds per problem")  # fmt: skip
+    tune.add_argument("--exhaustive", action="store_true", help="evaluate every feasible config (grid, no early stop)")
+    tune.add_argument("--no-resume", dest="resume", action="store_false",
+                      help="evaluate again configs the database already has trials of")  # fmt: skip
+    tune.add_argument("--family", default=None, help="kernel family (default: the first that supports the problem)")
+    tune.add_argument("--compile-workers", type=_positive_int, default=None, metavar="N",
+                      help="parallel compile processes (default: spare cores, at most 6)")  # fmt: skip
+    tune.add_argument("--db", metavar="URL", default=None, help="database file or SQLAlchemy URL (default: AUTOCUTLASS_DB)")
+    tune.add_argument("--json", metavar="FILE", default=None, help="also write the results table as JSON")
+    tune.set_defaults(func=cmd_tune)
+    return tune
+
+
+def _positive_int(text: str) -> int:
+    v = int(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return v
+
+
+def _positive_float(text: str) -> float:
+    v = float(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return v
+
+
+# ---- the command -------------------------------------------------------------------------------
+EvaluatorFactory = Callable[[str, argparse.Namespace], Any]
+"""(family name, namespace) -> a context manager yielding an ``Evaluator``; a seam for tests."""
+
+
+def _pipeline(family_name: str, ns: argparse.Namespace) -> CandidatePipeline:
+    return CandidatePipeline(family_name, compile_workers=ns.compile_workers)
+
+
+def cmd_tune(ns: argparse.Namespace) -> int:
+    return run_tune(ns)
+
+
+def run_tune(
+    ns: argparse.Namespace,
+    *,
+    make_evaluator: EvaluatorFactory = _pipeline,
+    store: TuningStore | None = None,
+) -> int:
+    """``autocutlass tune``; ``make_evaluator`` and ``store`` are seams for tests."""
+    try:
+        cases = load_cases(ns.shapes, ns.only) if ns.shapes else None
+    except ValueError as e:
+        print(f"autocutlass: error: {e}", file=sys.stderr)
+        return 1
+    if store is None:
+        store = TuningStore(ns.db or current().db_url)
+    rows: list[dict[str, Any]] = []
+    evaluators: dict[str, tuple[Any, Evaluator]] = {}
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # one "study created" line per problem is noise
+    try:
+        hard_key, device = _device(ns, evaluators, make_evaluator)
+        store.record_device(hard_key, device)
+        if cases is None:
+            cases = [Case(f"pending{i}", p) for i, p in enumerate(store.pending_misses(hard_key))]
+            if not cases:
+                print(f"no pending misses for {hard_key.gpu_name} in {store.display}")
+                return 0
+        with _Progress() as progress:
+            for case in cases:
+                family = _family_for(case.problem, ns.family)
+                if isinstance(family, str):
+                    rows.append(_skipped_row(case, family))
+                    continue
+                evaluator = _evaluator(family.name, ns, evaluators, make_evaluator)
+                progress.start(case)
+                try:
+                    result = tune_problem(
+                        case.problem, family, store, trials=ns.trials, seconds=ns.timeout,
+                        exhaustive=ns.exhaustive, resume=ns.resume, progress=progress.update,
+                        evaluator=evaluator, hard_key=hard_key,
+                    )  # fmt: skip
+                except UnsupportedProblem as e:
+                    rows.append(_skipped_row(case, str(e)))
+                    continue
+                finally:
+                    progress.finish()
+                rows.append(_row(case, family, result))
+    except DatabaseError as e:
+        print(f"autocutlass: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\ninterrupted; finished trials are recorded, run the same command again to resume", file=sys.stderr)
+        raise
+    finally:
+        for cm, _ in evaluators.values():
+            cm.__exit__(None, None, None)
+    print_table(rows, title=f"tuned on {hard_key.gpu_name} into {store.display}")
+    if ns.json:
+        Path(ns.json).write_text(json.dumps(rows, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+def _evaluator(family_name: str, ns: argparse.Namespace, evaluators: dict[str, tuple[Any, Evaluator]],
+               make_evaluator: EvaluatorFactory) -> Evaluator:  # fmt: skip
+    """The evaluator of ``family_name``, entered on first use; ``evaluators`` keeps (manager, evaluator)."""
+    if family_name not in evaluators:
+        cm = make_evaluator(family_name, ns)
+        evaluators[family_name] = (cm, cm.__enter__())
+    return evaluators[family_name][1]
+
+
+def _device(ns: argparse.Namespace, evaluators: dict[str, tuple[Any, Evaluator]],
+            make_evaluator: EvaluatorFactory) -> tuple[HardKey, dict[str, Any]]:  # fmt: skip
+    """This machine's hard key, as the benchmark child (on the GPU) reports it."""
+    name = ns.family or family_names()[0]
+    reply = _evaluator(name, ns, evaluators, make_evaluator).device()
+    return HardKey(**reply["hard_key"]), dict(reply["device"])
+
+
+def _family_for(problem: Problem, name: str | None) -> KernelFamily[Any] | str:
+    """The family to tune ``problem`` with, or the reason there is none."""
+    if name is not None:
+        fam = get_family(name)
+        why = fam.supports(problem)
+        return fam if why is None else f"{name}: {why}"
+    fam = default_family_for(problem)
+    if fam is not None:
+        return fam
+    reasons = [f"{n}: {get_family(n).supports(problem)}" for n in family_names()]
+    return "no kernel family serves it (" + "; ".join(reasons) + ")"
+
+
+# ---- output ------------------------------------------------------------------------------------
+def _config_label(family: KernelFamily[Any], config: dict[str, Any]) -> str:
+    cfg = family.config_from_dict(config)
+    short = getattr(cfg, "short", None)
+    return short() if callable(short) else " ".join(f"{k}={v}" for k, v in sorted(config.items()))
+
+
+def _row(case: Case, family: KernelFamily[Any], r: TuneResult) -> dict[str, Any]:
+    failed = sum(n for s, n in r.states.items() if s != "ok")
+    return {
+        "name": case.name,
+        "problem": case.problem.describe(),
+        "family": family.name,
+        "config": r.best_config,
+        "config_label": _config_label(family, r.best_config) if r.best_config else "none found",
+        "median_ms": r.best.timing.median_ms if r.best and r.best.timing else None,
+        "tflops": r.best_tflops,
+        "torch_tflops": r.torch_tflops,
+        "vs_torch": r.vs_torch,
+        "trials": r.evaluated,
+        "failed": failed,
+        "states": dict(r.states),
+        "strategy": r.strategy,
+        "stop": r.stop_reason,
+        "wall_s": r.wall_s,
+        "note": None,
+    }
+
+
+def _skipped_row(case: Case, why: str) -> dict[str, Any]:
+    return {"name": case.name, "problem": case.problem.describe(), "family": None, "config": None,
+            "config_label": "skipped", "median_ms": None, "tflops": None, "torch_tflops": None, "vs_torch": None,
+            "trials": 0, "failed": 0, "states": {}, "strategy": None, "stop": None, "wall_s": 0.0, "note": why}  # fmt: skip
+
+
+_HEADERS = ("case", "problem", "best config", "TFLOP/s", "torch TFLOP/s", "x torch", "trials", "wall s")
+
+
+def _fmt(v: float | None, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def table_rows(rows: Sequence[dict[str, Any]]) -> list[tuple[str, ...]]:
+    out = []
+    for r in rows:
+        trials = str(r["trials"]) + (f" ({r['failed']} failed)" if r["failed"] else "")
+        out.append((
+            r["name"], r["problem"], r["config_label"], _fmt(r["tflops"], ".1f"), _fmt(r["torch_tflops"], ".1f"),
+            _fmt(r["vs_torch"], ".3f"), trials, _fmt(r["wall_s"], ".0f"),
+        ))  # fmt: skip
+    return out
+
+
+def print_table(rows: Sequence[dict[str, Any]], *, title: str) -> None:
+    body = table_rows(rows)
+    notes = [f"{r['name']}: {r['note']}" for r in rows if r.get("note")]
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=title)
+        for i, h in enumerate(_HEADERS):
+            table.add_column(h, justify="right" if 3 <= i <= 7 else "left")
+        for row in body:
+            table.add_row(*row)
+        Console().print(table)
+    else:
+        widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(_HEADERS)]
+        print(title)
+        print("  ".join(h.ljust(w) for h, w in zip(_HEADERS, widths, strict=True)).rstrip())
+        for row in body:
+            print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    for note in notes:
+        print(note)
+
+
+class _Progress:
+    """A rich progress bar on stderr, one task per problem; silent when stderr is not a terminal."""
+
+    def __init__(self) -> None:
+        self._bar: Any = None
+        self._task: Any = None
+        self._case: Case | None = None
+
+    def __enter__(self) -> _Progress:
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                console=Console(stderr=True), transient=False,
+            )  # fmt: skip
+            self._bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+
+    def start(self, case: Case) -> None:
+        self._case = case
+        if self._bar is not None:
+            self._task = self._bar.add_task(f"{case.name}: starting", total=None)
+
+    def update(self, p: TuneProgress) -> None:
+        if self._bar is None or self._task is None or self._case is None:
+            return
+        best = p.best.timing.tflops(p.problem.flops) if p.best and p.best.timing else None
+        desc = f"{self._case.name}: best {best:.1f} TFLOP/s" if best else f"{self._case.name}: no result yet"
+        self._bar.update(self._task, completed=p.evaluated, total=p.planned, description=desc)
+
+    def finish(self) -> None:
+        if self._bar is not None and self._task is not None:
+            task = next(t for t in self._bar.tasks if t.id == self._task)
+            self._bar.update(self._task, total=task.completed)
+        self._task = None

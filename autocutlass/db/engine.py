@@ -1,0 +1,314 @@
+"""Where a tuning database lives and how we talk to it: URLs, engines, sessions, errors, retries.
+
+* ``resolve(url_or_path)``: a filesystem path becomes ``sqlite:///<absolute path>``; anything
+  with ``://`` is taken as a SQLAlchemy URL (``postgresql+psycopg://...``).
+* ``cached_engine``: one engine per (URL, mode) per process. An engine inherited through
+  ``fork`` is never used by the child: entries are keyed by pid and the child makes its own.
+* SQLite connections get ``busy_timeout``, ``foreign_keys=ON`` and (read-write files) WAL
+  journaling from a connect listener. We emit ``BEGIN`` ourselves: ``BEGIN IMMEDIATE`` for
+  write transactions, so a writer takes the write lock up front, waits for it in the busy
+  handler and never has to upgrade a read lock (the classic source of "database is locked").
+* ``call(location, fn)``: runs one transaction, retries a bounded number of times when SQLite
+  reports SQLITE_BUSY/SQLITE_LOCKED (read from the driver exception's ``sqlite_errorcode``,
+  never from its message) or PostgreSQL a serialization failure/deadlock, and turns every
+  storage failure into ``autocutlass.errors.DatabaseError`` naming the database and the fix.
+  Integrity and programming errors are bugs and propagate unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.orm import Session
+from sqlalchemy.pool import QueuePool
+
+from autocutlass.errors import DatabaseError
+
+T = TypeVar("T")
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+"""How long one SQLite statement waits for another process's lock before reporting busy."""
+
+MAX_ATTEMPTS = 8
+"""Attempts of one transaction that keeps failing with a transient lock error."""
+
+_WRITE_OPTION = "autocutlass_write"
+
+# SQLite primary result codes (https://sqlite.org/rescode.html).
+_SQLITE_BUSY = 5
+_SQLITE_LOCKED = 6
+_SQLITE_CORRUPT = 11
+_SQLITE_NOTADB = 26
+# PostgreSQL SQLSTATEs worth retrying: serialization_failure, deadlock_detected.
+_PG_RETRY_STATES = frozenset({"40001", "40P01"})
+
+
+@dataclass(frozen=True)
+class DbLocation:
+    """A resolved database address.
+
+    ``url`` is what SQLAlchemy gets; ``display`` is what messages show (the file path for a
+    SQLite file, else the URL with its password hidden); ``sqlite_path`` is the file of a
+    file-backed SQLite database, else None.
+    """
+
+    url: str
+    display: str
+    sqlite_path: Path | None
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.url.startswith("sqlite")
+
+
+def resolve(url_or_path: str | os.PathLike[str]) -> DbLocation:
+    """Resolve a path or SQLAlchemy URL. Never raises: a malformed URL fails when opened."""
+    raw = os.fspath(url_or_path)
+    if "://" not in raw:
+        path = Path(raw).expanduser().resolve()
+        return DbLocation(url=f"sqlite:///{path}", display=str(path), sqlite_path=path)
+    try:
+        url = make_url(raw)
+    except sa_exc.ArgumentError:
+        return DbLocation(url=raw, display=raw, sqlite_path=None)
+    if url.get_backend_name() == "sqlite":
+        db = url.database
+        if db and db != ":memory:" and not db.startswith("file:"):
+            path = Path(db).expanduser().resolve()
+            return DbLocation(url=f"sqlite:///{path}", display=str(path), sqlite_path=path)
+        return DbLocation(url=raw, display=raw, sqlite_path=None)
+    return DbLocation(url=raw, display=url.render_as_string(hide_password=True), sqlite_path=None)
+
+
+# ---- engines -------------------------------------------------------------------------------
+
+
+def _install_sqlite_listeners(engine: Engine, *, read_only: bool) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+        # Take transaction control away from the sqlite3 module; "begin" below emits BEGIN.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        try:
+            cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            cur.execute("PRAGMA foreign_keys = ON")
+            if not read_only:
+                mode = cur.execute("PRAGMA journal_mode").fetchone()
+                if mode is None or str(mode[0]).lower() not in {"wal", "memory"}:
+                    cur.execute("PRAGMA journal_mode = WAL")
+                cur.execute("PRAGMA synchronous = NORMAL")
+        finally:
+            cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        write = bool(conn.get_execution_options().get(_WRITE_OPTION))
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def make_engine(loc: DbLocation, *, read_only: bool = False, immutable: bool = False) -> Engine:
+    """A new (uncached) engine for ``loc``. Raises DatabaseError for a bad URL or a missing driver.
+
+    ``read_only`` opens a SQLite file with ``mode=ro`` (it must exist); ``immutable`` adds
+    ``immutable=1`` (no locking at all: for shipped files that never change). A read-write
+    SQLite file gets its parent directories created.
+    """
+    try:
+        if loc.sqlite_path is not None and read_only:
+            if not loc.sqlite_path.is_file():
+                raise DatabaseError(f"The tuning database {loc.display} does not exist.")
+            uri = f"file:{quote(str(loc.sqlite_path))}?mode=ro" + ("&immutable=1" if immutable else "")
+
+            def _connect() -> sqlite3.Connection:
+                return sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+            engine = create_engine("sqlite://", creator=_connect, poolclass=QueuePool)
+        elif loc.sqlite_path is not None:
+            try:
+                loc.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise DatabaseError(
+                    f"Cannot create the directory of the tuning database {loc.display}: {e}. "
+                    "Point AUTOCUTLASS_DB at a writable location."
+                ) from e
+            engine = create_engine(loc.url)
+        else:
+            engine = create_engine(loc.url, pool_pre_ping=True)
+    except (sa_exc.ArgumentError, sa_exc.NoSuchModuleError) as e:
+        raise DatabaseError(
+            f"Cannot open the tuning database {loc.display}: {e}. AUTOCUTLASS_DB must be a file path "
+            "or a SQLAlchemy URL whose driver is installed (e.g. postgresql+psycopg://user@host/db)."
+        ) from e
+    except ImportError as e:
+        raise DatabaseError(
+            f"Cannot open the tuning database {loc.display}: its database driver is not installed ({e})."
+        ) from e
+    if engine.dialect.name == "sqlite":
+        _install_sqlite_listeners(engine, read_only=read_only)
+    elif engine.dialect.name != "postgresql":
+        engine.dispose()
+        raise DatabaseError(
+            f"The tuning database {loc.display} uses the {engine.dialect.name!r} backend; "
+            "autocutlass supports SQLite and PostgreSQL."
+        )
+    return engine
+
+
+_ENGINES: dict[tuple[str, bool, bool], tuple[int, Engine]] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def cached_engine(
+    loc: DbLocation,
+    *,
+    read_only: bool = False,
+    immutable: bool = False,
+    prepare: Callable[[Engine], None],
+) -> Engine:
+    """This process's engine for ``loc``; ``prepare(engine)`` (the schema check) runs once when
+    the engine is made, and an engine whose ``prepare`` raised is disposed and not cached."""
+    key = (loc.url, read_only, immutable)
+    pid = os.getpid()
+    with _ENGINES_LOCK:
+        hit = _ENGINES.get(key)
+        if hit is not None:
+            if hit[0] == pid:
+                return hit[1]
+            # Inherited through fork: drop it without closing the parent's connections.
+            hit[1].dispose(close=False)
+            del _ENGINES[key]
+    engine = make_engine(loc, read_only=read_only, immutable=immutable)
+    try:
+        prepare(engine)
+    except BaseException:
+        engine.dispose()
+        raise
+    with _ENGINES_LOCK:
+        hit = _ENGINES.get(key)
+        if hit is not None and hit[0] == pid:
+            engine.dispose()
+            return hit[1]
+        _ENGINES[key] = (pid, engine)
+    return engine
+
+
+def release(url_or_path: str | os.PathLike[str]) -> None:
+    """Dispose and forget every cached engine of this database (before moving or deleting it)."""
+    url = resolve(url_or_path).url
+    with _ENGINES_LOCK:
+        keys = [k for k in _ENGINES if k[0] == url]
+        entries = [_ENGINES.pop(k) for k in keys]
+    pid = os.getpid()
+    for owner, engine in entries:
+        engine.dispose(close=owner == pid)
+
+
+# ---- sessions ------------------------------------------------------------------------------
+
+
+@contextmanager
+def session(engine: Engine, *, write: bool) -> Iterator[Session]:
+    """One transaction: ``with session(engine, write=True) as s:`` commits on success.
+
+    On SQLite a write transaction starts with ``BEGIN IMMEDIATE``.
+    """
+    bind = engine.execution_options(**{_WRITE_OPTION: True}) if write else engine
+    with Session(bind) as s, s.begin():
+        yield s
+
+
+@contextmanager
+def write_connection(engine: Engine) -> Iterator[Connection]:
+    """A Core connection inside one write transaction (``BEGIN IMMEDIATE`` on SQLite)."""
+    with engine.execution_options(**{_WRITE_OPTION: True}).begin() as conn:
+        yield conn
+
+
+# ---- errors and retries --------------------------------------------------------------------
+
+
+def _sqlite_code(e: sa_exc.DBAPIError) -> int | None:
+    orig = e.orig
+    if isinstance(orig, sqlite3.Error):
+        code = getattr(orig, "sqlite_errorcode", None)
+        if isinstance(code, int):
+            return code & 0xFF  # primary result code
+    return None
+
+
+def is_transient(e: sa_exc.DBAPIError) -> bool:
+    """True for lock contention worth retrying: SQLITE_BUSY/LOCKED, or a PG serialization failure."""
+    code = _sqlite_code(e)
+    if code is not None:
+        return code in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    orig = e.orig
+    state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    return isinstance(state, str) and state in _PG_RETRY_STATES
+
+
+def _is_storage_failure(e: sa_exc.DBAPIError) -> bool:
+    """Errors of the store itself (unreachable, corrupt, locked, read-only), not of our SQL."""
+    return isinstance(e, sa_exc.OperationalError) or type(e) is sa_exc.DatabaseError
+
+
+def storage_error(loc: DbLocation, e: sa_exc.DBAPIError) -> DatabaseError:
+    """The DatabaseError to raise for a storage failure: what is wrong with which database, and
+    what to do."""
+    detail = str(e.orig) if e.orig is not None else str(e)
+    code = _sqlite_code(e)
+    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        where = loc.sqlite_path or loc.display
+        return DatabaseError(
+            f"The tuning database {where} is corrupt or not a SQLite database (sqlite: {detail}). "
+            f"Move it aside (mv '{where}' '{where}.bad') or delete it, and autocutlass starts a new "
+            "one there; or point AUTOCUTLASS_DB at another file."
+        )
+    if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+        return DatabaseError(
+            f"The tuning database {loc.display} stayed locked by another process through "
+            f"{MAX_ATTEMPTS} attempts of {SQLITE_BUSY_TIMEOUT_MS // 1000} s each (sqlite: {detail}). "
+            "Check for a stuck autocutlass process, or point AUTOCUTLASS_DB at another file."
+        )
+    if loc.is_sqlite:
+        return DatabaseError(
+            f"Cannot use the tuning database {loc.display} (sqlite: {detail}). Check that the file and "
+            "its directory are readable and writable, or point AUTOCUTLASS_DB at another file."
+        )
+    return DatabaseError(
+        f"Cannot use the tuning database {loc.display} ({type(e.orig).__name__}: {detail}). Check that "
+        "the server is reachable and the URL and credentials are right, or point AUTOCUTLASS_DB at a file."
+    )
+
+
+def _backoff(attempt: int) -> float:
+    return min(2.0, 0.02 * 2.0**attempt) * (0.5 + random.random())
+
+
+def call(loc: DbLocation, fn: Callable[[], T]) -> T:
+    """Run ``fn`` (one whole transaction, safe to repeat) with bounded retries on transient lock
+    errors; storage failures become DatabaseError, other database errors propagate."""
+    attempt = 0
+    while True:
+        try:
+            return fn()
+        except sa_exc.DBAPIError as e:
+            if is_transient(e) and attempt + 1 < MAX_ATTEMPTS:
+                time.sleep(_backoff(attempt))
+                attempt += 1
+                continue
+            if _is_storage_failure(e):
+                raise storage_error(loc, e) from e
+            raise

@@ -1,0 +1,113 @@
+"""Plain data the tuning database hands to callers: trial states, records, canonical config text.
+
+Nothing here touches SQLAlchemy. Records are frozen dataclasses built inside a session from
+column values and returned after the session closed, so no ORM object ever leaks out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from autocutlass.device import HardKey
+from autocutlass.problem import Problem
+
+LookupSource = Literal["exact", "bucket", "nearest_m"]
+"""How a ``BestRecord`` was found: the problem itself, its M bucket, or the nearest tuned M."""
+
+
+class TrialState(StrEnum):
+    """Outcome of evaluating one candidate config; failures are recorded states, not exceptions."""
+
+    OK = "ok"
+    CANT_IMPLEMENT = "cant_implement"
+    COMPILE_ERROR = "compile_error"
+    WRONG_RESULT = "wrong_result"
+    TIMEOUT = "timeout"
+    CRASH = "crash"
+
+
+def canonical_json(obj: Any) -> str:
+    """The one canonical JSON text of plain data: sorted keys, no whitespace, ASCII only."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def config_key(config: dict[str, Any]) -> str:
+    """Stable identity of a config: sha256 of its canonical JSON, 32 hex digits.
+
+    ``TuningStore.finished_config_keys`` returns these; compare a candidate with
+    ``config_key(asdict(cfg)) in finished``.
+    """
+    return hashlib.sha256(canonical_json(config).encode()).hexdigest()[:32]
+
+
+def hard_key_from_json(text: str) -> HardKey:
+    """Inverse of ``HardKey.key()``."""
+    d = json.loads(text)
+    return HardKey(
+        gpu_name=str(d["gpu_name"]),
+        cc=str(d["cc"]),
+        sm_count=int(d["sm_count"]),
+        dsl_version=str(d["dsl_version"]),
+        kernel_hash=str(d["kernel_hash"]),
+        protocol_version=int(d["protocol_version"]),
+    )
+
+
+def utc_now() -> datetime:
+    """Now, as the naive UTC datetime the database stores (timezone-naive on every backend)."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def to_db_time(t: datetime) -> datetime:
+    """A datetime as stored: naive UTC (aware values are converted, naive ones taken as UTC)."""
+    if t.tzinfo is not None:
+        t = t.astimezone(UTC).replace(tzinfo=None)
+    return t
+
+
+def from_db_time(t: datetime) -> datetime:
+    """A stored (naive UTC) datetime as an aware UTC datetime for callers."""
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class BestRecord:
+    """The winning config of one (problem, hard key), as found by a lookup.
+
+    ``problem`` is the problem the record was tuned for, which differs from the requested one
+    when ``source`` is ``"bucket"`` or ``"nearest_m"``. ``origin`` names the database it came
+    from (a file path or a URL without password).
+    """
+
+    problem: Problem
+    family: str
+    config: dict[str, Any]
+    median_ms: float
+    tflops: float
+    hard_key: HardKey
+    source: LookupSource
+    origin: str
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One evaluated candidate. Timing fields are None unless ``state`` is ``ok``."""
+
+    id: int
+    problem: Problem
+    hard_key: HardKey
+    family: str
+    config: dict[str, Any]
+    config_key: str
+    state: TrialState
+    reason: str | None
+    median_ms: float | None
+    p20_ms: float | None
+    p80_ms: float | None
+    tflops: float | None
+    created_at: datetime  # aware, UTC

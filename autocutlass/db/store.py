@@ -1,0 +1,431 @@
+"""``TuningStore``: lookup and recording of tuning results in one database (SQLite file or URL).
+
+Contract:
+
+* Only records whose device hard key equals the caller's ``HardKey`` are ever returned.
+* Every public method is one transaction on its own session; results are frozen dataclasses.
+* Every storage failure (unreachable, corrupt, not ours, locked beyond the retry budget) raises
+  ``autocutlass.errors.DatabaseError`` (``SchemaMismatch`` for a version mismatch) whose message
+  names the database and the fix. Constructing a store never touches the database: the first
+  call opens it (creating the tables of a new database) and validates its schema once per process.
+* Writes are safe from many processes at once (see ``engine``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine, Row, distinct, func, select
+from sqlalchemy.orm import Session
+
+from autocutlass.db import engine as eng
+from autocutlass.db.models import Best, Device, Miss, ProblemRow, Trial
+from autocutlass.db.records import (
+    BestRecord,
+    LookupSource,
+    TrialRecord,
+    TrialState,
+    canonical_json,
+    config_key,
+    from_db_time,
+    hard_key_from_json,
+    utc_now,
+)
+from autocutlass.db.rows import ensure_device, ensure_problem, upsert_best, upsert_miss
+from autocutlass.db.schema import ensure_schema
+from autocutlass.device import HardKey
+from autocutlass.errors import DatabaseError
+from autocutlass.problem import Problem
+
+T = TypeVar("T")
+
+
+def m_distance(a: int, b: int) -> float:
+    """|log2(a) - log2(b)|, M values below 1 counted as 1: how far apart two tuned M are."""
+    return abs(math.log2(max(a, 1)) - math.log2(max(b, 1)))
+
+
+def nearest_m(target: int, candidates: Sequence[T], m_of: Callable[[T], int]) -> T:
+    """The candidate whose M is nearest ``target`` in log2 distance; ties go to the larger M."""
+    return min(candidates, key=lambda c: (m_distance(m_of(c), target), -m_of(c)))
+
+
+class TuningStore:
+    """One tuning database. See the module docstring for the contract."""
+
+    def __init__(self, url_or_path: str | os.PathLike[str], *, read_only: bool = False, immutable: bool = False):
+        """``url_or_path``: a file path (becomes SQLite) or a SQLAlchemy URL. ``read_only`` opens
+        an existing SQLite file with ``mode=ro`` and never creates tables; ``immutable`` (with
+        ``read_only``) also skips locking, for files nothing writes to (shipped databases)."""
+        self._loc = eng.resolve(url_or_path)
+        self._read_only = read_only or immutable
+        self._immutable = immutable
+
+    def __repr__(self) -> str:
+        mode = ", read_only=True" if self._read_only else ""
+        return f"TuningStore({self._loc.display!r}{mode})"
+
+    @property
+    def url(self) -> str:
+        """The SQLAlchemy URL (may contain a password: do not print it; use ``display``)."""
+        return self._loc.url
+
+    @property
+    def display(self) -> str:
+        """The file path, or the URL with its password hidden."""
+        return self._loc.display
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
+
+    # ---- plumbing --------------------------------------------------------------------------
+    def _engine(self) -> Engine:
+        return eng.cached_engine(
+            self._loc,
+            read_only=self._read_only,
+            immutable=self._immutable,
+            prepare=lambda e: ensure_schema(e, self._loc, read_only=self._read_only),
+        )
+
+    def _read(self, fn: Callable[[Session], T]) -> T:
+        """Run ``fn`` in one read transaction (package-internal; ``fn`` must not leak ORM objects)."""
+        engine = self._engine()
+
+        def _tx() -> T:
+            with eng.session(engine, write=False) as s:
+                return fn(s)
+
+        return eng.call(self._loc, _tx)
+
+    def _write(self, fn: Callable[[Session], T]) -> T:
+        """Run ``fn`` in one write transaction, retried as a whole on lock contention."""
+        if self._read_only:
+            raise DatabaseError(f"The tuning database {self.display} is open read-only; it cannot be written.")
+        engine = self._engine()
+
+        def _tx() -> T:
+            with eng.session(engine, write=True) as s:
+                return fn(s)
+
+        return eng.call(self._loc, _tx)
+
+    def check(self) -> None:
+        """Open the database now (creating a new one) and validate it; raises DatabaseError."""
+        self._engine()
+
+    # ---- lookup ----------------------------------------------------------------------------
+    def lookup(self, problem: Problem, hard_key: HardKey) -> BestRecord | None:
+        """The best record for ``problem`` measured under ``hard_key``, or None.
+
+        Tries, among records of ``hard_key`` only: the exact problem; else a tuned problem of
+        the same bucket (``problem.bucket_key()``); else the tuned problem of the same
+        ``family_key`` (same everything but M) whose M is nearest in log2 distance, ties to the
+        larger M. ``BestRecord.source`` says which; ``BestRecord.problem`` is the tuned problem.
+        """
+
+        def _q(s: Session) -> list[Row[Any]]:
+            stmt = (
+                select(
+                    ProblemRow.key, ProblemRow.bucket_key, ProblemRow.m, ProblemRow.problem,
+                    Best.family, Best.config, Best.median_ms, Best.tflops,
+                )
+                .join(Best, Best.problem_id == ProblemRow.id)
+                .join(Device, Device.id == Best.device_id)
+                .where(ProblemRow.family_key == problem.family_key(), Device.hard_key == hard_key.key())
+            )  # fmt: skip
+            return list(s.execute(stmt).all())
+
+        rows = self._read(_q)
+        if not rows:
+            return None
+        exact = [r for r in rows if r.key == problem.key()]
+        if exact:
+            return self._best_record(exact[0], hard_key, "exact")
+        bucket_key = problem.bucket_key()
+        same_bucket = [r for r in rows if r.bucket_key == bucket_key]
+        if same_bucket:
+            return self._best_record(nearest_m(problem.m, same_bucket, lambda r: int(r.m)), hard_key, "bucket")
+        return self._best_record(nearest_m(problem.m, rows, lambda r: int(r.m)), hard_key, "nearest_m")
+
+    def _best_record(self, row: Row[Any], hard_key: HardKey, source: LookupSource) -> BestRecord:
+        return BestRecord(
+            problem=Problem.from_dict(row.problem),
+            family=row.family,
+            config=json.loads(row.config),
+            median_ms=float(row.median_ms),
+            tflops=float(row.tflops),
+            hard_key=hard_key,
+            source=source,
+            origin=self.display,
+        )
+
+    # ---- recording -------------------------------------------------------------------------
+    def record_device(self, hard_key: HardKey, info: Mapping[str, Any]) -> None:
+        """Store informative device data (``DeviceInfo.as_dict()``) for ``hard_key``; never matched on."""
+        self._write(lambda s: ensure_device(s, hard_key, info))
+
+    def record_trial(
+        self,
+        problem: Problem,
+        hard_key: HardKey,
+        family: str,
+        config: Mapping[str, Any],
+        state: TrialState | str,
+        reason: str | None = None,
+        median_ms: float | None = None,
+        p20_ms: float | None = None,
+        p80_ms: float | None = None,
+        tflops: float | None = None,
+    ) -> int:
+        """Append one evaluated candidate (any state, failures included); returns the trial id.
+
+        ``config`` must be JSON-able plain data; it is stored as canonical JSON text.
+        ``state`` may be a TrialState or its string value (ValueError otherwise).
+        """
+        st = TrialState(state)
+        text = canonical_json(dict(config))
+        ckey = config_key(dict(config))
+        now = utc_now()
+
+        def _tx(s: Session) -> int:
+            trial = Trial(
+                device_id=ensure_device(s, hard_key),
+                problem_id=ensure_problem(s, problem),
+                family=family,
+                config=text,
+                config_key=ckey,
+                state=st.value,
+                reason=reason,
+                median_ms=median_ms,
+                p20_ms=p20_ms,
+                p80_ms=p80_ms,
+                tflops=tflops,
+                created_at=now,
+            )
+            s.add(trial)
+            s.flush()
+            return int(trial.id)
+
+        return self._write(_tx)
+
+    def record_best(
+        self,
+        problem: Problem,
+        hard_key: HardKey,
+        family: str,
+        config: Mapping[str, Any],
+        median_ms: float,
+        tflops: float,
+        trial_id: int | None = None,
+    ) -> None:
+        """Set the best of (problem, hard key), replacing any previous one: the tuner's verdict.
+
+        Use ``merge_best`` to keep whichever is faster instead.
+        """
+        self._upsert_best(problem, hard_key, family, config, median_ms, tflops, trial_id, keep_faster=False)
+
+    def merge_best(
+        self,
+        problem: Problem,
+        hard_key: HardKey,
+        family: str,
+        config: Mapping[str, Any],
+        median_ms: float,
+        tflops: float,
+        trial_id: int | None = None,
+    ) -> bool:
+        """Offer a best: stored only if there is none or it is strictly faster (lower median_ms).
+        Returns True when it was stored."""
+        return self._upsert_best(problem, hard_key, family, config, median_ms, tflops, trial_id, keep_faster=True)
+
+    def _upsert_best(
+        self,
+        problem: Problem,
+        hard_key: HardKey,
+        family: str,
+        config: Mapping[str, Any],
+        median_ms: float,
+        tflops: float,
+        trial_id: int | None,
+        *,
+        keep_faster: bool,
+    ) -> bool:
+        text = canonical_json(dict(config))
+        now = utc_now()
+
+        def _tx(s: Session) -> bool:
+            return upsert_best(
+                s,
+                problem_id=ensure_problem(s, problem),
+                device_id=ensure_device(s, hard_key),
+                family=family,
+                config_text=text,
+                median_ms=float(median_ms),
+                tflops=float(tflops),
+                trial_id=trial_id,
+                updated_at=now,
+                keep_faster=keep_faster,
+            )
+
+        return self._write(_tx)
+
+    def record_miss(self, problem: Problem, hard_key: HardKey) -> None:
+        """Count one lookup miss of ``problem`` on ``hard_key`` (for ``autocutlass tune --pending``)."""
+        now = utc_now()
+
+        def _tx(s: Session) -> None:
+            upsert_miss(
+                s,
+                problem_id=ensure_problem(s, problem),
+                device_id=ensure_device(s, hard_key),
+                count=1,
+                first_seen=now,
+                last_seen=now,
+                mode="add",
+            )
+
+        self._write(_tx)
+
+    # ---- queries ---------------------------------------------------------------------------
+    def finished_config_keys(self, problem: Problem, hard_key: HardKey, family: str) -> set[str]:
+        """``config_key``s of every trial already recorded (any state) for this problem, hard key
+        and family: the candidates a resumed tuning run can skip."""
+
+        def _q(s: Session) -> set[str]:
+            stmt = (
+                select(Trial.config_key)
+                .join(ProblemRow, ProblemRow.id == Trial.problem_id)
+                .join(Device, Device.id == Trial.device_id)
+                .where(ProblemRow.key == problem.key(), Device.hard_key == hard_key.key(), Trial.family == family)
+            )
+            return set(s.execute(stmt).scalars())
+
+        return self._read(_q)
+
+    def trials(self, problem: Problem | None = None, hard_key: HardKey | None = None) -> list[TrialRecord]:
+        """Recorded trials, oldest first, optionally only those of ``problem`` and/or ``hard_key``."""
+
+        def _q(s: Session) -> list[TrialRecord]:
+            stmt = (
+                select(Trial, ProblemRow.problem, Device.hard_key)
+                .join(ProblemRow, ProblemRow.id == Trial.problem_id)
+                .join(Device, Device.id == Trial.device_id)
+                .order_by(Trial.id)
+            )
+            if problem is not None:
+                stmt = stmt.where(ProblemRow.key == problem.key())
+            if hard_key is not None:
+                stmt = stmt.where(Device.hard_key == hard_key.key())
+            out = []
+            for t, pdict, hk_text in s.execute(stmt):
+                out.append(
+                    TrialRecord(
+                        id=t.id,
+                        problem=Problem.from_dict(pdict),
+                        hard_key=hard_key_from_json(hk_text),
+                        family=t.family,
+                        config=json.loads(t.config),
+                        config_key=t.config_key,
+                        state=TrialState(t.state),
+                        reason=t.reason,
+                        median_ms=t.median_ms,
+                        p20_ms=t.p20_ms,
+                        p80_ms=t.p80_ms,
+                        tflops=t.tflops,
+                        created_at=from_db_time(t.created_at),
+                    )
+                )
+            return out
+
+        return self._read(_q)
+
+    def bests(self, gpu: str | None = None) -> list[BestRecord]:
+        """Every best record (``source="exact"``), optionally only those of GPU name ``gpu``;
+        ordered by GPU name, then problem family, then M."""
+
+        def _q(s: Session) -> list[BestRecord]:
+            stmt = (
+                select(ProblemRow.problem, Best.family, Best.config, Best.median_ms, Best.tflops, Device.hard_key)
+                .join(ProblemRow, ProblemRow.id == Best.problem_id)
+                .join(Device, Device.id == Best.device_id)
+                .order_by(Device.gpu_name, Device.id, ProblemRow.family_key, ProblemRow.m)
+            )
+            if gpu is not None:
+                stmt = stmt.where(Device.gpu_name == gpu)
+            return [
+                BestRecord(
+                    problem=Problem.from_dict(pdict),
+                    family=family,
+                    config=json.loads(cfg),
+                    median_ms=float(med),
+                    tflops=float(tf),
+                    hard_key=hard_key_from_json(hk),
+                    source="exact",
+                    origin=self.display,
+                )
+                for pdict, family, cfg, med, tf, hk in s.execute(stmt)
+            ]
+
+        return self._read(_q)
+
+    def pending_misses(self, hard_key: HardKey | None = None) -> list[Problem]:
+        """Problems that missed (on ``hard_key``, or on any device) and still have no best of
+        their own there; most-missed first, each problem once."""
+
+        def _q(s: Session) -> list[Problem]:
+            stmt = (
+                select(ProblemRow.key, ProblemRow.problem)
+                .select_from(Miss)
+                .join(ProblemRow, ProblemRow.id == Miss.problem_id)
+                .join(Device, Device.id == Miss.device_id)
+                .outerjoin(Best, (Best.problem_id == Miss.problem_id) & (Best.device_id == Miss.device_id))
+                .where(Best.id.is_(None))
+                .order_by(Miss.count.desc(), Miss.last_seen.desc(), Miss.id)
+            )
+            if hard_key is not None:
+                stmt = stmt.where(Device.hard_key == hard_key.key())
+            seen: set[str] = set()
+            out = []
+            for key, pdict in s.execute(stmt):
+                if key not in seen:
+                    seen.add(key)
+                    out.append(Problem.from_dict(pdict))
+            return out
+
+        return self._read(_q)
+
+    def hard_keys(self) -> list[HardKey]:
+        """Every hard key that has a device row here."""
+        return self._read(lambda s: [hard_key_from_json(t) for t in s.execute(select(Device.hard_key)).scalars()])
+
+    def counts_per_gpu(self) -> dict[str, dict[str, int]]:
+        """Record counts per GPU name, for ``autocutlass info``: ``{gpu_name: {"hard_keys": ..,
+        "problems": .. (problems with a best), "trials": .., "bests": ..}}``."""
+
+        def _q(s: Session) -> dict[str, dict[str, int]]:
+            def per_gpu(*cols: Any, join: Any = None, on: Any = None) -> dict[str, int]:
+                stmt = select(Device.gpu_name, *cols).group_by(Device.gpu_name)
+                if join is not None:
+                    stmt = stmt.select_from(Device).join(join, on)
+                return {name: int(n) for name, n in s.execute(stmt)}
+
+            keys = per_gpu(func.count(Device.id))
+            trials = per_gpu(func.count(Trial.id), join=Trial, on=Trial.device_id == Device.id)
+            bests = per_gpu(func.count(Best.id), join=Best, on=Best.device_id == Device.id)
+            problems = per_gpu(func.count(distinct(Best.problem_id)), join=Best, on=Best.device_id == Device.id)
+            return {
+                gpu: {
+                    "hard_keys": keys[gpu],
+                    "problems": problems.get(gpu, 0),
+                    "trials": trials.get(gpu, 0),
+                    "bests": bests.get(gpu, 0),
+                }
+                for gpu in sorted(keys)
+            }
+
+        return self._read(_q)

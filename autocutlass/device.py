@@ -1,0 +1,155 @@
+"""What GPU and toolchain we run on: ``DeviceInfo`` and the *hard key* of tuning records.
+
+A tuning record measured on one GPU/toolchain is never used as if it were measured on another.
+The hard key is GPU name + compute capability + SM count + nvidia-cutlass-dsl version + the
+content hash of our kernel sources + the timing-protocol version. Everything else in
+``DeviceInfo`` (memory sizes, driver) is informative.
+
+Nothing here queries the GPU at import time; ``current_device()`` reads once per process and
+device index and caches the answer.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from autocutlass.errors import NoGPU
+
+TIMING_PROTOCOL_VERSION = 1
+"""Version of the timing protocol in ``autocutlass.search.timing``; bump it when that changes."""
+
+KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
+
+
+@dataclass(frozen=True)
+class HardKey:
+    """The fields a tuning record must share with this machine to be trusted here."""
+
+    gpu_name: str
+    cc: str  # "9.0"
+    sm_count: int
+    dsl_version: str
+    kernel_hash: str
+    protocol_version: int
+
+    def key(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.key().encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """A GPU and the toolchain around it, read once."""
+
+    index: int
+    gpu_name: str
+    cc_major: int
+    cc_minor: int
+    sm_count: int
+    max_smem_per_block_optin: int  # bytes of dynamic shared memory a block may opt into
+    l2_bytes: int
+    total_memory_bytes: int
+    driver_version: str
+    cuda_runtime_version: str
+    dsl_version: str
+    torch_version: str
+
+    @property
+    def cc(self) -> str:
+        return f"{self.cc_major}.{self.cc_minor}"
+
+    @property
+    def arch(self) -> str:
+        """The DSL's target name: sm_90a for Hopper (the 'a' features: WGMMA, setmaxnreg)."""
+        suffix = "a" if (self.cc_major, self.cc_minor) == (9, 0) else ""
+        return f"sm_{self.cc_major}{self.cc_minor}{suffix}"
+
+    def hard_key(self) -> HardKey:
+        return HardKey(
+            gpu_name=self.gpu_name,
+            cc=self.cc,
+            sm_count=self.sm_count,
+            dsl_version=self.dsl_version,
+            kernel_hash=kernel_source_hash(),
+            protocol_version=TIMING_PROTOCOL_VERSION,
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def dsl_version() -> str:
+    """Installed nvidia-cutlass-dsl version, or 'none'."""
+    try:
+        return importlib.metadata.version("nvidia-cutlass-dsl")
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
+
+
+@functools.cache
+def kernel_source_hash() -> str:
+    """sha256 over the contents of every ``autocutlass/kernels/**/*.py`` (path-sorted)."""
+    h = hashlib.sha256()
+    for path in sorted(KERNELS_DIR.rglob("*.py")):
+        h.update(path.relative_to(KERNELS_DIR).as_posix().encode())
+        h.update(b"\0")
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def gpu_available() -> bool:
+    """True when torch sees a CUDA device. Never raises."""
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001 - a broken CUDA install means "no GPU" here
+        return False
+
+
+def _driver_version() -> str:
+    try:
+        from cuda.bindings import driver
+
+        err, v = driver.cuDriverGetVersion()
+        if int(err) == 0:
+            return f"{v // 1000}.{(v % 1000) // 10}"
+    except ImportError:
+        pass
+    return "unknown"
+
+
+@functools.cache
+def current_device(index: int | None = None) -> DeviceInfo:
+    """DeviceInfo of CUDA device ``index`` (default: torch's current device). Raises NoGPU."""
+    if not gpu_available():
+        raise NoGPU("no CUDA GPU is visible to this process (torch.cuda.is_available() is False)")
+    import torch
+
+    idx = torch.cuda.current_device() if index is None else index
+    props = torch.cuda.get_device_properties(idx)
+    smem_optin = int(getattr(props, "shared_memory_per_block_optin", 0) or 0)
+    if smem_optin == 0:
+        smem_optin = 227 * 1024 if props.major == 9 else 99 * 1024
+    return DeviceInfo(
+        index=idx,
+        gpu_name=str(props.name),
+        cc_major=int(props.major),
+        cc_minor=int(props.minor),
+        sm_count=int(props.multi_processor_count),
+        max_smem_per_block_optin=smem_optin,
+        l2_bytes=int(getattr(props, "L2_cache_size", 0) or 0),
+        total_memory_bytes=int(props.total_memory),
+        driver_version=_driver_version(),
+        cuda_runtime_version=str(torch.version.cuda),
+        dsl_version=dsl_version(),
+        torch_version=str(torch.__version__),
+    )

@@ -1,0 +1,87 @@
+"""The contract between a kernel family and the layers above it (search, dispatch).
+
+A *family* is a parameterised kernel: a frozen config dataclass, a pure-Python ``check``
+that rejects infeasible (config, problem) pairs with a reason, a ``space`` to search, and a
+``compile`` that turns a config into a callable ``GemmRunner`` for a problem's *kernel class*
+(dtypes, layouts, alignment, epilogue; shapes are symbolic, so one compiled runner serves every
+M, N, K and L of its class).
+
+Calling convention of a ``GemmRunner`` (torch tensors on one CUDA device, current stream):
+
+* ``a``: (M, K) or (L, M, K); either of its two last dims may be the contiguous one.
+* ``b``: (K, N) or (L, K, N); likewise (``W.t()`` of an (N, K) weight is K-contiguous).
+* ``d``: output, (M, N) or (L, M, N), N contiguous; written, never read.
+* ``c``: optional, same shape as ``d``, N contiguous (read when the epilogue has ``with_c``).
+* ``bias``: optional, (N,), contiguous (read when the epilogue has ``bias``).
+* ``alpha``, ``beta``: Python floats.
+
+The runner launches asynchronously on ``torch.cuda.current_stream()`` and never synchronises.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, Generic, Protocol, TypeVar
+
+from autocutlass.problem import Problem
+
+
+class GemmRunner(Protocol):
+    def __call__(
+        self,
+        a: Any,
+        b: Any,
+        d: Any,
+        *,
+        c: Any | None = None,
+        bias: Any | None = None,
+        alpha: float = 1.0,
+        beta: float = 0.0,
+    ) -> None: ...
+
+
+C = TypeVar("C")
+
+
+class KernelFamily(ABC, Generic[C]):
+    """A tunable kernel family. Implementations are stateless apart from compile caches."""
+
+    name: str
+    """Stable identifier stored in the database ('hopper_gemm')."""
+
+    @abstractmethod
+    def supports(self, problem: Problem) -> str | None:
+        """None if some config of this family can serve ``problem``, else the reason why not."""
+
+    @abstractmethod
+    def space(self, problem: Problem) -> Sequence[C]:
+        """Every config of the family worth considering for ``problem`` (feasible or not)."""
+
+    @abstractmethod
+    def check(self, config: C, problem: Problem) -> str | None:
+        """None when ``config`` can run ``problem``; otherwise the reason, naming the budget or
+        rule broken. Pure Python, no compile, no GPU. Every accepted pair must compile."""
+
+    @abstractmethod
+    def seeds(self, problem: Problem) -> Sequence[C]:
+        """A few good configs, best guess first, all passing ``check``: TPE seeds and the
+        ``heuristic`` policy's choice (the first)."""
+
+    @abstractmethod
+    def config_to_dict(self, config: C) -> dict[str, Any]:
+        """Plain JSON-able form; ``config_from_dict`` inverts it."""
+
+    @abstractmethod
+    def config_from_dict(self, d: dict[str, Any]) -> C: ...
+
+    @abstractmethod
+    def compile(self, config: C, problem: Problem) -> GemmRunner:
+        """A runner for ``problem``'s kernel class. Cached in-process and on disk.
+
+        Raises ``CantImplement`` if ``check`` rejects the pair and ``KernelCompileError`` if
+        the DSL fails."""
+
+    def simplicity(self, config: C) -> tuple[int, ...]:
+        """Sort key: smaller is simpler. Ties between equally fast configs go to the simpler."""
+        return (0,)

@@ -1,0 +1,99 @@
+"""Hopper (sm_90a) warp-specialised persistent GEMM family.
+
+Modules: ``config`` (the frozen config and its axes), ``plan`` (derived compile-time plan and
+the shared-memory arithmetic), ``check`` (feasibility with reasons), ``kernel`` (the CuTe DSL
+kernel), ``compile`` (symbolic-shape compile, in-process and on-disk caches), ``runner`` (the
+callable). Only ``kernel``, ``compile`` and ``runner`` import the DSL, and only when used.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from autocutlass.kernels.base import GemmRunner, KernelFamily
+from autocutlass.kernels.hopper_gemm.check import check, problem_supported
+from autocutlass.kernels.hopper_gemm.config import (
+    CLUSTERS,
+    SWIZZLE,
+    TILE_K,
+    TILE_M,
+    TILE_N,
+    HopperGemmConfig,
+    Raster,
+    Schedule,
+)
+from autocutlass.problem import Problem
+
+__all__ = ["HopperGemmConfig", "HopperGemmFamily", "Raster", "Schedule", "check"]
+
+TUNED_STAGES = (0,)
+"""The search space keeps stages at 'as many as fit': with one CTA per SM a deeper ring is never
+slower; explicit stage counts remain valid configs for users and tests."""
+
+
+class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
+    name = "hopper_gemm"
+
+    def __init__(self, cache_dir: Path | None = None) -> None:
+        self._cache_dir = cache_dir
+
+    def supports(self, problem: Problem) -> str | None:
+        return problem_supported(problem)
+
+    def space(self, problem: Problem) -> Sequence[HopperGemmConfig]:
+        return [
+            HopperGemmConfig(tm, tn, tk, cm, cn, st, sch, ras, sw)
+            for tm, tn, tk, (cm, cn), st, sch, ras, sw in itertools.product(
+                TILE_M, TILE_N, TILE_K, CLUSTERS, TUNED_STAGES, tuple(Schedule), tuple(Raster), SWIZZLE
+            )
+        ]
+
+    def check(self, config: HopperGemmConfig, problem: Problem) -> str | None:
+        return check(config, problem)
+
+    def seeds(self, problem: Problem) -> Sequence[HopperGemmConfig]:
+        m, n = problem.m, problem.n
+        c = HopperGemmConfig
+        if m <= 64:
+            guesses = [c(64, 128, 128), c(64, 64, 128), c(64, 256, 64, schedule=Schedule.PINGPONG), c(64, 128, 64)]
+        elif m <= 256 or n <= 256:
+            guesses = [c(128, 128, 64), c(64, 128, 64), c(128, 64, 64), c(128, 256, 64)]
+        else:
+            guesses = [
+                c(128, 256, 64, cluster_m=2),
+                c(128, 256, 64, cluster_n=2),
+                c(128, 128, 64, schedule=Schedule.PINGPONG, cluster_m=2),
+                c(256, 128, 64, cluster_m=2),
+                c(128, 256, 64, swizzle=4),
+                c(128, 128, 64),
+            ]
+        guesses += [c(128, 128, 64), c(64, 128, 64), c(64, 64, 64)]
+        out: list[HopperGemmConfig] = []
+        for g in guesses:
+            if g not in out and check(g, problem) is None:
+                out.append(g)
+        return out
+
+    def config_to_dict(self, config: HopperGemmConfig) -> dict[str, Any]:
+        return config.as_dict()
+
+    def config_from_dict(self, d: dict[str, Any]) -> HopperGemmConfig:
+        return HopperGemmConfig.from_dict(d)
+
+    def compile(self, config: HopperGemmConfig, problem: Problem) -> GemmRunner:
+        from autocutlass.kernels.hopper_gemm.runner import HopperGemmRunner
+
+        return HopperGemmRunner(config, problem, self._cache_dir)
+
+    def simplicity(self, config: HopperGemmConfig) -> tuple[int, ...]:
+        return (
+            config.cluster_size,
+            int(config.schedule is Schedule.PINGPONG),
+            config.swizzle,
+            int(config.raster is Raster.ALONG_N),
+            int(config.stages != 0),
+            config.tile_k,
+        )

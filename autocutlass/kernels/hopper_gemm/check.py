@@ -1,0 +1,158 @@
+"""Feasibility of (config, problem) for the Hopper GEMM, in pure Python, before any compile.
+
+Each rule is a named predicate returning a reason or None; ``check`` returns the first reason.
+A reason says what was required, the limit, and (where useful) what to try.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from autocutlass.kernels import budgets
+from autocutlass.kernels.hopper_gemm.config import (
+    CLUSTERS,
+    SPLIT_K,
+    SWIZZLE,
+    TILE_K,
+    TILE_M,
+    TILE_N,
+    HopperGemmConfig,
+    Schedule,
+)
+from autocutlass.kernels.hopper_gemm.plan import MAX_AUTO_STAGES, max_stages, smem_bill
+from autocutlass.problem import DType, Major, Op, Problem
+
+INPUT_DTYPES = (DType.BF16, DType.FP16)
+OUTPUT_DTYPES = (DType.BF16, DType.FP16, DType.FP32)
+
+Rule = Callable[[HopperGemmConfig, Problem], "str | None"]
+
+
+def problem_supported(problem: Problem) -> str | None:
+    """Reasons that no config of the family can serve ``problem``."""
+    if problem.op is not Op.GEMM:
+        return f"op {problem.op.value!r} is not a GEMM"
+    if problem.a_dtype in (DType.TF32, DType.FP32) or problem.b_dtype in (DType.TF32, DType.FP32):
+        return "fp32/tf32 inputs are not served by hopper_gemm yet (bf16 and fp16 are)"
+    if problem.a_dtype not in INPUT_DTYPES:
+        return f"A dtype {problem.a_dtype.value} is not one of {[d.value for d in INPUT_DTYPES]}"
+    if problem.b_dtype != problem.a_dtype:
+        return f"A and B dtypes differ ({problem.a_dtype.value} vs {problem.b_dtype.value}); WGMMA needs them equal"
+    if problem.d_dtype not in OUTPUT_DTYPES:
+        return f"D dtype {problem.d_dtype.value} is not one of {[d.value for d in OUTPUT_DTYPES]}"
+    if problem.acc_dtype is not DType.FP32:
+        return f"accumulator {problem.acc_dtype.value} is not fp32"
+    if problem.epilogue.with_c and problem.c_dtype not in OUTPUT_DTYPES:
+        return f"C dtype {problem.c_dtype} is not one of {[d.value for d in OUTPUT_DTYPES]}"
+    for name, align in (("A", problem.align_a), ("B", problem.align_b), ("D", problem.align_d)):
+        if align < budgets.TMA_ALIGN_BYTES:
+            return (
+                f"{name} is only {align}-byte aligned (base pointer or leading dimension); TMA needs "
+                f"{budgets.TMA_ALIGN_BYTES}: pad the leading dimension to a multiple of "
+                f"{budgets.TMA_ALIGN_BYTES} bytes"
+            )
+    if problem.epilogue.with_c and problem.align_c < 4:
+        return f"C is only {problem.align_c}-byte aligned; the epilogue needs 4"
+    return None
+
+
+def _domain(config: HopperGemmConfig, problem: Problem) -> str | None:
+    axes = (
+        ("tile_m", config.tile_m, TILE_M),
+        ("tile_n", config.tile_n, TILE_N),
+        ("tile_k", config.tile_k, TILE_K),
+        ("swizzle", config.swizzle, SWIZZLE),
+        ("split_k", config.split_k, SPLIT_K),
+    )
+    for name, v, allowed in axes:
+        if v not in allowed:
+            return f"{name}={v} is not one of {allowed}"
+    if (config.cluster_m, config.cluster_n) not in CLUSTERS:
+        return f"cluster {config.cluster_m}x{config.cluster_n} is not one of {CLUSTERS}"
+    if config.stages != 0 and not 2 <= config.stages <= 12:
+        return f"stages={config.stages}: need 0 (auto) or 2..12"
+    return None
+
+
+def _wgmma_shape(config: HopperGemmConfig, problem: Problem) -> str | None:
+    if config.tile_n % 8:
+        return f"tile_n={config.tile_n} is not a multiple of 8 (WGMMA N step for 16-bit types)"
+    if config.wg_tile_m % budgets.WGMMA_M:
+        return f"each consumer's tile_m={config.wg_tile_m} is not a multiple of {budgets.WGMMA_M} (WGMMA M)"
+    if config.schedule is Schedule.PINGPONG and config.tile_m > 128:
+        return f"ping-pong tile_m={config.tile_m} > 128: each consumer owns a whole tile; use cooperative"
+    return None
+
+
+def _registers(config: HopperGemmConfig, problem: Problem) -> str | None:
+    regs = config.wg_tile_m * config.tile_n // budgets.THREADS_PER_WARPGROUP
+    if regs > budgets.ACC_REGS_MAX:
+        return (
+            f"{regs} fp32 accumulator registers per thread ({config.wg_tile_m}x{config.tile_n} per consumer "
+            f"warpgroup) exceed {budgets.ACC_REGS_MAX}: use a smaller tile or the cooperative schedule"
+        )
+    return None
+
+
+def _smem_layout(config: HopperGemmConfig, problem: Problem) -> str | None:
+    # An MN-major operand is tiled by swizzle atoms along its contiguous M/N extent: the extent
+    # must be a multiple of 16 elements (the narrowest 32-byte swizzle atom of 16-bit types).
+    if problem.b_major is Major.ROW and config.tile_n % 16:
+        return f"tile_n={config.tile_n} with N-contiguous B is not a multiple of 16 (smem swizzle atom)"
+    return None
+
+
+def _multicast(config: HopperGemmConfig, problem: Problem) -> str | None:
+    # A multicast tile is split among the CTAs that share it; each slice must hold whole
+    # swizzle atoms (8 rows of the K-major atom, or 64 contiguous elements of an MN-major one).
+    if config.cluster_n > 1:
+        unit = 64 if problem.a_major is Major.COL else 8
+        if config.tile_m % (config.cluster_n * unit):
+            return (
+                f"A multicast over cluster_n={config.cluster_n} splits tile_m={config.tile_m} into slices "
+                f"that are not multiples of {unit} rows"
+            )
+    if config.cluster_m > 1:
+        unit = 64 if problem.b_major is Major.ROW else 8
+        if config.tile_n % (config.cluster_m * unit):
+            return (
+                f"B multicast over cluster_m={config.cluster_m} splits tile_n={config.tile_n} into slices "
+                f"that are not multiples of {unit}"
+            )
+    return None
+
+
+def _shared_memory(config: HopperGemmConfig, problem: Problem) -> str | None:
+    limit = budgets.SM90_SMEM_PER_BLOCK_OPTIN
+    if config.stages == 0:
+        fit = max_stages(config, problem, limit)
+        if fit < 2:
+            return (
+                f"two stages of {config.tile_m}x{config.tile_n}x{config.tile_k} need "
+                f"{smem_bill(config, problem, 2)} bytes of shared memory > {limit}: use a smaller tile"
+            )
+        return None
+    need = smem_bill(config, problem, config.stages)
+    if need > limit:
+        return (
+            f"{config.stages} stages need {need} bytes of shared memory > {limit}; at most "
+            f"{max(1, max_stages(config, problem, limit))} fit (or use stages=0)"
+        )
+    if config.stages > MAX_AUTO_STAGES + 4:
+        return f"stages={config.stages} is more than the ring benefits from"
+    return None
+
+
+RULES: tuple[Rule, ...] = (_domain, _wgmma_shape, _registers, _smem_layout, _multicast, _shared_memory)
+
+
+def check(config: HopperGemmConfig, problem: Problem) -> str | None:
+    """None if ``config`` can run ``problem``, else the first broken rule's reason."""
+    reason = problem_supported(problem)
+    if reason is not None:
+        return reason
+    for rule in RULES:
+        reason = rule(config, problem)
+        if reason is not None:
+            return reason
+    return None

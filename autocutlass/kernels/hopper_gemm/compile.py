@@ -1,0 +1,200 @@
+"""Compile a (config, kernel class) once, with symbolic shapes, and cache the result.
+
+* Fake tensors carry symbolic M, N, K, L and leading dimensions (divisible by the 16-byte TMA
+  alignment), so one compiled function serves every shape of its class.
+* The TVM-FFI calling convention takes torch tensors directly (about 5 us per call) and reads
+  the stream from torch's current stream.
+* In-process cache: a dict keyed by the compile key. On-disk cache: the exported object file
+  ``<cache>/kernels/<key>.o``, written atomically (temp file + ``os.replace``) and loaded with
+  ``cute.runtime.load_module``; a corrupt file is reported, removed and recompiled.
+
+The compile key covers the config, the kernel class, the operand rank, the DSL version, the
+content hash of our kernel sources and the target architecture.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autocutlass.device import dsl_version, kernel_source_hash
+from autocutlass.errors import CantImplement, KernelCompileError
+from autocutlass.kernels.hopper_gemm.check import check
+from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig
+from autocutlass.kernels.hopper_gemm.plan import Plan, make_plan
+from autocutlass.problem import DType, Major, Problem
+
+log = logging.getLogger("autocutlass")
+
+ARCH = "sm_90a"
+FUNCTION_NAME = "autocutlass_hopper_gemm"
+
+_lock = threading.Lock()
+_memory: dict[str, Any] = {}
+
+
+def target_arch() -> str:
+    return os.environ.get("CUTE_DSL_ARCH", ARCH)
+
+
+def compile_key(config: HopperGemmConfig, problem: Problem, rank: int) -> str:
+    payload = {
+        "family": "hopper_gemm",
+        "config": config.as_dict(),
+        "class": json.loads(problem.kernel_class_key()),
+        "rank": rank,
+        "dsl": dsl_version(),
+        "src": kernel_source_hash(),
+        "arch": target_arch(),
+    }
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class _Syms:
+    m: Any
+    n: Any
+    k: Any
+    l: Any
+
+
+def _fake_operand(cutlass_dtype: Any, dims: tuple[Any, Any], contiguous_last: bool, rank: int, align_elems: int,
+                  batch: Any) -> Any:
+    """A fake (rows, cols) or (L, rows, cols) tensor; the contiguous dim is the last one or the row dim."""
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_tensor
+
+    ld = cute.sym_int64(divisibility=align_elems)
+    inner = (ld, 1) if contiguous_last else (1, ld)
+    if rank == 2:
+        return make_fake_tensor(cutlass_dtype, dims, inner, assumed_align=16)
+    bs = cute.sym_int64(divisibility=align_elems)
+    return make_fake_tensor(cutlass_dtype, (batch, *dims), (bs, *inner), assumed_align=16)
+
+
+def _compile(plan: Plan, rank: int) -> Any:
+    """Run the DSL compiler. Imports cutlass lazily (CUTE_DSL_ARCH must be set before, off-GPU)."""
+    os.environ.setdefault("CUTE_DSL_ARCH", ARCH)
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_stream
+    from cutlass.cute.runtime import make_fake_tensor
+
+    from autocutlass.kernels.hopper_gemm.kernel import CUTLASS_DTYPES, HopperGemmKernel
+
+    s = _Syms(cute.sym_int32(), cute.sym_int32(), cute.sym_int32(), cute.sym_int32())
+    ab = CUTLASS_DTYPES[plan.a_dtype]
+    dd = CUTLASS_DTYPES[plan.d_dtype]
+    ab_align = 16 // plan.a_dtype.bytes
+    a = _fake_operand(ab, (s.m, s.k), plan.a_major is Major.ROW, rank, ab_align, s.l)
+    b = _fake_operand(ab, (s.k, s.n), plan.b_major is Major.ROW, rank, ab_align, s.l)
+    d = _fake_operand(dd, (s.m, s.n), True, rank, 16 // plan.d_dtype.bytes, s.l)
+    c = None
+    if plan.with_c:
+        assert plan.c_dtype is not None
+        c_align = max(1, 4 // plan.c_dtype.bytes)
+        c = _fake_operand(CUTLASS_DTYPES[plan.c_dtype], (s.m, s.n), True, rank, c_align, s.l)
+    bias = None
+    if plan.bias:
+        bias = make_fake_tensor(dd if plan.d_dtype is not DType.FP32 else cutlass.Float32, (s.n,), (1,), assumed_align=4)
+    kernel = HopperGemmKernel(plan)
+    try:
+        return cute.compile(
+            kernel,
+            a,
+            b,
+            d,
+            c,
+            bias,
+            cutlass.Float32(1.0),
+            cutlass.Float32(0.0),
+            cutlass.Int32(1),
+            make_fake_stream(use_tvm_ffi_env_stream=True),
+            options="--enable-tvm-ffi",
+        )
+    except Exception as e:  # noqa: BLE001 - the DSL raises many types; all mean "did not compile"
+        raise KernelCompileError(f"DSL compile failed for {plan}: {type(e).__name__}: {e}") from e
+
+
+def _disk_path(cache_dir: Path, key: str) -> Path:
+    return cache_dir / f"hopper_gemm-{key}.o"
+
+
+def _load_from_disk(path: Path) -> Any | None:
+    if not path.is_file():
+        return None
+    import cutlass.cute as cute
+
+    try:
+        module = cute.runtime.load_module(str(path), enable_tvm_ffi=True)
+        return getattr(module, FUNCTION_NAME)
+    except Exception as e:  # noqa: BLE001 - a corrupt cache entry is a miss, reported once
+        log.warning("compiled-kernel cache entry %s is unusable (%s: %s); recompiling", path, type(e).__name__, e)
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        return None
+
+
+def _save_to_disk(fn: Any, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp.o")
+    os.close(fd)
+    try:
+        fn.export_to_c(tmp, function_name=FUNCTION_NAME)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+@dataclass
+class CompileStats:
+    compiled: int = 0
+    disk_hits: int = 0
+    memory_hits: int = 0
+
+
+STATS = CompileStats()
+
+
+def get_compiled(config: HopperGemmConfig, problem: Problem, rank: int, cache_dir: Path | None) -> Any:
+    """The compiled TVM-FFI function for (config, class of problem, rank): memory, disk, or compile."""
+    reason = check(config, problem)
+    if reason is not None:
+        raise CantImplement(reason)
+    key = compile_key(config, problem, rank)
+    fn = _memory.get(key)
+    if fn is not None:
+        STATS.memory_hits += 1
+        return fn
+    with _lock:
+        fn = _memory.get(key)
+        if fn is not None:
+            return fn
+        path = _disk_path(cache_dir, key) if cache_dir is not None else None
+        if path is not None:
+            fn = _load_from_disk(path)
+            if fn is not None:
+                STATS.disk_hits += 1
+        if fn is None:
+            fn = _compile(make_plan(config, problem), rank)
+            STATS.compiled += 1
+            if path is not None:
+                try:
+                    _save_to_disk(fn, path)
+                    loaded = _load_from_disk(path)
+                    fn = loaded if loaded is not None else fn
+                except OSError as e:
+                    log.warning("cannot write compiled-kernel cache %s: %s", path, e)
+        _memory[key] = fn
+        return fn

@@ -1,0 +1,108 @@
+"""The Hopper GEMM family's config: one frozen dataclass, its axes, and canonical (de)serialisation."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Schedule(StrEnum):
+    """How consumer warpgroups share a CTA's work.
+
+    COOPERATIVE: all consumer warpgroups work on one output tile (split along M) and run the
+    epilogue together. PINGPONG: two consumer warpgroups own alternate tiles, so one runs its
+    epilogue while the other's WGMMAs keep the tensor cores busy.
+    """
+
+    COOPERATIVE = "cooperative"
+    PINGPONG = "pingpong"
+
+
+class Raster(StrEnum):
+    """Order in which the persistent scheduler walks output tiles (within a swizzle group)."""
+
+    ALONG_M = "along_m"
+    ALONG_N = "along_n"
+
+
+TILE_M = (64, 128, 256)
+TILE_N = (64, 96, 128, 160, 192, 208, 224, 256)
+TILE_K = (64, 128)
+CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
+STAGES = (0, 2, 3, 4, 5, 6, 7, 8)
+"""0 means: as many as fit in shared memory."""
+SWIZZLE = (1, 2, 4, 8)
+SPLIT_K = (1,)
+"""Split-K lands with its own issue; the axis exists so that records stay comparable."""
+
+
+@dataclass(frozen=True, order=True)
+class HopperGemmConfig:
+    tile_m: int = 128
+    tile_n: int = 128
+    tile_k: int = 64
+    cluster_m: int = 1
+    cluster_n: int = 1
+    stages: int = 0
+    schedule: Schedule = Schedule.COOPERATIVE
+    raster: Raster = Raster.ALONG_M
+    swizzle: int = 1
+    split_k: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "schedule", Schedule(self.schedule))
+        object.__setattr__(self, "raster", Raster(self.raster))
+        for name in ("tile_m", "tile_n", "tile_k", "cluster_m", "cluster_n", "stages", "swizzle", "split_k"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise TypeError(f"HopperGemmConfig.{name} must be int, got {v!r}")
+
+    @property
+    def cluster_size(self) -> int:
+        return self.cluster_m * self.cluster_n
+
+    @property
+    def num_consumer_wgs(self) -> int:
+        """Consumer (MMA) warpgroups: 1 for a cooperative 64-row tile, else 2."""
+        if self.schedule is Schedule.PINGPONG:
+            return 2
+        return 1 if self.tile_m == 64 else 2
+
+    @property
+    def wg_tile_m(self) -> int:
+        """Rows of the output tile one consumer warpgroup accumulates."""
+        if self.schedule is Schedule.PINGPONG:
+            return self.tile_m
+        return self.tile_m // self.num_consumer_wgs
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["schedule"] = self.schedule.value
+        d["raster"] = self.raster.value
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> HopperGemmConfig:
+        known = {f: d[f] for f in cls.__dataclass_fields__ if f in d}
+        return cls(**known)
+
+    def short(self) -> str:
+        """Compact label: '128x256x64 c2x1 s0 coop m/1'."""
+        sched = "coop" if self.schedule is Schedule.COOPERATIVE else "pp"
+        ras = "m" if self.raster is Raster.ALONG_M else "n"
+        sk = f" sk{self.split_k}" if self.split_k != 1 else ""
+        return (
+            f"{self.tile_m}x{self.tile_n}x{self.tile_k} c{self.cluster_m}x{self.cluster_n}"
+            f" s{self.stages} {sched} {ras}/{self.swizzle}{sk}"
+        )
+
+
+def all_configs() -> Iterator[HopperGemmConfig]:
+    """The full cartesian space (most of it infeasible for any given problem)."""
+    for tm, tn, tk, (cm, cn), st, sch, ras, sw, sk in itertools.product(
+        TILE_M, TILE_N, TILE_K, CLUSTERS, STAGES, tuple(Schedule), tuple(Raster), SWIZZLE, SPLIT_K
+    ):
+        yield HopperGemmConfig(tm, tn, tk, cm, cn, st, sch, ras, sw, sk)

@@ -1,0 +1,490 @@
+"""The sm_90a warp-specialised persistent GEMM, written in CuTe DSL.
+
+Roles inside one CTA (block of 128 * (1 + consumers) threads):
+
+* warpgroup 0, the *producer*: drops to a small register budget; one warp walks the CTA's
+  tiles (persistent static scheduler: raster order + swizzle groups) and, per K block, issues
+  TMA loads of A and B into a multi-stage shared-memory ring (``PipelineTmaAsync``), multicast
+  across the cluster where the cluster has more than one CTA along the other dimension.
+  The A loader is a separate method (``_load_a``) so that an im2col TMA loader can replace it.
+* warpgroups 1.., the *consumers*: raise their register budget, run WGMMA (fp32 accumulators)
+  over the ring, release stages as soon as their WGMMAs retire, then run the epilogue:
+  ``D = act(alpha * acc + beta * C + bias)`` applied in registers (``_epilogue_math``),
+  converted to D's dtype, staged in shared memory with ``stmatrix`` and stored by TMA.
+
+  COOPERATIVE: the consumers split each tile along M and share the epilogue.
+  PINGPONG: two consumers take alternate tiles of the CTA's sequence; each skips the other's
+  K blocks in the ring and runs its own epilogue while the other computes.
+
+Shapes are symbolic: one compiled kernel serves every M, N, K, L of its class. TMA zero-fills
+out-of-bounds loads and clips out-of-bounds stores, which handles every residue; the epilogue's
+C and bias loads are predicated on the output coordinates.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import cuda.bindings.driver as cuda
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils as utils
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
+
+from autocutlass.kernels.budgets import PRODUCER_REGS, SMEM_BUFFER_ALIGN, THREADS_PER_WARPGROUP
+from autocutlass.kernels.hopper_gemm.plan import Plan
+from autocutlass.problem import Activation, DType
+
+CUTLASS_DTYPES = {
+    DType.BF16: cutlass.BFloat16,
+    DType.FP16: cutlass.Float16,
+    DType.FP32: cutlass.Float32,
+}
+
+_GELU_K = 0.7071067811865476  # 1/sqrt(2)
+_GELU_TANH_K = 0.7978845608028654  # sqrt(2/pi)
+
+
+def _to_mkl(t: cute.Tensor, order: tuple[int, int, int]) -> cute.Tensor:
+    """View a torch-ordered tensor (rank 2 or 3) as CuTe's (rows, cols, L)."""
+    if cutlass.const_expr(cute.rank(t) == 2):
+        lay = cute.append(t.layout, cute.make_layout(1))
+        lay = cute.select(lay, mode=[order[0] - 1, order[1] - 1, 2])
+        return cute.make_tensor(t.iterator, lay)
+    return cute.make_tensor(t.iterator, cute.select(t.layout, mode=list(order)))
+
+
+class HopperGemmKernel:
+    """Compile-time object: all attributes derive from the frozen ``Plan``."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.tile_mnk = (plan.tile_m, plan.tile_n, plan.tile_k)
+        self.cluster_mn = (plan.cluster_m, plan.cluster_n)
+        self.num_consumers = plan.num_consumer_wgs
+        self.threads = plan.threads
+        self.epi_tile = (plan.epi_m, plan.epi_n)
+        # Threads that share one epilogue (and one named barrier).
+        self.epi_threads = THREADS_PER_WARPGROUP * (1 if plan.pingpong else plan.num_consumer_wgs)
+        # Consumers that read each ring stage (ping-pong: one).
+        self.readers_per_stage = 1 if plan.pingpong else plan.num_consumer_wgs
+        self.a_mcast = plan.cluster_n > 1
+        self.b_mcast = plan.cluster_m > 1
+
+    # ------------------------------------------------------------------ host side
+    @cute.jit
+    def __call__(
+        self,
+        a: cute.Tensor,
+        b: cute.Tensor,
+        d: cute.Tensor,
+        c: Optional[cute.Tensor],
+        bias: Optional[cute.Tensor],
+        alpha: cutlass.Float32,
+        beta: cutlass.Float32,
+        max_active_clusters: cutlass.Int32,
+        stream: cuda.CUstream,
+    ):
+        # torch order (L, M, K) / (L, K, N) / (L, M, N) -> CuTe (M, K, L) / (N, K, L) / (M, N, L)
+        mA = _to_mkl(a, (1, 2, 0))
+        mB = _to_mkl(b, (2, 1, 0))
+        mD = _to_mkl(d, (1, 2, 0))
+        mC = None
+        if cutlass.const_expr(self.plan.with_c):
+            mC = _to_mkl(c, (1, 2, 0))
+
+        self.a_dtype = mA.element_type
+        self.b_dtype = mB.element_type
+        self.d_dtype = mD.element_type
+        self.acc_dtype = cutlass.Float32
+        self.a_layout = utils.LayoutEnum.from_tensor(mA)
+        self.b_layout = utils.LayoutEnum.from_tensor(mB)
+        self.d_layout = utils.LayoutEnum.from_tensor(mD)
+
+        self.tiled_mma = sm90_utils.make_trivial_tiled_mma(
+            self.a_dtype,
+            self.b_dtype,
+            self.a_layout.sm90_mma_major_mode(),
+            self.b_layout.sm90_mma_major_mode(),
+            self.acc_dtype,
+            (self.plan.mma_atoms_m, 1, 1),
+            tiler_mn=(64, self.plan.tile_n),
+        )
+        self.cta_layout_mnk = cute.make_layout((*self.cluster_mn, 1))
+        a_staged, b_staged, d_staged = self._smem_layouts()
+
+        tma_a, tA = self._tma_load(mA, a_staged, (self.plan.tile_m, self.plan.tile_k), self.plan.cluster_n)
+        tma_b, tB = self._tma_load(mB, b_staged, (self.plan.tile_n, self.plan.tile_k), self.plan.cluster_m)
+        d_one = cute.slice_(d_staged, (None, None, 0))
+        tma_d, tD = cute.nvgpu.cpasync.make_tiled_tma_atom(
+            cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), mD, d_one, self.epi_tile
+        )
+
+        gD = cute.zipped_divide(mD, tiler=(self.plan.tile_m, self.plan.tile_n))
+        tiles_mnl = gD[(0, (None, None, None))].shape
+        sched_params = utils.PersistentTileSchedulerParams(
+            tiles_mnl, (*self.cluster_mn, 1), self.plan.swizzle, self.plan.raster_along_m
+        )
+        grid = utils.StaticPersistentTileScheduler.get_grid_shape(sched_params, max_active_clusters)
+
+        @cute.struct
+        class SharedStorage:
+            ring_barriers: cute.struct.MemRange[cutlass.Int64, self.plan.stages * 2]
+            order_barriers: cute.struct.MemRange[cutlass.Int64, 2]
+            sA: cute.struct.Align[cute.struct.MemRange[self.a_dtype, cute.cosize(a_staged)], SMEM_BUFFER_ALIGN]
+            sB: cute.struct.Align[cute.struct.MemRange[self.b_dtype, cute.cosize(b_staged)], SMEM_BUFFER_ALIGN]
+            sD: cute.struct.Align[cute.struct.MemRange[self.d_dtype, cute.cosize(d_staged)], SMEM_BUFFER_ALIGN]
+
+        self.shared_storage = SharedStorage
+
+        self.kernel(
+            tma_a, tA, tma_b, tB, tma_d, tD, mD, mC, bias, alpha, beta,
+            self.tiled_mma, self.cta_layout_mnk, a_staged, b_staged, d_staged, sched_params,
+        ).launch(
+            grid=grid,
+            block=[self.threads, 1, 1],
+            cluster=(*self.cluster_mn, 1),
+            min_blocks_per_mp=1,
+            stream=stream,
+        )
+
+    def _smem_layouts(self):
+        p = self.plan
+        a_kmajor = self.a_layout.sm90_mma_major_mode() == cute.nvgpu.warpgroup.OperandMajorMode.K
+        b_kmajor = self.b_layout.sm90_mma_major_mode() == cute.nvgpu.warpgroup.OperandMajorMode.K
+        a_atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
+            sm90_utils.get_smem_layout_atom(self.a_layout, self.a_dtype, p.tile_k if a_kmajor else p.tile_m),
+            self.a_dtype,
+        )
+        a_staged = cute.tile_to_shape(
+            a_atom, (p.tile_m, p.tile_k, p.stages), order=(0, 1, 2) if a_kmajor else (1, 0, 2)
+        )
+        b_atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
+            sm90_utils.get_smem_layout_atom(self.b_layout, self.b_dtype, p.tile_k if b_kmajor else p.tile_n),
+            self.b_dtype,
+        )
+        b_staged = cute.tile_to_shape(
+            b_atom, (p.tile_n, p.tile_k, p.stages), order=(0, 1, 2) if b_kmajor else (1, 0, 2)
+        )
+        d_atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
+            sm90_utils.get_smem_layout_atom(self.d_layout, self.d_dtype, p.epi_n), self.d_dtype
+        )
+        # Ping-pong: each consumer owns half of the staging buffers.
+        epi_buffers = p.epi_stages * (2 if p.pingpong else 1)
+        d_staged = cute.tile_to_shape(d_atom, (p.epi_m, p.epi_n, epi_buffers), order=(0, 1, 2))
+        return a_staged, b_staged, d_staged
+
+    @staticmethod
+    def _tma_load(tensor, staged, tile, mcast):
+        op = (
+            cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp()
+            if mcast == 1
+            else cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp()
+        )
+        return cute.nvgpu.cpasync.make_tiled_tma_atom(
+            op, tensor, cute.slice_(staged, (None, None, 0)), tile, num_multicast=mcast
+        )
+
+    # ------------------------------------------------------------------ device side
+    @cute.kernel
+    def kernel(
+        self,
+        tma_a: cute.CopyAtom,
+        mA: cute.Tensor,
+        tma_b: cute.CopyAtom,
+        mB: cute.Tensor,
+        tma_d: cute.CopyAtom,
+        mD_tma: cute.Tensor,
+        mD: cute.Tensor,
+        mC: Optional[cute.Tensor],
+        mBias: Optional[cute.Tensor],
+        alpha: cutlass.Float32,
+        beta: cutlass.Float32,
+        tiled_mma: cute.TiledMma,
+        cta_layout_mnk: cute.Layout,
+        a_staged: cute.ComposedLayout,
+        b_staged: cute.ComposedLayout,
+        d_staged: cute.ComposedLayout,
+        sched_params: utils.PersistentTileSchedulerParams,
+    ):
+        p = self.plan
+        tidx, _, _ = cute.arch.thread_idx()
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        wg_idx = cute.arch.make_warp_uniform(tidx // THREADS_PER_WARPGROUP)
+
+        if warp_idx == 0:
+            cute.nvgpu.cpasync.prefetch_descriptor(tma_a)
+            cute.nvgpu.cpasync.prefetch_descriptor(tma_b)
+            cute.nvgpu.cpasync.prefetch_descriptor(tma_d)
+
+        cta_rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        cluster_coord = cta_layout_mnk.get_flat_coord(cta_rank)
+        a_mask = cute.make_layout_image_mask(cta_layout_mnk, cluster_coord, mode=1) if self.a_mcast else 0
+        b_mask = cute.make_layout_image_mask(cta_layout_mnk, cluster_coord, mode=0) if self.b_mcast else 0
+
+        tx_bytes = cute.size_in_bytes(self.a_dtype, cute.slice_(a_staged, (None, None, 0))) + cute.size_in_bytes(
+            self.b_dtype, cute.slice_(b_staged, (None, None, 0))
+        )
+
+        smem = cutlass.utils.SmemAllocator()
+        storage = smem.allocate(self.shared_storage)
+
+        mcast_peers = p.cluster_m + p.cluster_n - 1
+        ring = pipeline.PipelineTmaAsync.create(
+            barrier_storage=storage.ring_barriers.data_ptr(),
+            num_stages=p.stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(
+                pipeline.Agent.Thread, mcast_peers * self.readers_per_stage * 4
+            ),
+            tx_count=tx_bytes,
+            cta_layout_vmnk=cute.make_layout((1, *cta_layout_mnk.shape)),
+            defer_sync=True,
+        )
+        if cutlass.const_expr(p.pingpong):
+            # Math-order barriers: consumer g waits on barrier g before its mainloop and, after it,
+            # arrives on the other's. Mainloops then run strictly alternately, so no consumer ever
+            # waits on a ring stage more than one fill ahead of the producer (mbarrier parity waits
+            # cannot tell fills two apart).
+            if tidx == 0:
+                order = storage.order_barriers.data_ptr()
+                cute.arch.mbarrier_init(order, THREADS_PER_WARPGROUP)
+                cute.arch.mbarrier_init(order + 1, THREADS_PER_WARPGROUP)
+            cute.arch.mbarrier_init_fence()
+        pipeline_init_arrive(cluster_shape_mn=self.cluster_mn, is_relaxed=True)
+
+        sA = storage.sA.get_tensor(a_staged.outer, swizzle=a_staged.inner)
+        sB = storage.sB.get_tensor(b_staged.outer, swizzle=b_staged.inner)
+
+        # (bM, bK, RestM, RestK, L) and (bN, bK, RestN, RestK, L)
+        gA = cute.local_tile(mA, (p.tile_m, p.tile_k), (None, None, None))
+        gB = cute.local_tile(mB, (p.tile_n, p.tile_k), (None, None, None))
+        k_tiles = cute.size(gA, mode=[3])
+
+        pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
+
+        if wg_idx == 0:
+            cute.arch.setmaxregister_decrease(PRODUCER_REGS)
+            if warp_idx == 0:
+                self._producer(
+                    ring, tma_a, tma_b, sA, sB, gA, gB, k_tiles, a_mask, b_mask,
+                    cta_layout_mnk, cluster_coord, sched_params,
+                )
+        else:
+            cute.arch.setmaxregister_increase(p.consumer_regs)
+            self._consumer(
+                ring, tiled_mma, sA, sB, k_tiles, storage, d_staged, tma_d, mD_tma, mD, mC, mBias,
+                alpha, beta, tidx, warp_idx, wg_idx, sched_params,
+            )
+
+    # ------------------------------------------------------------------ producer
+    @cute.jit
+    def _load_a(self, tma_a, tAgA_k, tAsA_stage, barrier, a_mask):
+        """Load one A stage. The swap point for other A loaders (im2col for convolution)."""
+        cute.copy(tma_a, tAgA_k, tAsA_stage, tma_bar_ptr=barrier, mcast_mask=a_mask)
+
+    @cute.jit
+    def _producer(self, ring, tma_a, tma_b, sA, sB, gA, gB, k_tiles, a_mask, b_mask,
+                  cta_layout_mnk, cluster_coord, sched_params):
+        a_cta_layout = cute.make_layout(cute.slice_(cta_layout_mnk, (0, None, 0)).shape)
+        tAsA, tAgA = cute.nvgpu.cpasync.tma_partition(
+            tma_a, cluster_coord[1], a_cta_layout, cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2)
+        )
+        b_cta_layout = cute.make_layout(cute.slice_(cta_layout_mnk, (None, 0, 0)).shape)
+        tBsB, tBgB = cute.nvgpu.cpasync.tma_partition(
+            tma_b, cluster_coord[0], b_cta_layout, cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)
+        )
+        sched = utils.StaticPersistentTileScheduler.create(
+            sched_params, cute.arch.block_idx(), cute.arch.grid_dim()
+        )
+        work = sched.initial_work_tile_info()
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.plan.stages)
+        while work.is_valid_tile:
+            tile = work.tile_idx
+            tAgA_t = tAgA[(None, tile[0], None, tile[2])]
+            tBgB_t = tBgB[(None, tile[1], None, tile[2])]
+            for kt in range(k_tiles):
+                ring.producer_acquire(state)
+                barrier = ring.producer_get_barrier(state)
+                self._load_a(tma_a, tAgA_t[(None, kt)], tAsA[(None, state.index)], barrier, a_mask)
+                cute.copy(tma_b, tBgB_t[(None, kt)], tBsB[(None, state.index)], tma_bar_ptr=barrier, mcast_mask=b_mask)
+                ring.producer_commit(state)
+                state.advance()
+            sched.advance_to_next_work()
+            work = sched.get_current_work()
+        ring.producer_tail(state)
+
+    # ------------------------------------------------------------------ consumers
+    @cute.jit
+    def _consumer(self, ring, tiled_mma, sA, sB, k_tiles, storage, d_staged, tma_d, mD_tma, mD, mC, mBias,
+                  alpha, beta, tidx, warp_idx, wg_idx, sched_params):
+        p = self.plan
+        consumer_idx = wg_idx - 1
+        # Thread index inside the epilogue group, the MMA slice, the group's store warp.
+        if cutlass.const_expr(p.pingpong):
+            group_tidx = tidx % THREADS_PER_WARPGROUP
+            mma_slice = 0
+            store_warp = wg_idx * 4
+            group = consumer_idx
+        else:
+            group_tidx = tidx - THREADS_PER_WARPGROUP
+            mma_slice = consumer_idx * THREADS_PER_WARPGROUP
+            store_warp = 4
+            group = 0
+        epi_barrier = pipeline.NamedBarrier(barrier_id=1 + group, num_threads=self.epi_threads)
+        order = storage.order_barriers.data_ptr()
+        order_phase = 1 - consumer_idx
+
+        # The warpgroup's slice partitions the shared-memory operands (WGMMA reads them per
+        # warpgroup); the thread's own slice says which output element each register holds.
+        thr_mma = tiled_mma.get_slice(mma_slice)
+        thr_mma_c = tiled_mma.get_slice(group_tidx)
+        tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
+        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
+        k_blocks = cute.size(tCrA, mode=[2])
+
+        gD = cute.local_tile(mD_tma, (p.tile_m, p.tile_n), (None, None, None))
+        acc_shape = thr_mma.partition_C(gD).shape[:3]
+        acc = cute.make_rmem_tensor(acc_shape, self.acc_dtype)
+        # Output coordinates of every accumulator element, for predicated C / bias loads.
+        cD = cute.local_tile(cute.make_identity_tensor(mD.shape), (p.tile_m, p.tile_n), (None, None, None))
+
+        # Epilogue staging buffers; this group uses [group * epi_stages, (group + 1) * epi_stages).
+        sD = storage.sD.get_tensor(d_staged.outer, swizzle=d_staged.inner)
+        r2s_atom = sm90_utils.sm90_get_smem_store_op(self.d_layout, elem_ty_d=self.d_dtype, elem_ty_acc=self.acc_dtype)
+        stm_atom = cute.make_copy_atom(
+            cute.nvgpu.warp.StMatrix8x8x16bOp(self.d_layout.is_m_major_c(), 4), self.d_dtype
+        )
+        r2s = cute.make_tiled_copy_S(r2s_atom, cute.make_tiled_copy_C_atom(stm_atom, tiled_mma))
+        thr_r2s = r2s.get_slice(group_tidx)
+        tRS_sD = thr_r2s.partition_D(sD)
+        tRS_acc = r2s.retile(acc)
+        chunk_shape = cute.shape(thr_r2s.partition_S(sD))[:3]
+        tRS_chunk = cute.make_rmem_tensor(chunk_shape, self.acc_dtype)
+        tRS_out = cute.make_rmem_tensor(chunk_shape, self.d_dtype)
+        chunk_size = cute.size(tRS_chunk)
+        store_ring = pipeline.PipelineTmaStore.create(
+            num_stages=p.epi_stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.epi_threads),
+        )
+
+        sched = utils.StaticPersistentTileScheduler.create(sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
+        work = sched.initial_work_tile_info()
+        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, p.stages)
+        release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, p.stages)
+        if cutlass.const_expr(p.pingpong):
+            # Consumer i starts at the CTA's i-th tile and skips the K blocks of the tiles before.
+            # Branch-free (a zero advance for consumer 0) so that the states stay loop-carried values.
+            sched.advance_to_next_work(advance_count=consumer_idx)
+            work = sched.get_current_work()
+            read.advance(k_tiles * consumer_idx)
+            release.advance(k_tiles * consumer_idx)
+
+        tiles_done = cutlass.Int32(0)
+        while work.is_valid_tile:
+            tile = work.tile_idx
+            # ---- mainloop: WGMMA over the ring, one WGMMA batch in flight
+            if cutlass.const_expr(p.pingpong):
+                cute.arch.mbarrier_wait(order + consumer_idx, order_phase)
+                order_phase = order_phase ^ 1
+            acc.fill(0.0)
+            tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+            cute.nvgpu.warpgroup.fence()
+            for kt in range(k_tiles):
+                ring.consumer_wait(read)
+                for kb in cutlass.range_constexpr(k_blocks):
+                    coord = (None, None, kb, read.index)
+                    cute.gemm(tiled_mma, acc, tCrA[coord], tCrB[coord], acc)
+                cute.nvgpu.warpgroup.commit_group()
+                read.advance()
+                if kt > 0:
+                    cute.nvgpu.warpgroup.wait_group(1)
+                    ring.consumer_release(release)
+                    release.advance()
+            cute.nvgpu.warpgroup.wait_group(0)
+            if k_tiles > 0:
+                ring.consumer_release(release)
+                release.advance()
+            if cutlass.const_expr(p.pingpong):
+                cute.arch.mbarrier_arrive(order + (1 - consumer_idx))
+                # Skip the K blocks of the other consumer's next tile.
+                read.advance(k_tiles)
+                release.advance(k_tiles)
+
+            # ---- epilogue math in registers
+            tCcD = thr_mma_c.partition_C(cD[(None, None, tile[0], tile[1], tile[2])])
+            self._epilogue_math(acc, tCcD, mD, mC, mBias, alpha, beta)
+
+            # ---- store: registers -> smem (stmatrix) -> gmem (TMA), column chunk by chunk
+            gD_tile = gD[(None, None, *tile)]
+            gD_epi = cute.zipped_divide(gD_tile, self.epi_tile)
+            bSG_sD, bSG_gD = cute.nvgpu.cpasync.tma_partition(
+                tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2), gD_epi
+            )
+            n_chunks = cute.size(gD_epi, mode=[1])
+            chunk_grid = gD_epi.shape[1]
+            chunk_layout = cute.make_layout(chunk_grid, stride=(chunk_grid[1], 1))
+            for ci in cutlass.range_constexpr(n_chunks):
+                for v in cutlass.range_constexpr(chunk_size):
+                    tRS_chunk[v] = tRS_acc[ci * chunk_size + v]
+                tRS_out.store(tRS_chunk.load().to(self.d_dtype))
+                buf = (tiles_done * n_chunks + ci) % p.epi_stages + group * p.epi_stages
+                cute.copy(r2s, tRS_out, tRS_sD[(None, None, None, buf)])
+                cute.arch.fence_proxy("async.shared", space="cta")
+                epi_barrier.arrive_and_wait()
+                if warp_idx == store_warp:
+                    cute.copy(tma_d, bSG_sD[(None, buf)], bSG_gD[(None, chunk_layout.get_hier_coord(ci))])
+                    store_ring.producer_commit()
+                    store_ring.producer_acquire()
+                epi_barrier.arrive_and_wait()
+
+            tiles_done += 1
+            if cutlass.const_expr(p.pingpong):
+                sched.advance_to_next_work(advance_count=2)
+            else:
+                sched.advance_to_next_work()
+            work = sched.get_current_work()
+
+        if warp_idx == store_warp:
+            store_ring.producer_tail()
+
+    @cute.jit
+    def _epilogue_math(self, acc, tCcD, mD, mC, mBias, alpha, beta):
+        """acc <- act(alpha * acc + beta * C + bias), element by element, in registers.
+
+        C and bias are read at the element's output coordinate clamped into the matrix: rows and
+        columns past M / N read a valid neighbour instead of branching, and their results are
+        dropped by the clipping TMA store.
+        """
+        p = self.plan
+        m_last = mD.shape[0] - 1
+        n_last = mD.shape[1] - 1
+        for i in cutlass.range_constexpr(cute.size(acc)):
+            x = acc[i] * alpha
+            if cutlass.const_expr(p.with_c or p.bias):
+                crd = tCcD[i]
+                n_in = cutlass.min(crd[1], n_last)
+                if cutlass.const_expr(p.with_c):
+                    m_in = cutlass.min(crd[0], m_last)
+                    x = x + beta * mC[m_in, n_in, crd[2]].to(cutlass.Float32)
+                if cutlass.const_expr(p.bias):
+                    x = x + mBias[n_in].to(cutlass.Float32)
+            x = self._activation(x)
+            acc[i] = x
+
+    @cute.jit
+    def _activation(self, x):
+        act = self.plan.activation
+        if cutlass.const_expr(act == Activation.RELU):
+            x = cute.arch.fmax(x, cutlass.Float32(0.0))
+        elif cutlass.const_expr(act == Activation.GELU):
+            x = 0.5 * x * (1.0 + cute.math.erf(x * _GELU_K))
+        elif cutlass.const_expr(act == Activation.GELU_TANH):
+            x = 0.5 * x * (1.0 + cute.math.tanh(_GELU_TANH_K * (x + 0.044715 * x * x * x)))
+        elif cutlass.const_expr(act == Activation.SILU):
+            x = x / (1.0 + cute.math.exp(-x))
+        return x
+

@@ -1,0 +1,138 @@
+"""A frozen ``Plan``: everything the kernel needs, derived once from (config, kernel class).
+
+Pure Python (no cutlass import) so that ``check`` can use the same arithmetic as the kernel:
+the stage count, the epilogue tile, the warpgroup roles and the shared-memory bill.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autocutlass.kernels import budgets
+from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig, Raster, Schedule
+from autocutlass.problem import Activation, DType, Major, Problem
+
+MAX_AUTO_STAGES = 8
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The kernel's compile-time parameters for one (config, kernel class)."""
+
+    tile_m: int
+    tile_n: int
+    tile_k: int
+    cluster_m: int
+    cluster_n: int
+    stages: int
+    epi_m: int
+    epi_n: int
+    epi_stages: int
+    pingpong: bool
+    num_consumer_wgs: int
+    wg_tile_m: int
+    consumer_regs: int
+    raster_along_m: bool
+    swizzle: int
+    a_dtype: DType
+    b_dtype: DType
+    d_dtype: DType
+    c_dtype: DType | None
+    a_major: Major
+    b_major: Major
+    with_c: bool
+    bias: bool
+    activation: Activation
+    smem_bytes: int
+
+    @property
+    def threads(self) -> int:
+        return budgets.THREADS_PER_WARPGROUP * (1 + self.num_consumer_wgs)
+
+    @property
+    def acc_regs(self) -> int:
+        """fp32 accumulator registers per consumer thread."""
+        return self.wg_tile_m * self.tile_n // budgets.THREADS_PER_WARPGROUP
+
+    @property
+    def mma_atoms_m(self) -> int:
+        """Warpgroups the tiled MMA spreads along M (1 in ping-pong: each WG owns a tile)."""
+        return 1 if self.pingpong else self.num_consumer_wgs
+
+
+def ab_stage_bytes(config: HopperGemmConfig, problem: Problem) -> int:
+    return (config.tile_m * problem.a_dtype.bytes + config.tile_n * problem.b_dtype.bytes) * config.tile_k
+
+
+def epilogue_tile(config: HopperGemmConfig) -> tuple[int, int]:
+    """(rows, cols) of one epilogue store: one WGMMA row block (64 rows) per warpgroup that shares
+    the epilogue, by 32 columns (16 when tile_n is not a multiple of 32). The accumulator is walked
+    in these chunks, column chunks fastest."""
+    wgs = 1 if config.schedule is Schedule.PINGPONG else config.num_consumer_wgs
+    rows = 64 * wgs
+    cols = 32 if config.tile_n % 32 == 0 else 16
+    return rows, cols
+
+
+def epilogue_stages(config: HopperGemmConfig) -> int:
+    return 4 if config.schedule is Schedule.COOPERATIVE else 2
+
+
+def epilogue_bytes(config: HopperGemmConfig, problem: Problem) -> int:
+    em, en = epilogue_tile(config)
+    groups = 2 if config.schedule is Schedule.PINGPONG else 1
+    return em * en * problem.d_dtype.bytes * epilogue_stages(config) * groups
+
+
+def _round_up(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
+
+
+def smem_bill(config: HopperGemmConfig, problem: Problem, stages: int) -> int:
+    """Bytes of shared memory the kernel allocates with ``stages`` mainloop stages."""
+    a = _round_up(config.tile_m * config.tile_k * problem.a_dtype.bytes * stages, budgets.SMEM_BUFFER_ALIGN)
+    b = _round_up(config.tile_n * config.tile_k * problem.b_dtype.bytes * stages, budgets.SMEM_BUFFER_ALIGN)
+    e = _round_up(epilogue_bytes(config, problem), budgets.SMEM_BUFFER_ALIGN)
+    return budgets.SMEM_RESERVED_BYTES + a + b + e
+
+
+def max_stages(config: HopperGemmConfig, problem: Problem, smem_limit: int) -> int:
+    """The most mainloop stages that fit in ``smem_limit`` bytes (may be < 2)."""
+    s = 1
+    while smem_bill(config, problem, s + 1) <= smem_limit:
+        s += 1
+    return s
+
+
+def make_plan(config: HopperGemmConfig, problem: Problem, smem_limit: int = budgets.SM90_SMEM_PER_BLOCK_OPTIN) -> Plan:
+    """Derive the plan. Assumes ``check`` accepted the pair (it calls this for the stage math)."""
+    fit = max_stages(config, problem, smem_limit)
+    stages = min(fit, MAX_AUTO_STAGES) if config.stages == 0 else config.stages
+    em, en = epilogue_tile(config)
+    return Plan(
+        tile_m=config.tile_m,
+        tile_n=config.tile_n,
+        tile_k=config.tile_k,
+        cluster_m=config.cluster_m,
+        cluster_n=config.cluster_n,
+        stages=stages,
+        epi_m=em,
+        epi_n=en,
+        epi_stages=epilogue_stages(config),
+        pingpong=config.schedule is Schedule.PINGPONG,
+        num_consumer_wgs=config.num_consumer_wgs,
+        wg_tile_m=config.wg_tile_m,
+        consumer_regs=budgets.consumer_regs(config.num_consumer_wgs),
+        raster_along_m=config.raster is Raster.ALONG_M,
+        swizzle=config.swizzle,
+        a_dtype=problem.a_dtype,
+        b_dtype=problem.b_dtype,
+        d_dtype=problem.d_dtype,
+        c_dtype=problem.c_dtype if problem.epilogue.with_c else None,
+        a_major=problem.a_major,
+        b_major=problem.b_major,
+        with_c=problem.epilogue.with_c,
+        bias=problem.epilogue.bias,
+        activation=problem.epilogue.activation,
+        smem_bytes=smem_bill(config, problem, stages),
+    )

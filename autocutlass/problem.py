@@ -1,0 +1,261 @@
+"""The fingerprint of a GEMM call: a frozen ``Problem``, its canonical key and its bucket.
+
+Pure Python, no CUDA, no torch. Everything that changes which kernel is best, or whether a
+compiled kernel can serve the call, is a typed field here; nothing else is.
+
+Conventions (the CUTLASS ones, spelled in torch terms):
+
+* D[l] = activation(alpha * A[l] @ B[l] + beta * C[l] + bias) with A (M, K), B (K, N),
+  C and D (M, N), batched over L.
+* ``a_major`` is ROW when A's K dimension is contiguous (a plain row-major (M, K) tensor) and
+  COL when M is contiguous (``a.t()`` of a row-major (K, M) tensor). ``b_major`` is ROW when N
+  is contiguous (a plain (K, N) tensor, ``a @ b``) and COL when K is contiguous (``x @ W.T``
+  with W an (N, K) row-major weight, i.e. F.linear). D and C are row-major (N contiguous).
+* alignment: the largest power of two in bytes, at most 16, that divides the base pointer's
+  address and every non-unit stride of the operand (in bytes). TMA needs 16.
+
+**Bucket rule** (``Problem.bucket``): M is rounded up to the next power of two, with a floor of
+16; N, K, L, dtypes, layouts, alignments and epilogue stay exact. The M dimension is the one that
+varies at run time (tokens in a batch), while N and K are fixed by the weights, so a config tuned
+for (N, K, M-bucket) serves every M in that bucket. ``family_key`` drops M entirely: the
+database uses it to find the nearest tuned M when the bucket itself was never tuned.
+
+**Key stability**: ``key()`` is a canonical JSON text built from field values (sorted keys, no
+whitespace, enum values as plain strings, version-prefixed). It never uses ``hash()``, ``repr()``
+or ``str()`` of an object, so it is identical across processes, platforms and Python versions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+KEY_VERSION = 1
+"""Bumped when the meaning of a key changes; old records then stop matching."""
+
+
+class DType(StrEnum):
+    """Element types of GEMM operands and accumulators."""
+
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP32 = "fp32"
+    TF32 = "tf32"
+    E4M3 = "e4m3"
+
+    @property
+    def bytes(self) -> int:
+        return _DTYPE_BYTES[self]
+
+
+_DTYPE_BYTES = {DType.BF16: 2, DType.FP16: 2, DType.FP32: 4, DType.TF32: 4, DType.E4M3: 1}
+
+
+class Major(StrEnum):
+    """Which of an operand's two matrix dimensions is contiguous; see the module docstring."""
+
+    ROW = "row"
+    COL = "col"
+
+
+class Activation(StrEnum):
+    """Elementwise activations the epilogue can apply before the store."""
+
+    NONE = "none"
+    RELU = "relu"
+    GELU = "gelu"  # erf form, torch.nn.functional.gelu(approximate="none")
+    GELU_TANH = "gelu_tanh"  # torch.nn.functional.gelu(approximate="tanh")
+    SILU = "silu"
+
+
+class Op(StrEnum):
+    GEMM = "gemm"
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """What the epilogue does after the mainloop. alpha/beta values are run-time arguments.
+
+    ``with_c``: D = alpha*acc + beta*C reads a C operand (beta != 0). ``bias``: one value per
+    output column (length N) broadcast over rows. ``activation``: applied last, in registers.
+    """
+
+    with_c: bool = False
+    bias: bool = False
+    activation: Activation = Activation.NONE
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"with_c": self.with_c, "bias": self.bias, "activation": self.activation.value}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Epilogue:
+        return cls(with_c=bool(d["with_c"]), bias=bool(d["bias"]), activation=Activation(d["activation"]))
+
+    @property
+    def is_plain(self) -> bool:
+        return not (self.with_c or self.bias or self.activation is not Activation.NONE)
+
+
+VALID_ALIGNMENTS = (1, 2, 4, 8, 16)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One GEMM call's fingerprint. Construct with ``Problem.gemm(...)`` or directly."""
+
+    m: int
+    n: int
+    k: int
+    l: int = 1
+    a_dtype: DType = DType.BF16
+    b_dtype: DType = DType.BF16
+    c_dtype: DType | None = None
+    d_dtype: DType = DType.BF16
+    acc_dtype: DType = DType.FP32
+    a_major: Major = Major.ROW
+    b_major: Major = Major.ROW
+    align_a: int = 16
+    align_b: int = 16
+    align_c: int = 16
+    align_d: int = 16
+    epilogue: Epilogue = field(default_factory=Epilogue)
+    op: Op = Op.GEMM
+
+    def __post_init__(self) -> None:
+        for name in ("m", "n", "k", "l"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"Problem.{name} must be a non-negative int, got {v!r}")
+        for name in ("align_a", "align_b", "align_c", "align_d"):
+            v = getattr(self, name)
+            if v not in VALID_ALIGNMENTS:
+                raise ValueError(f"Problem.{name} must be one of {VALID_ALIGNMENTS} bytes, got {v!r}")
+        # Coerce strings to enums so that Problem(a_dtype="bf16") and from_dict() agree.
+        for name in ("a_dtype", "b_dtype", "d_dtype", "acc_dtype"):
+            object.__setattr__(self, name, DType(getattr(self, name)))
+        if self.c_dtype is not None:
+            object.__setattr__(self, "c_dtype", DType(self.c_dtype))
+        object.__setattr__(self, "a_major", Major(self.a_major))
+        object.__setattr__(self, "b_major", Major(self.b_major))
+        object.__setattr__(self, "op", Op(self.op))
+        if self.epilogue.with_c and self.c_dtype is None:
+            raise ValueError("Problem: epilogue.with_c needs c_dtype")
+
+    # ---- serialisation -------------------------------------------------------------------
+    def as_dict(self) -> dict[str, Any]:
+        """Plain-data form (JSON-able), the inverse of ``from_dict``."""
+        d: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, Epilogue):
+                d[f.name] = v.as_dict()
+            elif isinstance(v, StrEnum):
+                d[f.name] = v.value
+            else:
+                d[f.name] = v
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Problem:
+        kw = dict(d)
+        kw["epilogue"] = Epilogue.from_dict(kw["epilogue"])
+        return cls(**kw)
+
+    def key(self) -> str:
+        """Canonical, process-stable identity of this exact problem."""
+        return _canonical({"v": KEY_VERSION, **self.as_dict()})
+
+    def digest(self) -> str:
+        """Short sha256 of ``key()`` for file names and log lines."""
+        return hashlib.sha256(self.key().encode()).hexdigest()[:16]
+
+    # ---- bucketing -----------------------------------------------------------------------
+    def bucket(self) -> Problem:
+        """The representative of this problem's bucket: M rounded up (see module docstring)."""
+        return dataclasses.replace(self, m=bucket_m(self.m))
+
+    def bucket_key(self) -> str:
+        return self.bucket().key()
+
+    def family_key(self) -> str:
+        """Everything but M: problems that differ only in M share a family."""
+        d = self.as_dict()
+        del d["m"]
+        return _canonical({"v": KEY_VERSION, "family": d})
+
+    def kernel_class_key(self) -> str:
+        """Everything a compiled kernel is specialised on: no M, N, K or L (they are symbolic)."""
+        d = self.as_dict()
+        for name in ("m", "n", "k", "l"):
+            del d[name]
+        return _canonical({"v": KEY_VERSION, "class": d})
+
+    # ---- derived quantities --------------------------------------------------------------
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k * self.l
+
+    @property
+    def min_bytes(self) -> int:
+        """Fewest bytes a GEMM must move: A, B and D once each (C and bias if read)."""
+        b = self.l * (
+            self.m * self.k * self.a_dtype.bytes
+            + self.k * self.n * self.b_dtype.bytes
+            + self.m * self.n * self.d_dtype.bytes
+        )
+        if self.epilogue.with_c and self.c_dtype is not None:
+            b += self.l * self.m * self.n * self.c_dtype.bytes
+        return b
+
+    def describe(self) -> str:
+        """A short human label: 'gemm 8192x6144x4096 bf16 row/col'."""
+        batch = f"{self.l}x" if self.l != 1 else ""
+        return (
+            f"{self.op.value} {batch}{self.m}x{self.n}x{self.k} {self.a_dtype.value}"
+            f" {self.a_major.value}/{self.b_major.value}"
+        )
+
+
+def bucket_m(m: int) -> int:
+    """M rounded up to a power of two, at least 16."""
+    if m <= 16:
+        return 16
+    return 1 << (m - 1).bit_length()
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+LAYOUT_LETTERS = {"n": Major.ROW, "t": Major.COL}
+"""shapes.json layout letters: first letter for A, second for B. 'nn' = a @ b (both row-major);
+'nt' = x @ W.T (B is K-contiguous)."""
+
+
+def problem_from_case(case: dict[str, Any]) -> Problem:
+    """A ``Problem`` from one case of the benchmark-suite format (``../shared/bench/shapes.json``)."""
+    dt = DType(case["dtype"])
+    layout = case.get("layout", "nn")
+    if len(layout) != 2 or any(ch not in LAYOUT_LETTERS for ch in layout):
+        raise ValueError(f"case {case.get('name')!r}: layout must be two letters of 'n'/'t', got {layout!r}")
+    a_dtype = b_dtype = dt
+    d_dtype = dt
+    if dt is DType.FP32:
+        # fp32 inputs are computed through tf32 tensor cores, output fp32.
+        a_dtype = b_dtype = DType.TF32
+        d_dtype = DType.FP32
+    return Problem(
+        m=int(case["M"]),
+        n=int(case["N"]),
+        k=int(case["K"]),
+        l=int(case.get("L", 1)),
+        a_dtype=a_dtype,
+        b_dtype=b_dtype,
+        d_dtype=d_dtype,
+        a_major=LAYOUT_LETTERS[layout[0]],
+        b_major=LAYOUT_LETTERS[layout[1]],
+    )

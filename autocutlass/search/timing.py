@@ -1,0 +1,176 @@
+"""The timing protocol: how every candidate, and torch.matmul beside it, is timed.
+
+Version: ``autocutlass.device.TIMING_PROTOCOL_VERSION`` (part of every record's hard key; bump it
+when anything below changes, so that old records stop being compared with new ones).
+
+Protocol, version 1 (``time_callable``):
+
+1. **Warm-up.** One call, synchronise (lazy initialisation, module load); then an estimate of
+   the per-call time from ``ESTIMATE_CALLS`` event-bracketed calls; then more warm-up calls
+   until about ``WARMUP_MS`` of GPU time have run (at least ``MIN_WARMUP`` calls), so clocks
+   and caches reach their steady state.
+2. **L2 flush, not buffer rotation.** Before every timed call a buffer of ``flush_bytes``
+   (the caller passes twice the L2 size) is overwritten with ``zero_()``. Its writes evict
+   A, B and D from L2, so a small problem is timed as it runs inside a model, from HBM, not
+   from a warm cache. The flush runs *outside* the timed interval.
+3. **CUDA events.** Each timed call sits between its own pair of events on the current stream;
+   nothing synchronises inside the loop. Before the loop, ``torch.cuda._sleep`` keeps the GPU
+   busy long enough for the host to enqueue every repetition, so a slow Python launch path is
+   never part of a measured interval (the flush before each call also gives the host a head
+   start).
+4. **Repetitions.** Enough to cover about ``REP_MS`` of GPU time, clamped to
+   [``MIN_REPS``, ``MAX_REPS``] (or exactly ``reps`` when given).
+5. **Statistics.** Median, 20th and 80th percentiles (linear interpolation) of the per-call
+   times in milliseconds: ``Timing(median_ms, p20_ms, p80_ms, n)``.
+
+**Noise and ties** (``beats``): ``a`` beats ``b`` only when ``b.median - a.median`` exceeds the
+noise, which is the larger of half the wider p20..p80 spread of the two and ``NOISE_FLOOR_REL``
+of ``b``'s median (run-to-run drift on H100/H200 is a few percent; a 1% floor keeps a lucky
+sample from deciding). Candidates that do not beat each other are a tie, and the tuner gives a
+tie to the simpler config (``KernelFamily.simplicity``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autocutlass.device import TIMING_PROTOCOL_VERSION
+
+PROTOCOL_VERSION = TIMING_PROTOCOL_VERSION
+"""The version of the protocol this module implements (the one in ``autocutlass.device``)."""
+
+ESTIMATE_CALLS = 5
+WARMUP_MS = 25.0
+MIN_WARMUP = 3
+MAX_WARMUP = 500
+REP_MS = 100.0
+MIN_REPS = 10
+MAX_REPS = 200
+NOISE_FLOOR_REL = 0.01
+"""Relative difference of medians below which two timings are a tie whatever their spread."""
+SLEEP_CYCLES_PER_MS = 2_000_000
+"""GPU clock cycles per millisecond used to size the pre-loop ``torch.cuda._sleep`` (>= 2 GHz
+would make the sleep shorter than intended; H100/H200 boost at 1.98 GHz)."""
+MAX_SLEEP_MS = 50.0
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Summary of one timed callable: median and spread in milliseconds, and the sample count."""
+
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+    n: int
+
+    @property
+    def spread_ms(self) -> float:
+        return self.p80_ms - self.p20_ms
+
+    def tflops(self, flops: int) -> float:
+        """Throughput in TFLOP/s for a problem of ``flops`` floating-point operations."""
+        return flops / (self.median_ms * 1e-3) / 1e12
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"median_ms": self.median_ms, "p20_ms": self.p20_ms, "p80_ms": self.p80_ms, "n": self.n}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Timing:
+        return cls(float(d["median_ms"]), float(d["p20_ms"]), float(d["p80_ms"]), int(d["n"]))
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """The ``q``-quantile (0..1) of already sorted values, linearly interpolated."""
+    if not sorted_values:
+        raise ValueError("percentile of no values")
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"quantile must be in [0, 1], got {q}")
+    pos = q * (len(sorted_values) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    frac = pos - lo
+    return sorted_values[lo] * (1.0 - frac) + sorted_values[hi] * frac
+
+
+def summarize(samples_ms: Sequence[float]) -> Timing:
+    """Median and p20/p80 of per-call times (step 5 of the protocol)."""
+    vals = sorted(float(v) for v in samples_ms)
+    if any(not math.isfinite(v) or v < 0 for v in vals):
+        raise ValueError(f"timing samples must be finite and non-negative, got {vals[:5]}...")
+    return Timing(
+        median_ms=percentile(vals, 0.5),
+        p20_ms=percentile(vals, 0.2),
+        p80_ms=percentile(vals, 0.8),
+        n=len(vals),
+    )
+
+
+def noise_ms(a: Timing, b: Timing) -> float:
+    """The margin one timing must win by to count as faster than the other (see module doc)."""
+    return max(max(a.spread_ms, b.spread_ms) / 2.0, NOISE_FLOOR_REL * max(a.median_ms, b.median_ms))
+
+
+def beats(a: Timing, b: Timing) -> bool:
+    """True when ``a`` is faster than ``b`` by more than the noise."""
+    return b.median_ms - a.median_ms > noise_ms(a, b)
+
+
+def _clamp(v: int, lo: int, hi: int) -> int:
+    return max(lo, min(hi, v))
+
+
+def time_callable(
+    fn: Callable[[], object],
+    *,
+    flush_bytes: int,
+    warmup: int | None = None,
+    reps: int | None = None,
+) -> Timing:
+    """Time ``fn`` (which launches GPU work on the current stream) with protocol version 1.
+
+    ``flush_bytes``: size of the L2-flush buffer (pass ``2 * l2_bytes``; 0 disables the flush,
+    for tests only). ``warmup`` / ``reps``: fixed counts instead of the time-based defaults.
+    """
+    import torch
+
+    device = torch.cuda.current_device()
+    stream = torch.cuda.current_stream()
+    flush = torch.empty(max(int(flush_bytes), 0), dtype=torch.uint8, device=device)
+
+    def flush_l2() -> None:
+        if flush.numel():
+            flush.zero_()
+
+    # 1. warm-up and estimate
+    fn()
+    torch.cuda.synchronize()
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    flush_l2()
+    start.record(stream)
+    for _ in range(ESTIMATE_CALLS):
+        fn()
+    end.record(stream)
+    torch.cuda.synchronize()
+    est_ms = max(start.elapsed_time(end) / ESTIMATE_CALLS, 1e-4)
+    n_warm = warmup if warmup is not None else _clamp(math.ceil(WARMUP_MS / est_ms), MIN_WARMUP, MAX_WARMUP)
+    n_reps = reps if reps is not None else _clamp(math.ceil(REP_MS / est_ms), MIN_REPS, MAX_REPS)
+    for _ in range(n_warm):
+        fn()
+    torch.cuda.synchronize()
+
+    # 2-4. timed repetitions, each after an L2 flush, bracketed by its own events
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_reps)]
+    sleep_ms = min(MAX_SLEEP_MS, 0.05 * n_reps)  # ~50 us of host time per repetition
+    torch.cuda._sleep(int(sleep_ms * SLEEP_CYCLES_PER_MS))
+    for i in range(n_reps):
+        flush_l2()
+        starts[i].record(stream)
+        fn()
+        ends[i].record(stream)
+    torch.cuda.synchronize()
+    return summarize([s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)])

@@ -1,0 +1,463 @@
+"""Tune one problem: propose candidates, evaluate them out of process, record every trial, pick a winner.
+
+``tune_problem(problem, family, sink, ...)`` is the whole loop:
+
+1. ``SearchSpace`` enumerates the family's space and runs ``check`` on each config; rejected
+   configs never reach a worker and never cost budget (their reasons are counted).
+2. ``make_strategy`` picks a grid (small space, or ``exhaustive``) or TPE seeded with
+   ``family.seeds``. With ``resume``, configs the sink already holds a trial of
+   (``finished_config_keys``) are skipped, and earlier timings are fed to TPE.
+3. Candidates go to the evaluator (``workers.CandidatePipeline`` by default: compile children,
+   then a benchmark child that verifies and times). The pipeline is kept full; each outcome is
+   recorded with ``sink.record_trial`` as soon as it arrives.
+4. Stops on the trial budget (candidates evaluated in this run), the seconds budget (no new
+   submissions after it; in-flight ones finish), exhaustion, or early stop: ``patience``
+   outcomes in a row without an improvement beyond the timing noise.
+5. torch is timed on the same inputs before and after the search (the faster counts).
+6. The winner is chosen among all ok trials (this run's, and with ``resume`` the sink's earlier
+   ones of the same hard key and family): the fastest, unless a simpler config is within the
+   noise of it (``timing.beats``); then the simplest such config (``family.simplicity``).
+   ``sink.record_best`` stores it.
+
+The sink is a ``TrialSink``: ``autocutlass.db.TuningStore`` satisfies it (search/ does not
+import db/).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from autocutlass.device import HardKey
+from autocutlass.errors import UnsupportedProblem
+from autocutlass.kernels.base import KernelFamily
+from autocutlass.problem import Problem
+from autocutlass.search.space import Candidate, SearchSpace
+from autocutlass.search.strategy import GridStrategy, TpeStrategy, make_strategy
+from autocutlass.search.timing import Timing, beats
+from autocutlass.search.workers import OK, CandidatePipeline, EvalOutcome
+
+log = logging.getLogger("autocutlass")
+
+C = TypeVar("C")
+
+GRID_MAX = 64
+"""A remaining feasible space of at most this many candidates is searched as a grid."""
+DEFAULT_TRIALS = 64
+"""Trial budget when neither ``trials`` nor ``seconds`` is given."""
+DEFAULT_PATIENCE = 24
+"""Outcomes in a row without a significant improvement before the search stops early."""
+POLL_S = 1.0
+
+
+# ---- interfaces ---------------------------------------------------------------------------------
+class PriorTrial(Protocol):
+    """A trial recorded earlier, as the sink returns it (``autocutlass.db.TrialRecord``)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def family(self) -> str: ...
+    @property
+    def config(self) -> dict[str, Any]: ...
+    @property
+    def config_key(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def median_ms(self) -> float | None: ...
+    @property
+    def p20_ms(self) -> float | None: ...
+    @property
+    def p80_ms(self) -> float | None: ...
+
+
+class TrialSink(Protocol):
+    """Where trials and winners go; the signatures of ``autocutlass.db.TuningStore``.
+
+    ``record_trial`` is called once per evaluated candidate, as it finishes, with ``state`` one
+    of the plain strings of ``workers.STATES``; it returns the trial's id. ``record_best``
+    replaces the best of (problem, hard key). ``finished_config_keys`` and ``trials`` serve
+    resuming: keys are ``space.config_key`` of the config dict.
+    """
+
+    def record_trial(
+        self,
+        problem: Problem,
+        hard_key: HardKey,
+        family: str,
+        config: Mapping[str, Any],
+        state: str,
+        reason: str | None = None,
+        median_ms: float | None = None,
+        p20_ms: float | None = None,
+        p80_ms: float | None = None,
+        tflops: float | None = None,
+    ) -> int: ...
+
+    def record_best(
+        self,
+        problem: Problem,
+        hard_key: HardKey,
+        family: str,
+        config: Mapping[str, Any],
+        median_ms: float,
+        tflops: float,
+        trial_id: int | None = None,
+    ) -> None: ...
+
+    def finished_config_keys(self, problem: Problem, hard_key: HardKey, family: str) -> set[str]: ...
+
+    def trials(self, problem: Problem | None = None, hard_key: HardKey | None = None) -> Sequence[PriorTrial]: ...
+
+
+class Evaluator(Protocol):
+    """Evaluates candidates asynchronously; ``workers.CandidatePipeline`` is the real one."""
+
+    @property
+    def capacity(self) -> int: ...
+    @property
+    def in_flight(self) -> int: ...
+    def submit(self, problem: Problem, key: str, params: dict[str, Any]) -> None: ...
+    def poll(self, timeout_s: float) -> list[EvalOutcome]: ...
+    def baseline(self, problem: Problem) -> EvalOutcome: ...
+    def device(self) -> dict[str, Any]: ...
+
+
+# ---- results ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TrialResult:
+    """One evaluated candidate as the tuner saw it (this run's, or an earlier one's with ``earlier``)."""
+
+    key: str
+    config: dict[str, Any]
+    state: str
+    reason: str | None
+    timing: Timing | None
+    trial_id: int | None
+    earlier: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.state == OK and self.timing is not None
+
+
+@dataclass(frozen=True)
+class TuneProgress:
+    """Passed to the ``progress`` callback after every outcome."""
+
+    problem: Problem
+    evaluated: int
+    planned: int | None
+    """Candidates this run will evaluate at most (trial budget or remaining feasible space)."""
+    elapsed_s: float
+    last: TrialResult
+    best: TrialResult | None
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """What one ``tune_problem`` call did and found."""
+
+    problem: Problem
+    family: str
+    hard_key: HardKey
+    strategy: str
+    best: TrialResult | None
+    runner_up: TrialResult | None
+    torch: Timing | None
+    evaluated: int
+    states: Counter[str]
+    rejections: Counter[str]
+    space_size: int
+    feasible: int
+    skipped: int
+    stop_reason: str
+    wall_s: float
+    device: dict[str, Any] | None = None
+    failures: tuple[TrialResult, ...] = field(default_factory=tuple)
+
+    @property
+    def best_config(self) -> dict[str, Any] | None:
+        """The winner's config dict (``family.config_from_dict`` turns it back), or None."""
+        return dict(self.best.config) if self.best is not None else None
+
+    @property
+    def best_tflops(self) -> float | None:
+        return self.best.timing.tflops(self.problem.flops) if self.best and self.best.timing else None
+
+    @property
+    def torch_tflops(self) -> float | None:
+        return self.torch.tflops(self.problem.flops) if self.torch else None
+
+    @property
+    def vs_torch(self) -> float | None:
+        """torch time / our time (> 1: faster than torch), both measured in this run's process."""
+        if self.best is None or self.best.timing is None or self.torch is None:
+            return None
+        return self.torch.median_ms / self.best.timing.median_ms
+
+
+# ---- winner selection ---------------------------------------------------------------------------
+def select_winner(
+    results: Sequence[TrialResult], simplicity: Callable[[dict[str, Any]], tuple[int, ...]]
+) -> tuple[TrialResult | None, TrialResult | None]:
+    """(winner, runner-up) among the ok results.
+
+    The winner is the simplest config (then the fastest) among those the fastest one does not
+    *beat* (``timing.beats``: faster by more than the noise), so a config must beat a simpler one
+    by more than the noise to win. The runner-up is the fastest of the others.
+    """
+    ok = sorted((r for r in results if r.ok), key=lambda r: (r.timing.median_ms, simplicity(r.config)))  # type: ignore[union-attr]
+    if not ok:
+        return None, None
+    fastest = ok[0]
+    assert fastest.timing is not None
+    tied = [r for r in ok if r.timing is not None and not beats(fastest.timing, r.timing)]
+    winner = min(tied, key=lambda r: (simplicity(r.config), r.timing.median_ms))  # type: ignore[union-attr]
+    others = [r for r in ok if r.key != winner.key]
+    return winner, (others[0] if others else None)
+
+
+# ---- the loop -----------------------------------------------------------------------------------
+def _prior_results(sink: TrialSink, problem: Problem, hard_key: HardKey, family: str) -> list[TrialResult]:
+    out = []
+    for t in sink.trials(problem, hard_key):
+        if t.family != family:
+            continue
+        timing = None
+        if t.state == OK and t.median_ms is not None:
+            p20 = t.p20_ms if t.p20_ms is not None else t.median_ms
+            p80 = t.p80_ms if t.p80_ms is not None else t.median_ms
+            timing = Timing(t.median_ms, p20, p80, 0)
+        out.append(TrialResult(t.config_key, dict(t.config), str(t.state), None, timing, t.id, earlier=True))
+    return out
+
+
+def _faster(a: Timing | None, b: Timing | None) -> Timing | None:
+    if a is None or b is None:
+        return a or b
+    return a if a.median_ms <= b.median_ms else b
+
+
+def tune_problem(
+    problem: Problem,
+    family: KernelFamily[C],
+    sink: TrialSink,
+    *,
+    trials: int | None = None,
+    seconds: float | None = None,
+    exhaustive: bool = False,
+    resume: bool = True,
+    progress: Callable[[TuneProgress], None] | None = None,
+    evaluator: Evaluator | None = None,
+    hard_key: HardKey | None = None,
+    patience: int | None = None,
+    seed: int = 0,
+    compile_workers: int | None = None,
+    device_index: int = 0,
+) -> TuneResult:
+    """Tune ``problem`` for ``family`` and record trials and the winner in ``sink``.
+
+    Budgets: ``trials`` (candidates evaluated in this run) and/or ``seconds`` (wall clock); with
+    neither, ``DEFAULT_TRIALS``; ``exhaustive`` evaluates every remaining feasible candidate
+    (a grid, no early stop; ``trials``/``seconds`` still apply if given). ``patience``: early-stop
+    window (default ``DEFAULT_PATIENCE``). ``evaluator``: defaults to a ``CandidatePipeline``
+    on CUDA device ``device_index``, closed on return); ``hard_key``: defaults to the evaluator's
+    device. Raises
+    ``UnsupportedProblem`` when no config of the family can serve the problem.
+    """
+    why = family.supports(problem)
+    if why is not None:
+        raise UnsupportedProblem(f"{family.name} cannot serve {problem.describe()}: {why}")
+    if evaluator is None:
+        with CandidatePipeline(family.name, compile_workers=compile_workers, device_index=device_index) as pipeline:
+            return tune_problem(
+                problem, family, sink, trials=trials, seconds=seconds, exhaustive=exhaustive, resume=resume,
+                progress=progress, evaluator=pipeline, hard_key=hard_key, patience=patience, seed=seed,
+            )  # fmt: skip
+    return _Tuning(problem, family, sink, evaluator, hard_key, trials=trials, seconds=seconds, exhaustive=exhaustive,
+                   resume=resume, progress=progress, patience=patience, seed=seed).run()
+
+
+class _Tuning:
+    """The state of one ``tune_problem`` call (private; one object per call, used once)."""
+
+    def __init__(
+        self,
+        problem: Problem,
+        family: KernelFamily[Any],
+        sink: TrialSink,
+        evaluator: Evaluator,
+        hard_key: HardKey | None,
+        *,
+        trials: int | None,
+        seconds: float | None,
+        exhaustive: bool,
+        resume: bool,
+        progress: Callable[[TuneProgress], None] | None,
+        patience: int | None,
+        seed: int,
+    ) -> None:
+        self.t0 = time.monotonic()
+        self.problem = problem
+        self.family = family
+        self.sink = sink
+        self.evaluator = evaluator
+        self.device: dict[str, Any] | None = None
+        if hard_key is None:
+            self.device = evaluator.device()
+            hard_key = HardKey(**self.device["hard_key"])
+        self.hard_key = hard_key
+        self.trials = DEFAULT_TRIALS if trials is None and seconds is None and not exhaustive else trials
+        self.seconds = seconds
+        self.exhaustive = exhaustive
+        self.resume = resume
+        self.progress = progress
+        self.patience = None if exhaustive else (DEFAULT_PATIENCE if patience is None else patience)
+        self.space: SearchSpace[Any] = SearchSpace(family, problem)
+        self.finished = sink.finished_config_keys(problem, hard_key, family.name) if resume else set()
+        self.prior = _prior_results(sink, problem, hard_key, family.name) if resume else []
+        self.strategy: GridStrategy[Any] | TpeStrategy[Any] = make_strategy(
+            self.space, family.seeds(problem), skip=self.finished, budget_trials=self.trials,
+            exhaustive=exhaustive, grid_max=GRID_MAX, seed=seed,
+        )  # fmt: skip
+        if isinstance(self.strategy, TpeStrategy):
+            for r in self.prior:
+                cand = self.space.get(r.key)
+                if cand is not None and self.space.rejection(cand.key) is None:
+                    self.strategy.add_prior(cand, r.timing.median_ms if r.ok and r.timing else None)
+        remaining = sum(1 for c in self.space.feasible if c.key not in self.finished)
+        self.planned = remaining if self.trials is None else min(self.trials, remaining)
+        self.pending: dict[str, Candidate[Any]] = {}
+        self.results: list[TrialResult] = []
+        self.submitted = 0
+        self.since_improvement = 0
+        prior_ok = [r.timing for r in self.prior if r.ok and r.timing is not None]
+        self.best_timing: Timing | None = min(prior_ok, key=lambda t: t.median_ms) if prior_ok else None
+        self.stop_reason: str | None = None
+
+    def _simplicity(self, config: dict[str, Any]) -> tuple[int, ...]:
+        return tuple(self.family.simplicity(self.family.config_from_dict(config)))
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def _fill(self) -> None:
+        while self.stop_reason is None and self.evaluator.in_flight < self.evaluator.capacity:
+            if self.trials is not None and self.submitted >= self.trials:
+                self.stop_reason = "trial budget"
+                return
+            if self.seconds is not None and self._elapsed() >= self.seconds:
+                self.stop_reason = "time budget"
+                return
+            cand = self.strategy.propose()
+            if cand is None:
+                self.stop_reason = "space exhausted"
+                return
+            self.pending[cand.key] = cand
+            self.evaluator.submit(self.problem, cand.key, dict(cand.params))
+            self.submitted += 1
+
+    def _record(self, o: EvalOutcome) -> None:
+        cand = self.pending.pop(o.key)
+        t = o.timing if o.state == OK else None
+        trial_id = self.sink.record_trial(
+            self.problem, self.hard_key, self.family.name, cand.params, o.state, o.reason,
+            median_ms=t.median_ms if t else None, p20_ms=t.p20_ms if t else None, p80_ms=t.p80_ms if t else None,
+            tflops=t.tflops(self.problem.flops) if t else None,
+        )  # fmt: skip
+        result = TrialResult(o.key, dict(cand.params), o.state, o.reason, t, trial_id)
+        self.results.append(result)
+        self.strategy.observe(cand, t.median_ms if t else None)
+        if t is not None and (self.best_timing is None or beats(t, self.best_timing)):
+            self.best_timing = t
+            self.since_improvement = 0
+        else:
+            if t is not None and t.median_ms < self.best_timing.median_ms:  # type: ignore[union-attr]
+                self.best_timing = t  # faster, but within the noise: not an improvement
+            self.since_improvement += 1
+        if self.progress is not None:
+            best, _ = select_winner(self.results, self._simplicity)
+            self.progress(TuneProgress(self.problem, len(self.results), self.planned, self._elapsed(), result, best))
+        if self.patience is not None and self.since_improvement >= self.patience and self.stop_reason is None:
+            self.stop_reason = f"no improvement in {self.patience} trials"
+
+    def run(self) -> TuneResult:
+        before = self.evaluator.baseline(self.problem)
+        while True:
+            self._fill()
+            if self.evaluator.in_flight == 0:
+                break
+            for outcome in self.evaluator.poll(POLL_S):
+                self._record(outcome)
+        after = self.evaluator.baseline(self.problem)
+        torch_timing = _faster(before.timing if before.state == OK else None, after.timing if after.state == OK else None)
+        pool = list(self.results)
+        if self.resume:
+            mine = {r.trial_id for r in self.results}
+            pool += [r for r in _prior_results(self.sink, self.problem, self.hard_key, self.family.name)
+                     if r.trial_id not in mine and self.space.get(r.key) is not None]  # fmt: skip
+        winner, runner_up = select_winner(pool, self._simplicity)
+        if winner is not None and winner.timing is not None:
+            self.sink.record_best(
+                self.problem, self.hard_key, self.family.name, winner.config, winner.timing.median_ms,
+                winner.timing.tflops(self.problem.flops), trial_id=winner.trial_id,
+            )  # fmt: skip
+        return TuneResult(
+            problem=self.problem,
+            family=self.family.name,
+            hard_key=self.hard_key,
+            strategy=self.strategy.name,
+            best=winner,
+            runner_up=runner_up,
+            torch=torch_timing,
+            evaluated=len(self.results),
+            states=Counter(r.state for r in self.results),
+            rejections=self.strategy.rejections,
+            space_size=len(self.space),
+            feasible=len(self.space.feasible),
+            skipped=len(self.finished),
+            stop_reason=self.stop_reason or "done",
+            wall_s=self._elapsed(),
+            device=self.device,
+            failures=tuple(r for r in self.results if not r.ok),
+        )
+
+
+def result_row(result: TuneResult) -> dict[str, Any]:
+    """A plain-data summary of a ``TuneResult`` (for JSON output and tables)."""
+    best = result.best
+    return {
+        "problem": result.problem.describe(),
+        "config": best.config if best else None,
+        "tflops": result.best_tflops,
+        "torch_tflops": result.torch_tflops,
+        "vs_torch": result.vs_torch,
+        "median_ms": best.timing.median_ms if best and best.timing else None,
+        "trials": result.evaluated,
+        "states": dict(result.states),
+        "strategy": result.strategy,
+        "stop": result.stop_reason,
+        "wall_s": result.wall_s,
+    }
+
+
+__all__ = [
+    "DEFAULT_PATIENCE",
+    "DEFAULT_TRIALS",
+    "GRID_MAX",
+    "Evaluator",
+    "PriorTrial",
+    "TrialResult",
+    "TrialSink",
+    "TuneProgress",
+    "TuneResult",
+    "result_row",
+    "select_winner",
+    "tune_problem",
+]

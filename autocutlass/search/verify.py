@@ -1,0 +1,229 @@
+"""Verification: random inputs, a NaN-poisoned output, and a float32 reference with a tolerance.
+
+Device-agnostic: the same functions run on CUDA tensors in the benchmark worker and on CPU
+tensors in the unit tests (with a Python "runner").
+
+* ``make_inputs`` builds operands in the ``GemmRunner`` layout of ``autocutlass.kernels.base``:
+  A is (M, K) or (L, M, K) with K contiguous (``Major.ROW``) or M contiguous (``Major.COL``, a
+  transposed view); B is (K, N) or (L, K, N) with N contiguous (ROW) or K contiguous (COL, the
+  ``W.t()`` of a row-major (N, K) weight). Rank 2 when L == 1, rank 3 otherwise. D is
+  N-contiguous and filled with NaN, so an element the kernel never writes fails the check.
+* ``reference`` computes act(alpha * A @ B + beta * C + bias) in float32 from the *same*
+  (low-precision) operands, with TF32 disabled, so the only legitimate differences are
+  accumulation order, the kernel's internal rounding (TF32 inputs) and the output rounding.
+* ``check_output`` accepts D when it is finite, its relative Frobenius error is below
+  ``tolerance(problem)``, and no single element is off by more than
+  ``ELEMENT_RTOL_FACTOR * tol * |ref| + ELEMENT_ATOL_FACTOR * tol * rms(ref)`` (a few wrong
+  elements hide in a Frobenius norm of millions).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from autocutlass.kernels.base import GemmRunner
+from autocutlass.problem import Activation, DType, Major, Problem
+
+TORCH_DTYPES: dict[DType, torch.dtype] = {
+    DType.BF16: torch.bfloat16,
+    DType.FP16: torch.float16,
+    DType.FP32: torch.float32,
+    DType.TF32: torch.float32,
+    DType.E4M3: torch.float8_e4m3fn,
+}
+
+REL_FROBENIUS_TOL: dict[DType, float] = {
+    DType.BF16: 1e-2,
+    DType.FP16: 5e-3,
+    DType.TF32: 5e-3,
+    DType.FP32: 1e-5,
+    DType.E4M3: 1e-2,
+}
+"""Largest relative Frobenius error accepted, per dtype. The tolerance of a problem is the
+largest over its operand and output dtypes (the coarsest rounding in the computation)."""
+
+ELEMENT_RTOL_FACTOR = 4.0
+ELEMENT_ATOL_FACTOR = 2.0
+
+
+def torch_dtype(dt: DType) -> torch.dtype:
+    return TORCH_DTYPES[dt]
+
+
+def tolerance(problem: Problem) -> float:
+    """Relative Frobenius tolerance of ``problem``: the coarsest of its A, B and D dtypes."""
+    return max(REL_FROBENIUS_TOL[problem.a_dtype], REL_FROBENIUS_TOL[problem.b_dtype],
+               REL_FROBENIUS_TOL[problem.d_dtype])
+
+
+@dataclass(frozen=True)
+class GemmInputs:
+    """Operands of one problem in the runner layout, plus the scalars the runner is called with."""
+
+    a: torch.Tensor
+    b: torch.Tensor
+    d: torch.Tensor
+    c: torch.Tensor | None
+    bias: torch.Tensor | None
+    alpha: float
+    beta: float
+
+    def poison(self) -> None:
+        """Fill D with NaN so that unwritten elements show."""
+        self.d.fill_(math.nan)
+
+    def run(self, runner: GemmRunner) -> None:
+        runner(self.a, self.b, self.d, c=self.c, bias=self.bias, alpha=self.alpha, beta=self.beta)
+
+
+def _random(shape: tuple[int, ...], dt: DType, gen: torch.Generator, device: torch.device | str) -> torch.Tensor:
+    """Standard-normal values from ``gen`` (on ``device``), cast to ``dt``."""
+    x = torch.randn(shape, generator=gen, dtype=torch.float32, device=device)
+    if dt is DType.E4M3:
+        x = x.clamp(-8.0, 8.0)
+    return x.to(device=device, dtype=torch_dtype(dt))
+
+
+def _squeeze_batch(t: torch.Tensor, problem: Problem) -> torch.Tensor:
+    return t[0] if problem.l == 1 else t
+
+
+def make_inputs(problem: Problem, *, device: torch.device | str, seed: int = 0) -> GemmInputs:
+    """Random operands for ``problem`` in the runner layout (see module docstring)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    m, n, k, l = problem.m, problem.n, problem.k, problem.l  # noqa: E741
+    if problem.a_major is Major.ROW:
+        a = _random((l, m, k), problem.a_dtype, gen, device)
+    else:
+        a = _random((l, k, m), problem.a_dtype, gen, device).transpose(-1, -2)
+    if problem.b_major is Major.ROW:
+        b = _random((l, k, n), problem.b_dtype, gen, device)
+    else:
+        b = _random((l, n, k), problem.b_dtype, gen, device).transpose(-1, -2)
+    d = torch.full((l, m, n), math.nan, dtype=torch_dtype(problem.d_dtype), device=device)
+    c = None
+    if problem.epilogue.with_c:
+        assert problem.c_dtype is not None
+        c = _squeeze_batch(_random((l, m, n), problem.c_dtype, gen, device), problem)
+    bias = _random((n,), problem.d_dtype, gen, device) if problem.epilogue.bias else None
+    return GemmInputs(
+        a=_squeeze_batch(a, problem),
+        b=_squeeze_batch(b, problem),
+        d=_squeeze_batch(d, problem),
+        c=c,
+        bias=bias,
+        alpha=1.0,
+        beta=0.5 if problem.epilogue.with_c else 0.0,
+    )
+
+
+@contextlib.contextmanager
+def fp32_matmul_precision(precision: str) -> Iterator[None]:
+    """Temporarily set torch's CUDA fp32 matmul precision ('ieee' or 'tf32')."""
+    matmul = torch.backends.cuda.matmul
+    old = matmul.fp32_precision
+    matmul.fp32_precision = precision
+    try:
+        yield
+    finally:
+        matmul.fp32_precision = old
+
+
+def _activation(x: torch.Tensor, act: Activation) -> torch.Tensor:
+    if act is Activation.NONE:
+        return x
+    if act is Activation.RELU:
+        return torch.relu(x)
+    if act is Activation.GELU:
+        return torch.nn.functional.gelu(x, approximate="none")
+    if act is Activation.GELU_TANH:
+        return torch.nn.functional.gelu(x, approximate="tanh")
+    if act is Activation.SILU:
+        return torch.nn.functional.silu(x)
+    raise ValueError(f"no reference for activation {act!r}")
+
+
+def reference(problem: Problem, inputs: GemmInputs) -> torch.Tensor:
+    """act(alpha * A @ B + beta * C + bias) in float32 (TF32 off), shaped like D."""
+    with fp32_matmul_precision("ieee"):
+        acc = torch.matmul(inputs.a.float(), inputs.b.float())
+    out = acc * inputs.alpha if inputs.alpha != 1.0 else acc
+    if inputs.c is not None:
+        out = out + inputs.beta * inputs.c.float()
+    if inputs.bias is not None:
+        out = out + inputs.bias.float()
+    return _activation(out, problem.epilogue.activation)
+
+
+def check_output(problem: Problem, d: torch.Tensor, ref: torch.Tensor) -> tuple[bool, str | None]:
+    """(True, None) when ``d`` matches ``ref`` within the problem's tolerance, else (False, why)."""
+    if d.shape != ref.shape:
+        return False, f"output shape {tuple(d.shape)} != reference shape {tuple(ref.shape)}"
+    df = d.float()
+    finite = torch.isfinite(df)
+    if not bool(finite.all()):
+        bad = int((~finite).sum())
+        first = tuple(int(i) for i in (~finite).nonzero()[0].tolist())
+        return False, f"{bad} of {d.numel()} output elements are NaN/Inf (first at index {first}): unwritten or overflowed"
+    tol = tolerance(problem)
+    ref_norm = float(torch.linalg.vector_norm(ref))
+    err = df - ref
+    err_norm = float(torch.linalg.vector_norm(err))
+    scale = ref_norm if ref_norm > 0 else 1.0
+    rel = err_norm / scale
+    if rel >= tol:
+        return False, f"relative Frobenius error {rel:.3e} >= tolerance {tol:.1e} ({problem.d_dtype.value} output)"
+    rms = scale / math.sqrt(max(ref.numel(), 1))
+    limit = ELEMENT_RTOL_FACTOR * tol * ref.abs() + ELEMENT_ATOL_FACTOR * tol * rms
+    over = err.abs() > limit
+    if bool(over.any()):
+        n_over = int(over.sum())
+        idx = tuple(int(i) for i in over.nonzero()[0].tolist())
+        return False, (
+            f"{n_over} output elements exceed the element-wise tolerance (first at {idx}: "
+            f"got {float(df[idx]):.6g}, expected {float(ref[idx]):.6g}); relative Frobenius error {rel:.3e}"
+        )
+    return True, None
+
+
+def _synchronize(t: torch.Tensor) -> None:
+    if t.is_cuda:
+        torch.cuda.synchronize(t.device)
+
+
+def verify(runner: GemmRunner, problem: Problem, inputs: GemmInputs, ref: torch.Tensor) -> tuple[bool, str | None]:
+    """Poison D, run ``runner`` once, wait for it, compare D with ``ref``: (ok, reason)."""
+    inputs.poison()
+    inputs.run(runner)
+    _synchronize(inputs.d)
+    return check_output(problem, inputs.d, ref)
+
+
+def torch_baseline(problem: Problem, inputs: GemmInputs) -> Any:
+    """A zero-argument callable computing the problem with plain torch ops on ``inputs``.
+
+    Plain problems: ``torch.matmul(a, b, out=d)`` (cuBLAS). With an epilogue: matmul followed
+    by the torch ops a user would write. Called under TF32 precision for TF32 problems.
+    """
+    a, b, d = inputs.a, inputs.b, inputs.d
+    ep = problem.epilogue
+    if ep.is_plain:
+        return lambda: torch.matmul(a, b, out=d)
+
+    def composite() -> None:
+        out = torch.matmul(a, b)
+        if inputs.alpha != 1.0:
+            out = out * inputs.alpha
+        if inputs.c is not None:
+            out = out + inputs.beta * inputs.c
+        if inputs.bias is not None:
+            out = out + inputs.bias
+        d.copy_(_activation(out, ep.activation))
+
+    return composite

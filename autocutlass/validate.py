@@ -1,0 +1,482 @@
+"""Validation and planning of one call: tensors in; an error, a ``KernelPlan`` or an ``Unsupported``.
+
+Runs only when dispatch's memo misses (once per tensor-metadata fingerprint), so it may be
+thorough. It never launches work on a GPU and never imports ``kernels``, ``search`` or ``db``.
+
+Three outcomes, in this order:
+
+1. **Errors** the torch op would raise, raised here: shapes that cannot be multiplied
+   (``RuntimeError`` naming both shapes; torch's own shape rules are applied to meta tensors),
+   operands of different dtypes or devices, an ``out=`` of the wrong shape, dtype or device, an
+   unknown activation.
+2. ``Unsupported(reason)``: a valid call autocutlass does not serve (CPU tensors, a GPU other
+   than cc 9.0, a dtype other than bf16/fp16/fp32, fp32 while torch forbids TF32, empty tensors,
+   K = 0, a stride-0 or no-unit-stride operand, autograd, ranks other than 2 and 3, a 2-D A
+   broadcast over a 3-D B, a 3-D A whose batch cannot fold into M under a 2-D B, an ``out=``
+   that is not row-major contiguous, a C that is not exactly the output's shape, a bias that is
+   not a contiguous, 16-byte aligned (N,) vector). The torch op then runs instead.
+3. ``KernelPlan``: the ``Problem`` and how to present each user tensor to the runner (an
+   ``as_strided`` view, never a copy, except the one documented below).
+
+Views (no copies): ``linear`` flattens x's leading dimensions into M and passes ``weight.t()``
+(K-contiguous, ``b_major`` COL); ``matmul`` of a 3-D A by a 2-D B folds the batch into M when A's
+batch and row dimensions merge (a contiguous A does); a size-1 batch is dropped; the stride of a
+size-1 dimension, which addresses nothing, is replaced by a 16-byte multiple so that it neither
+lowers the alignment class nor upsets TMA. The one copy: ``linear`` with an x whose leading
+dimensions do not merge (K still contiguous) is reshaped, as ``torch.reshape`` would copy it.
+
+fp32 operands are served through TF32 tensor cores only when torch allows TF32 for matmuls
+(``torch.backends.cuda.matmul.fp32_precision == "tf32"``, e.g. after
+``torch.set_float32_matmul_precision("high")``); otherwise torch computes them in full fp32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+import torch
+import torch.nn.functional as F
+
+from autocutlass.device import DeviceInfo
+from autocutlass.problem import Activation, DType, Epilogue, Major, Problem
+
+BIAS_ALIGN_BYTES = 16
+"""A bias vector's base address must be this aligned (the epilogue reads it with vector loads)."""
+
+SERVED_CC = (9, 0)
+"""Compute capability of the GPUs autocutlass's kernels are compiled for (sm_90a)."""
+
+_OPERAND_DTYPES = {torch.bfloat16: DType.BF16, torch.float16: DType.FP16, torch.float32: DType.TF32}
+_OUTPUT_DTYPES = {torch.bfloat16: DType.BF16, torch.float16: DType.FP16, torch.float32: DType.FP32}
+
+
+class Op(StrEnum):
+    """The public entry points."""
+
+    MATMUL = "matmul"
+    LINEAR = "linear"
+    GEMM = "gemm"
+
+
+@dataclass(frozen=True)
+class View:
+    """How the runner sees one user tensor: ``t.as_strided(shape, stride)``, or with ``copy``
+    ``t.reshape(shape)`` (which copies; ``stride`` is then the copy's, row-major)."""
+
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    copy: bool = False
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """A call the kernel layer can serve. ``None`` views mean: pass the user tensor as it is."""
+
+    problem: Problem
+    a: View | None
+    b: View | None
+    c: View | None
+    d: View | None
+    out_shape: tuple[int, ...]
+    out_dtype: torch.dtype
+    device_index: int
+    spans: tuple[int, int, int, int]
+    """Bytes from the first to one past the last element of a, b, c (0 if absent) and out:
+    dispatch's run-time overlap guard for ``out=``."""
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """A valid call that torch serves instead; ``reason`` says why (logged once, or raised
+    as ``UnsupportedProblem`` under ``AUTOCUTLASS_STRICT=1``)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call's arguments, in the common form of the three entry points."""
+
+    op: Op
+    a: torch.Tensor
+    b: torch.Tensor
+    c: torch.Tensor | None = None
+    bias: torch.Tensor | None = None
+    out: torch.Tensor | None = None
+    alpha: float = 1.0
+    beta: float = 0.0
+    activation: Activation = Activation.NONE
+
+
+@dataclass(frozen=True)
+class Context:
+    """What planning needs beyond the tensors; dispatch fills it in (tests inject fakes)."""
+
+    on_gpu: Callable[[torch.Tensor], bool]
+    device_info: Callable[[int], DeviceInfo]
+    grad: bool
+    """Autograd would record this call (grad mode on and an input requires grad)."""
+    tf32: bool
+    """torch allows TF32 for fp32 matmuls."""
+
+
+def parse_activation(activation: Activation | str | None) -> Activation:
+    """None or one of 'relu', 'gelu', 'gelu_tanh', 'silu' (or an ``Activation``); else ValueError."""
+    if activation is None:
+        return Activation.NONE
+    try:
+        return Activation(activation)
+    except ValueError:
+        choices = ", ".join(repr(x.value) for x in Activation if x is not Activation.NONE)
+        raise ValueError(f"activation={activation!r} is not one of None, {choices}") from None
+
+
+# ---- the torch ops (the fallback, and what the kernels must agree with) ----------------------
+def torch_call(call: Call) -> torch.Tensor:
+    """The call computed by torch, writing into ``call.out`` when given."""
+    op, a, b, out = call.op, call.a, call.b, call.out
+    if op is Op.LINEAR:
+        return _activate(F.linear(a, b, call.bias), call.activation)
+    if op is Op.MATMUL or call.c is None or call.beta == 0:
+        r = torch.matmul(a, b, out=out)
+        return r.mul_(call.alpha) if op is Op.GEMM and call.alpha != 1 else r
+    if a.dim() == 2 and b.dim() == 2:
+        return torch.addmm(call.c, a, b, beta=call.beta, alpha=call.alpha, out=out)
+    if 2 <= a.dim() <= 3 and 2 <= b.dim() <= 3:
+        lead = max(a.shape[0] if a.dim() == 3 else 1, b.shape[0] if b.dim() == 3 else 1)
+        a3 = a if a.dim() == 3 else a.expand(lead, *a.shape)
+        b3 = b if b.dim() == 3 else b.expand(lead, *b.shape)
+        return torch.baddbmm(call.c, a3, b3, beta=call.beta, alpha=call.alpha, out=out)
+    r = torch.matmul(a, b).mul_(call.alpha).add_(call.c, alpha=call.beta)
+    return r if out is None else out.copy_(r)
+
+
+def _activate(y: torch.Tensor, act: Activation) -> torch.Tensor:
+    if act is Activation.RELU:
+        return torch.relu_(y)
+    if act is Activation.GELU:
+        return F.gelu(y)
+    if act is Activation.GELU_TANH:
+        return F.gelu(y, approximate="tanh")
+    if act is Activation.SILU:
+        return F.silu(y, inplace=True)
+    return y
+
+
+# ---- validation --------------------------------------------------------------------------
+def _meta(t: torch.Tensor) -> torch.Tensor:
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+
+
+def _shape(t: torch.Tensor) -> str:
+    return str(tuple(t.shape))
+
+
+def expected_result(call: Call) -> torch.Tensor:
+    """A meta tensor of the result's shape and dtype; raises as torch does for invalid calls."""
+    names = {Op.MATMUL: ("a", "b"), Op.GEMM: ("a", "b"), Op.LINEAR: ("x", "weight")}[call.op]
+    tensors = {names[0]: call.a, names[1]: call.b, "c": call.c, "bias": call.bias, "out": call.out}
+    for name, t in tensors.items():
+        if t is not None and not isinstance(t, torch.Tensor):
+            raise TypeError(f"autocutlass.{call.op.value}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    a, b = call.a, call.b
+    if a.dtype != b.dtype:
+        raise RuntimeError(
+            f"autocutlass.{call.op.value}: {names[0]} and {names[1]} must have the same dtype, "
+            f"got {a.dtype} and {b.dtype}"
+        )
+    for name in ("c", "bias"):
+        t = tensors[name]
+        if t is not None and t.dtype != a.dtype:
+            raise RuntimeError(
+                f"autocutlass.{call.op.value}: {name} has dtype {t.dtype}, {names[0]} has {a.dtype}; they must match"
+            )
+    devices = {name: t.device for name, t in tensors.items() if t is not None and name != "out"}
+    if len(set(devices.values())) > 1:
+        listed = ", ".join(f"{n} on {d}" for n, d in devices.items())
+        raise RuntimeError(f"autocutlass.{call.op.value}: expected all tensors on one device, got {listed}")
+    try:
+        if call.op is Op.LINEAR:
+            bias = None if call.bias is None else _meta(call.bias)
+            r = F.linear(_meta(a), _meta(b), bias)
+        else:
+            r = torch.matmul(_meta(a), _meta(b))
+            if call.c is not None and torch.broadcast_shapes(call.c.shape, r.shape) != r.shape:
+                raise RuntimeError(f"c of shape {_shape(call.c)} does not broadcast to the product's {tuple(r.shape)}")
+    except RuntimeError as e:
+        extra = "" if call.bias is None else f" and bias {_shape(call.bias)}"
+        raise RuntimeError(
+            f"autocutlass.{call.op.value}: {names[0]} {_shape(a)} and {names[1]} {_shape(b)}{extra} "
+            f"are not compatible: {e}"
+        ) from e
+    out = call.out
+    if out is not None:
+        if tuple(out.shape) != tuple(r.shape):
+            raise RuntimeError(f"autocutlass.{call.op.value}: out= has shape {_shape(out)}, expected {tuple(r.shape)}")
+        if out.dtype != r.dtype:
+            raise RuntimeError(f"autocutlass.{call.op.value}: out= has dtype {out.dtype}, expected {r.dtype}")
+        if out.device != a.device:
+            raise RuntimeError(f"autocutlass.{call.op.value}: out= is on {out.device}, the operands on {a.device}")
+    return r
+
+
+# ---- layout analysis -----------------------------------------------------------------------
+def _pow2_align(nbytes: int) -> int:
+    """The largest power of two <= 16 dividing ``nbytes`` (16 for 0)."""
+    return 16 if nbytes % 16 == 0 else nbytes & -nbytes
+
+
+def _pad(n: int, elt: int) -> int:
+    """``n`` elements rounded up to a 16-byte multiple: the stride given to a size-1 dimension."""
+    per = max(1, 16 // elt)
+    return -(-max(n, 1) // per) * per
+
+
+def _merge(sizes: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int | None] | None:
+    """(size, stride) of one dimension standing for ``sizes`` (as ``view`` would merge them), or
+    None when they do not merge. The stride is None when every size is 1 (it addresses nothing)."""
+    dims = [(s, st) for s, st in zip(sizes, strides, strict=True) if s != 1]
+    if not dims:
+        return 1, None
+    size, stride = dims[-1]
+    for s, st in reversed(dims[:-1]):
+        if st != size * stride:
+            return None
+        size *= s
+    return size, stride
+
+
+@dataclass(frozen=True)
+class _Matrix:
+    """One operand as the runner will see it."""
+
+    major: Major
+    view: View
+    align: int
+
+
+def _matrix(
+    name: str,
+    t: torch.Tensor,
+    batch: tuple[int, int | None] | None,
+    rows: tuple[int, int | None],
+    cols: tuple[int, int | None],
+) -> _Matrix | str:
+    """Analyse a (rows, cols) or (L, rows, cols) operand given (size, stride) per dimension; a
+    stride is None for a dimension of size 1. Returns the runner's view or a reason."""
+    elt = t.element_size()
+    (r, sr), (c, sc) = rows, cols
+    if sr == 0 or sc == 0 or (batch is not None and batch[1] == 0):
+        return f"{name} has a stride-0 (broadcast) dimension; TMA cannot read it (call .contiguous())"
+    if sc == 1 or (sc is None and sr != 1):
+        major, ld = Major.ROW, sr if sr is not None else _pad(c, elt)
+        inner = (ld, 1)
+    elif sr == 1 or sr is None:
+        major, ld = Major.COL, sc if sc is not None else _pad(r, elt)
+        inner = (1, ld)
+    else:
+        return f"{name} has no unit stride in its last two dimensions (strides {sr}, {sc}); TMA needs one"
+    align = min(_pow2_align(t.data_ptr()), _pow2_align(ld * elt))
+    if batch is None:
+        return _Matrix(major, View((r, c), inner), align)
+    lsize, lstride = batch
+    lstride = lstride if lstride is not None else _pad(r * c, elt)
+    align = min(align, _pow2_align(lstride * elt))
+    return _Matrix(major, View((lsize, r, c), (lstride, *inner)), align)
+
+
+def _dims(t: torch.Tensor) -> list[tuple[int, int | None]]:
+    return [(s, st if s != 1 else None) for s, st in zip(t.shape, t.stride(), strict=True)]
+
+
+def _span(t: torch.Tensor | None) -> int:
+    if t is None or t.numel() == 0:
+        return 0
+    return (sum((s - 1) * st for s, st in zip(t.shape, t.stride(), strict=True)) + 1) * t.element_size()
+
+
+def _same_view(t: torch.Tensor, v: View) -> View | None:
+    """None when ``t`` already has ``v``'s shape and strides (no view needed)."""
+    if not v.copy and tuple(t.shape) == v.shape and tuple(t.stride()) == v.stride:
+        return None
+    return v
+
+
+# ---- planning ------------------------------------------------------------------------------
+def plan(call: Call, ctx: Context) -> KernelPlan | Unsupported:
+    """Validate ``call`` (raising as torch would) and decide how the kernel layer serves it."""
+    result = expected_result(call)
+    a, b = call.a, call.b
+    if not ctx.on_gpu(a):
+        return Unsupported(f"tensors on {a.device} (autocutlass serves CUDA tensors)")
+    dev = a.get_device()
+    info = ctx.device_info(dev)
+    if (info.cc_major, info.cc_minor) != SERVED_CC:
+        return Unsupported(f"GPU {info.gpu_name} (cc {info.cc}) is not served; autocutlass kernels need cc 9.0")
+    if a.dtype not in _OPERAND_DTYPES:
+        return Unsupported(f"dtype {a.dtype} is not served (bfloat16, float16, float32)")
+    if a.dtype is torch.float32 and not ctx.tf32:
+        return Unsupported(
+            "float32 needs TF32, which torch forbids now (torch.backends.cuda.matmul.fp32_precision != 'tf32'); "
+            "call torch.set_float32_matmul_precision('high') to allow it"
+        )
+    if ctx.grad:
+        return Unsupported("an input requires grad; autocutlass kernels have no backward (use torch.no_grad())")
+    if result.numel() == 0:
+        return Unsupported("the result is empty")
+    if a.shape[-1] == 0:
+        return Unsupported("K = 0: the result is all zeros (plus beta * C)")
+    if call.out is not None and not call.out.is_contiguous():
+        return Unsupported("out= is not contiguous row-major")
+    if call.op is Op.LINEAR:
+        return _plan_linear(call, result, dev)
+    return _plan_matmul(call, result, dev)
+
+
+def _plan_linear(call: Call, result: torch.Tensor, dev: int) -> KernelPlan | Unsupported:
+    x, w = call.a, call.b
+    if x.dim() < 2 or w.dim() != 2:
+        return Unsupported(f"linear of a {x.dim()}-D x by a {w.dim()}-D weight is served by torch")
+    bias = call.bias
+    if bias is not None:
+        if bias.dim() != 1 or (bias.shape[0] > 1 and bias.stride(0) != 1):
+            return Unsupported(f"bias of shape {_shape(bias)} (stride {bias.stride()}) is not a contiguous (N,) vector")
+        if bias.data_ptr() % BIAS_ALIGN_BYTES:
+            return Unsupported(f"bias is not {BIAS_ALIGN_BYTES}-byte aligned")
+    n, k = w.shape
+    xd = _dims(x)
+    merged = _merge(x.shape[:-1], x.stride()[:-1])
+    copy = merged is None
+    if copy:
+        if x.stride(-1) != 1:
+            return Unsupported("x's leading dimensions do not merge into M and K is not contiguous")
+        m = result.numel() // n
+        am: _Matrix | str = _Matrix(Major.ROW, View((m, k), (k, 1), copy=True), _pow2_align(k * x.element_size()))
+    else:
+        assert merged is not None
+        m = merged[0]
+        am = _matrix("x", x, None, merged, xd[-1])
+    bm = _matrix("weight.t()", w, None, _dims(w)[1], _dims(w)[0])
+    for got in (am, bm):
+        if isinstance(got, str):
+            return Unsupported(got)
+    assert isinstance(am, _Matrix) and isinstance(bm, _Matrix)
+    act = call.activation
+    epi = Epilogue(with_c=False, bias=bias is not None, activation=act)
+    return _kernel_plan(call, result, dev, am, bm, None, (m, n), 1, epi, x if not copy else None)
+
+
+def _plan_matmul(call: Call, result: torch.Tensor, dev: int) -> KernelPlan | Unsupported:
+    a, b = call.a, call.b
+    if not (2 <= a.dim() <= 3 and 2 <= b.dim() <= 3):
+        return Unsupported(f"{call.op.value} of a {a.dim()}-D and a {b.dim()}-D tensor is served by torch")
+    ad, bd = _dims(a), _dims(b)
+    la = ad[0][0] if a.dim() == 3 else 1
+    lb = bd[0][0] if b.dim() == 3 else 1
+    m, k = ad[-2][0], ad[-1][0]
+    n = bd[-1][0]
+    rows_a = ad[-2]
+    batch_a = batch_b = None
+    if la > 1 and lb > 1:
+        l = la
+        batch_a, batch_b = ad[0], bd[0]
+    elif lb > 1:
+        return Unsupported("a 2-D A broadcast over a 3-D B is served by torch (no stride-0 batch for TMA)")
+    elif la > 1:
+        merged = _merge(a.shape[:2], a.stride()[:2])
+        if merged is None:
+            return Unsupported(
+                "3-D A under a 2-D B: A's batch does not fold into M (rows not contiguous across batches); "
+                "served by torch (call .contiguous() on A to fold)"
+            )
+        rows_a, m, l = merged, merged[0], 1
+    else:
+        l = 1
+    am = _matrix("a", a, batch_a, rows_a, ad[-1])
+    bm = _matrix("b", b, batch_b, bd[-2], bd[-1])
+    for got in (am, bm):
+        if isinstance(got, str):
+            return Unsupported(got)
+    assert isinstance(am, _Matrix) and isinstance(bm, _Matrix)
+    cm: _Matrix | None = None
+    with_c = call.op is Op.GEMM and call.c is not None and call.beta != 0
+    if with_c:
+        c = call.c
+        assert c is not None
+        if tuple(c.shape) != tuple(result.shape):
+            return Unsupported(f"c of shape {_shape(c)} is broadcast to {tuple(result.shape)}; served by torch")
+        cdims = _dims(c)
+        if l > 1:
+            got_c = _matrix("c", c, cdims[0], cdims[-2], cdims[-1])
+        else:
+            c_rows = _merge(c.shape[:-1], c.stride()[:-1])
+            if c_rows is None:
+                return Unsupported("c's batch does not fold into M like A's; served by torch")
+            got_c = _matrix("c", c, None, c_rows, cdims[-1])
+        if isinstance(got_c, str):
+            return Unsupported(got_c)
+        if got_c.major is not Major.ROW:
+            return Unsupported("c is not N-contiguous (row-major); served by torch")
+        cm = got_c
+    epi = Epilogue(with_c=with_c, bias=False, activation=Activation.NONE)
+    return _kernel_plan(call, result, dev, am, bm, cm, (m, n), l, epi, a)
+
+
+def _kernel_plan(
+    call: Call,
+    result: torch.Tensor,
+    dev: int,
+    am: _Matrix,
+    bm: _Matrix,
+    cm: _Matrix | None,
+    mn: tuple[int, int],
+    l: int,
+    epi: Epilogue,
+    a_src: torch.Tensor | None,
+) -> KernelPlan:
+    m, n = mn
+    k = call.a.shape[-1]
+    out = call.out
+    d_align = 16 if out is None else _pow2_align(out.data_ptr())
+    d_align = min(d_align, _pow2_align(n * result.element_size()))
+    d_shape = (l, m, n) if l > 1 else (m, n)
+    d_stride = (m * n, n, 1) if l > 1 else (n, 1)
+    if l > 1:
+        d_align = min(d_align, _pow2_align(m * n * result.element_size()))
+    d_view = View(d_shape, d_stride) if d_shape != tuple(result.shape) or m == 1 or n == 1 else None
+    a_view = am.view if a_src is None else _same_view(a_src, am.view)
+    dt = call.a.dtype
+    problem = Problem(
+        m=m,
+        n=n,
+        k=k,
+        l=l,
+        a_dtype=_OPERAND_DTYPES[dt],
+        b_dtype=_OPERAND_DTYPES[dt],
+        c_dtype=_OUTPUT_DTYPES[dt] if cm is not None else None,
+        d_dtype=_OUTPUT_DTYPES[dt],
+        a_major=am.major,
+        b_major=bm.major,
+        align_a=am.align,
+        align_b=bm.align,
+        align_c=cm.align if cm is not None else 16,
+        align_d=d_align,
+        epilogue=epi,
+    )
+    c_view = None
+    if cm is not None:
+        assert call.c is not None
+        c_view = _same_view(call.c, cm.view)
+    return KernelPlan(
+        problem=problem,
+        a=a_view,
+        b=_same_view(call.b, bm.view),
+        c=c_view,
+        d=d_view,
+        out_shape=tuple(result.shape),
+        out_dtype=result.dtype,
+        device_index=dev,
+        spans=(_span(call.a), _span(call.b), _span(call.c), _span(result)),
+    )

@@ -1,0 +1,206 @@
+"""A stubbed kernel layer for dispatch tests on CPU: a fake family whose runner checks the
+calling convention of ``kernels.base`` and computes with torch, a dict store, a counting tuner."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from autocutlass.device import DeviceInfo, HardKey
+from autocutlass.dispatch import Dispatcher, Layers
+from autocutlass.errors import DatabaseError
+from autocutlass.problem import Activation, Major, Problem
+from autocutlass.settings import Policy, Settings
+
+
+def device_info(cc: tuple[int, int] = (9, 0)) -> DeviceInfo:
+    return DeviceInfo(
+        index=0, gpu_name="Fake H100", cc_major=cc[0], cc_minor=cc[1], sm_count=132,
+        max_smem_per_block_optin=232_448, l2_bytes=50 << 20, total_memory_bytes=80 << 30,
+        driver_version="0", cuda_runtime_version="0", dsl_version="0", torch_version=torch.__version__,
+    )  # fmt: skip
+
+
+HARD_KEY = device_info().hard_key()
+
+
+@dataclass(frozen=True)
+class FakeConfig:
+    tile: int = 128
+
+
+@dataclass
+class Launch:
+    config: FakeConfig
+    problem: Problem
+    a: torch.Tensor
+    b: torch.Tensor
+    d: torch.Tensor
+    c: torch.Tensor | None
+    bias: torch.Tensor | None
+    alpha: float
+    beta: float
+
+
+def _act(y: torch.Tensor, act: Activation) -> torch.Tensor:
+    return {
+        Activation.NONE: lambda t: t,
+        Activation.RELU: F.relu,
+        Activation.GELU: F.gelu,
+        Activation.GELU_TANH: lambda t: F.gelu(t, approximate="tanh"),
+        Activation.SILU: F.silu,
+    }[act](y)
+
+
+class FakeRunner:
+    """Asserts what the real runner relies on, then computes D in fp32 with torch."""
+
+    def __init__(self, family: FakeFamily, config: FakeConfig, problem: Problem) -> None:
+        self.family, self.config, self.problem = family, config, problem
+
+    def __call__(self, a, b, d, *, c=None, bias=None, alpha=1.0, beta=0.0) -> None:  # noqa: ANN001
+        p = self.problem
+        rank = 3 if p.l > 1 else 2
+        assert a.dim() == b.dim() == d.dim() == rank, (a.shape, b.shape, d.shape, p)
+        m, k = a.shape[-2:]
+        assert b.shape[-2:] == (k, d.shape[-1]) and d.shape[-2] == m
+        for name, t, major in (("a", a, p.a_major), ("b", b, p.b_major), ("d", d, Major.ROW)):
+            unit = -1 if major is Major.ROW else -2
+            assert t.stride(unit) == 1, f"{name} {major} needs stride 1 in dim {unit}: {t.stride()}"
+            for i, s in enumerate(t.stride()):
+                if i != t.dim() + unit:
+                    assert s != 0 and (s * t.element_size()) % 16 == 0, f"{name} stride {t.stride()} not TMA-able"
+            assert t.data_ptr() % 16 == 0, f"{name} base not 16-byte aligned"
+        assert (c is not None) == p.epilogue.with_c and (bias is not None) == p.epilogue.bias
+        if c is not None:
+            assert c.shape == d.shape and c.stride(-1) == 1
+        assert isinstance(alpha, float) and isinstance(beta, float)
+        self.family.launches.append(Launch(self.config, p, a, b, d, c, bias, alpha, beta))
+        r = alpha * torch.matmul(a.float(), b.float())
+        if c is not None:
+            r = r + beta * c.float()
+        if bias is not None:
+            r = r + bias.float()
+        d.copy_(_act(r, p.epilogue.activation))
+
+
+class FakeFamily:
+    """Serves what TMA can: every operand 16-byte aligned. Configs are FakeConfig(tile)."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.launches: list[Launch] = []
+        self.compiled: list[tuple[FakeConfig, Problem]] = []
+        self.compile_error: Exception | None = None
+
+    def supports(self, problem: Problem) -> str | None:
+        for name in ("align_a", "align_b", "align_d"):
+            if getattr(problem, name) < 16:
+                return f"{name}={getattr(problem, name)} < 16"
+        return None
+
+    def check(self, config: FakeConfig, problem: Problem) -> str | None:
+        return None if config.tile in (64, 128, 256) else f"tile={config.tile} is not 64, 128 or 256"
+
+    def seeds(self, problem: Problem) -> list[FakeConfig]:
+        return [FakeConfig(128), FakeConfig(64)]
+
+    def config_from_dict(self, d: dict[str, Any]) -> FakeConfig:
+        return FakeConfig(**d)
+
+    def compile(self, config: FakeConfig, problem: Problem) -> FakeRunner:
+        if self.compile_error is not None:
+            raise self.compile_error
+        self.compiled.append((config, problem))
+        return FakeRunner(self, config, problem)
+
+
+@dataclass(frozen=True)
+class Record:
+    family: str
+    config: dict[str, Any]
+    source: str
+
+
+@dataclass
+class FakeStore:
+    """lookup -> ``records[problem.key()]`` else ``fallback`` (a bucket/nearest record)."""
+
+    records: dict[str, Record] = field(default_factory=dict)
+    fallback: Record | None = None
+    lookups: list[Problem] = field(default_factory=list)
+    misses: list[Problem] = field(default_factory=list)
+    fail_lookup: bool = False
+
+    def lookup(self, problem: Problem, hard_key: HardKey) -> Record | None:
+        assert hard_key == HARD_KEY
+        self.lookups.append(problem)
+        if self.fail_lookup:
+            raise DatabaseError("fake database is broken")
+        return self.records.get(problem.key(), self.fallback)
+
+    def record_miss(self, problem: Problem, hard_key: HardKey) -> None:
+        self.misses.append(problem)
+
+
+class FakeTuner:
+    def __init__(self, result: dict[str, Any] | None = None, delay_s: float = 0.0) -> None:
+        self.result = {"tile": 256} if result is None else result
+        self.delay_s = delay_s
+        self.calls: list[Problem] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, problem, family, sink, hard_key, device_index, settings):  # noqa: ANN001
+        with self.lock:
+            self.calls.append(problem)
+        time.sleep(self.delay_s)
+        return self.result or None
+
+
+def settings(tmp_path=None, **kw: Any) -> Settings:  # noqa: ANN001
+    env = {"AUTOCUTLASS_SHIPPED_DBS": "off"}
+    if tmp_path is not None:
+        env["AUTOCUTLASS_CACHE_DIR"] = str(tmp_path)
+    s = Settings.from_env(env)
+    return Settings(**{**s.__dict__, **kw})
+
+
+@dataclass
+class Rig:
+    """A dispatcher over the fakes, treating CPU tensors as if they were on an sm_90 GPU."""
+
+    dispatcher: Dispatcher
+    family: FakeFamily
+    store: FakeStore
+    tuner: FakeTuner
+
+
+def make_rig(policy: Policy = Policy.TUNE, *, strict: bool = False, store: FakeStore | None = None,
+             tuner: FakeTuner | None = None, cc: tuple[int, int] = (9, 0), open_error: bool = False) -> Rig:
+    fam = FakeFamily()
+    st = store if store is not None else FakeStore()
+    tn = tuner if tuner is not None else FakeTuner()
+
+    def open_store(s: Settings) -> tuple[FakeStore, FakeStore]:
+        if open_error:
+            raise DatabaseError("cannot open fake database")
+        return st, st
+
+    def get_family(name: str) -> FakeFamily:
+        if name != fam.name:
+            raise KeyError(name)
+        return fam
+
+    layers = Layers(get_family=get_family, default_family_for=lambda p: fam, open_store=open_store, tune=tn)
+    d = Dispatcher(
+        settings(policy=policy, strict=strict), layers=layers, device_info=lambda i: device_info(cc),
+        on_gpu=lambda t: True,
+    )  # fmt: skip
+    return Rig(d, fam, st, tn)
+

@@ -1,0 +1,237 @@
+"""Fakes for the search tests: a small kernel family, an in-process evaluator, an in-memory sink,
+and worker handlers (imported by child processes through the parent's sys.path)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from autocutlass.device import HardKey
+from autocutlass.kernels.base import GemmRunner, KernelFamily
+from autocutlass.problem import Problem
+from autocutlass.search.space import config_key
+from autocutlass.search.timing import Timing
+from autocutlass.search.workers import EvalOutcome
+
+HARD_KEY = HardKey(gpu_name="Fake GPU", cc="9.0", sm_count=132, dsl_version="0", kernel_hash="fake", protocol_version=1)
+
+
+@dataclass(frozen=True, order=True)
+class FakeConfig:
+    tile: int = 32
+    stages: int = 2
+    mode: str = "a"
+
+
+class FakeFamily(KernelFamily[FakeConfig]):
+    """Axes tile x stages x mode; ``check`` rejects tile * stages > ``smem``."""
+
+    name = "fake"
+
+    def __init__(self, tiles: Sequence[int] = (16, 32, 64, 128), stages: Sequence[int] = (1, 2, 3),
+                 modes: Sequence[str] = ("a", "b"), smem: int = 192, seeds: Sequence[FakeConfig] | None = None) -> None:  # fmt: skip
+        self.tiles, self.stages, self.modes, self.smem = tuple(tiles), tuple(stages), tuple(modes), smem
+        self._seeds = list(seeds) if seeds is not None else [FakeConfig(32, 2, "a")]
+        self.checked: list[FakeConfig] = []
+
+    def supports(self, problem: Problem) -> str | None:
+        return None if problem.k > 0 else "K must be positive"
+
+    def space(self, problem: Problem) -> Sequence[FakeConfig]:
+        return [FakeConfig(t, s, m) for t, s, m in itertools.product(self.tiles, self.stages, self.modes)]
+
+    def check(self, config: FakeConfig, problem: Problem) -> str | None:
+        self.checked.append(config)
+        if config.tile * config.stages > self.smem:
+            return f"tile*stages={config.tile * config.stages} exceeds smem {self.smem}"
+        return None
+
+    def seeds(self, problem: Problem) -> Sequence[FakeConfig]:
+        return [s for s in self._seeds if self.check(s, problem) is None]
+
+    def config_to_dict(self, config: FakeConfig) -> dict[str, Any]:
+        return asdict(config)
+
+    def config_from_dict(self, d: dict[str, Any]) -> FakeConfig:
+        return FakeConfig(**d)
+
+    def compile(self, config: FakeConfig, problem: Problem) -> GemmRunner:
+        raise NotImplementedError
+
+    def simplicity(self, config: FakeConfig) -> tuple[int, ...]:
+        return (config.stages, int(config.mode == "b"), config.tile)
+
+
+def timing(ms: float, spread: float = 0.0) -> Timing:
+    return Timing(ms, ms - spread / 2, ms + spread / 2, 20)
+
+
+Score = Callable[[dict[str, Any]], "float | tuple[str, str]"]
+"""params -> median ms, or (state, reason) for a failure."""
+
+
+class FakeEvaluator:
+    """In-process ``Evaluator``: outcomes come from ``score``; records what it was asked."""
+
+    def __init__(self, score: Score, capacity: int = 3, torch_ms: float = 1.0) -> None:
+        self.score = score
+        self._capacity = capacity
+        self.torch_ms = torch_ms
+        self.submitted: list[dict[str, Any]] = []
+        self._queue: list[tuple[str, dict[str, Any]]] = []
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._queue)
+
+    def submit(self, problem: Problem, key: str, params: dict[str, Any]) -> None:
+        assert key == config_key(params)
+        self.submitted.append(dict(params))
+        self._queue.append((key, dict(params)))
+
+    def poll(self, timeout_s: float) -> list[EvalOutcome]:
+        out = []
+        # finish one at a time, oldest first, like a serial benchmark worker
+        if self._queue:
+            key, params = self._queue.pop(0)
+            s = self.score(params)
+            if isinstance(s, tuple):
+                out.append(EvalOutcome(key, params, s[0], s[1]))
+            else:
+                out.append(EvalOutcome(key, params, "ok", None, timing(s)))
+        return out
+
+    def baseline(self, problem: Problem) -> EvalOutcome:
+        return EvalOutcome("torch", {}, "ok", None, timing(self.torch_ms))
+
+    def device(self) -> dict[str, Any]:
+        return {"device": {"gpu_name": HARD_KEY.gpu_name}, "hard_key": asdict(HARD_KEY)}
+
+
+@dataclass(frozen=True)
+class FakeTrialRecord:
+    id: int
+    family: str
+    config: dict[str, Any]
+    config_key: str
+    state: str
+    median_ms: float | None
+    p20_ms: float | None
+    p80_ms: float | None
+    problem_key: str
+    hard_key: HardKey
+
+
+@dataclass
+class MemorySink:
+    """In-memory ``TrialSink``."""
+
+    records: list[FakeTrialRecord] = field(default_factory=list)
+    best: dict[str, tuple[dict[str, Any], float, int | None]] = field(default_factory=dict)
+
+    def record_trial(self, problem: Problem, hard_key: HardKey, family: str, config: Any, state: str,
+                     reason: str | None = None, median_ms: float | None = None, p20_ms: float | None = None,
+                     p80_ms: float | None = None, tflops: float | None = None) -> int:  # fmt: skip
+        rid = len(self.records) + 1
+        self.records.append(FakeTrialRecord(rid, family, dict(config), config_key(config), str(state), median_ms,
+                                            p20_ms, p80_ms, problem.key(), hard_key))  # fmt: skip
+        return rid
+
+    def record_best(self, problem: Problem, hard_key: HardKey, family: str, config: Any, median_ms: float,
+                    tflops: float, trial_id: int | None = None) -> None:  # fmt: skip
+        self.best[problem.key()] = (dict(config), median_ms, trial_id)
+
+    def finished_config_keys(self, problem: Problem, hard_key: HardKey, family: str) -> set[str]:
+        return {r.config_key for r in self.records
+                if r.problem_key == problem.key() and r.hard_key == hard_key and r.family == family}  # fmt: skip
+
+    def trials(self, problem: Problem | None = None, hard_key: HardKey | None = None) -> list[FakeTrialRecord]:
+        return [r for r in self.records
+                if (problem is None or r.problem_key == problem.key()) and (hard_key is None or r.hard_key == hard_key)]  # fmt: skip
+
+
+# ---- worker handlers (run in child processes) ---------------------------------------------------
+def make_echo_handler() -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Replies with the request; ``action`` in the request selects misbehaviour."""
+
+    def handle(req: dict[str, Any]) -> dict[str, Any]:
+        action = req.get("action")
+        if action == "exit":
+            os._exit(7)
+        if action == "sleep":
+            time.sleep(float(req.get("seconds", 60)))
+        if action == "raise":
+            raise ZeroDivisionError("a bug in the handler")
+        return {"echo": req, "pid": os.getpid(), "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                "arch": os.environ.get("CUTE_DSL_ARCH")}  # fmt: skip
+
+    return handle
+
+
+def _behaviour(config: dict[str, Any] | None) -> str:
+    return "torch" if config is None else str(config.get("mode", "a"))
+
+
+def make_fake_compile_handler() -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """mode 'compile_error' fails to compile; mode 'hang_compile' sleeps; others compile."""
+
+    def handle(req: dict[str, Any]) -> dict[str, Any]:
+        assert os.environ.get("CUDA_VISIBLE_DEVICES") == "", "compile workers must not see a GPU"
+        mode = _behaviour(req["config"])
+        if mode == "compile_error":
+            return {"state": "compile_error", "reason": "fake DSL error", "seconds": 0.0}
+        if mode == "hang_compile":
+            time.sleep(60)
+        return {"state": "ok", "reason": None, "seconds": 0.01}
+
+    return handle
+
+
+def make_fake_bench_handler() -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """mode 'crash' exits the process; 'hang' sleeps; 'fault' reports a CUDA fault; 'wrong' is wrong."""
+
+    def handle(req: dict[str, Any]) -> dict[str, Any]:
+        if req["op"] == "device":
+            return {"device": {"gpu_name": HARD_KEY.gpu_name}, "hard_key": asdict(HARD_KEY)}
+        mode = _behaviour(req["config"])
+        if mode == "crash":
+            os._exit(139)
+        if mode == "hang":
+            time.sleep(60)
+        if mode == "fault":
+            return {"state": "crash", "reason": "CUDA fault: illegal address", "timing": None, "exit": True}
+        if mode == "wrong":
+            return {"state": "wrong_result", "reason": "relative error 1.0", "timing": None}
+        ms = 2.0 if mode == "torch" else 1.0 + req["config"].get("tile", 0) / 1000
+        return {"state": "ok", "reason": None, "timing": timing(ms).as_dict()}
+
+    return handle
+
+
+def make_gpu_fault_handler() -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Triggers a device-side assert (out-of-bounds gather) and reports it the way the real
+    benchmark handler does, through ``handlers._fault_types``."""
+
+    def handle(req: dict[str, Any]) -> dict[str, Any]:
+        import torch
+
+        from autocutlass.search.handlers import _fault_types
+
+        x = torch.zeros(4, device="cuda")
+        try:
+            idx = torch.tensor([1 << 20], device="cuda")
+            x[idx].sum().item()
+            torch.cuda.synchronize()
+        except _fault_types() as e:
+            return {"state": "crash", "reason": f"{type(e).__name__}: {e}", "exit": True}
+        return {"state": "ok"}
+
+    return handle

@@ -1,0 +1,100 @@
+"""LayeredStore: the user database over shipped read-only databases."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from autocutlass.db import LayeredStore, TuningStore, export
+from autocutlass.device import HardKey
+from autocutlass.problem import Problem
+
+
+def hk(gpu: str = "NVIDIA H100 80GB HBM3") -> HardKey:
+    return HardKey(gpu_name=gpu, cc="9.0", sm_count=132, dsl_version="4.8.1", kernel_hash="k0", protocol_version=1)
+
+
+H100, H200 = hk(), hk("NVIDIA H200")
+P = Problem(m=256, n=4096, k=4096)
+
+
+def _shipped(tmp_path: Path, name: str, records: list[tuple[Problem, HardKey, str]]) -> Path:
+    """A shipped directory entry made the way releases make them: tune into a DB, export it."""
+    work = TuningStore(tmp_path / f"work-{name}.sqlite")
+    for problem, key, tag in records:
+        work.record_best(problem, key, "f", {"from": tag}, 1.0, 1.0)
+    out = tmp_path / "tuning_dbs" / f"{name}.sqlite"
+    export(work, out)
+    return out
+
+
+def test_corrupt_user_db_still_finds_shipped_records(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    shipped = _shipped(tmp_path, "h100", [(P, H100, "shipped")])
+    user_path = tmp_path / "user.sqlite"
+    user_path.write_text("garbage, not sqlite\n" * 20)
+    layered = LayeredStore(TuningStore(user_path), shipped.parent)
+    with caplog.at_level(logging.WARNING, logger="autocutlass.db"):
+        for _ in range(3):
+            rec = layered.lookup(P, H100)
+            assert rec is not None and rec.config == {"from": "shipped"} and rec.origin == str(shipped)
+        assert layered.lookup(Problem(m=256, n=8192, k=4096), H100) is None
+        layered.record_miss(P, H100)  # best effort: reported, not raised
+    reports = [r for r in caplog.records if str(user_path) in r.getMessage()]
+    assert len(reports) == 1  # reported once
+
+
+def test_user_db_first_then_shipped(tmp_path: Path) -> None:
+    shipped = _shipped(tmp_path, "h100", [(P, H100, "shipped"), (Problem(m=64, n=4096, k=4096), H100, "shipped64")])
+    user = TuningStore(tmp_path / "user.sqlite")
+    layered = LayeredStore(user, shipped.parent)
+    assert layered.lookup(P, H100).config == {"from": "shipped"}  # type: ignore[union-attr]
+    user.record_best(P, H100, "f", {"from": "user"}, 2.0, 1.0)
+    assert layered.lookup(P, H100).config == {"from": "user"}  # type: ignore[union-attr]
+    # The user's approximate record loses to a shipped exact one.
+    rec = layered.lookup(Problem(m=64, n=4096, k=4096), H100)
+    assert rec is not None and rec.source == "exact" and rec.config == {"from": "shipped64"}
+    # Neither has M=32's bucket: the nearest tuned M (64, shipped) wins over 256 (user).
+    rec = layered.lookup(Problem(m=32, n=4096, k=4096), H100)
+    assert rec is not None and rec.source == "nearest_m" and rec.problem.m == 64
+
+
+def test_shipped_db_of_other_gpus_is_skipped(tmp_path: Path) -> None:
+    shipped = _shipped(tmp_path, "h200", [(P, H200, "h200")])
+    layered = LayeredStore(TuningStore(tmp_path / "user.sqlite"), shipped.parent)
+    assert layered.lookup(P, H100) is None
+    assert layered.lookup(P, H200).config == {"from": "h200"}  # type: ignore[union-attr]
+
+
+def test_shipped_dbs_are_never_written(tmp_path: Path) -> None:
+    shipped = _shipped(tmp_path, "h100", [(P, H100, "shipped")])
+    before = shipped.read_bytes()
+    user = TuningStore(tmp_path / "user.sqlite")
+    layered = LayeredStore(user, shipped.parent)
+    layered.lookup(P, H100)
+    layered.record_miss(Problem(m=17, n=4096, k=4096), H100)
+    assert user.pending_misses(H100) == [Problem(m=17, n=4096, k=4096)]
+    assert shipped.read_bytes() == before
+    assert sorted(p.name for p in shipped.parent.iterdir()) == ["h100.sqlite"]  # no -wal/-shm/-journal
+
+
+def test_corrupt_shipped_db_is_skipped_and_reported_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    good = _shipped(tmp_path, "b_h100", [(P, H100, "good")])
+    bad = good.parent / "a_broken.sqlite"
+    bad.write_bytes(b"\x00\x01" * 4096)
+    layered = LayeredStore(TuningStore(tmp_path / "user.sqlite"), good.parent)
+    assert layered.shipped_paths() == [bad, good]
+    with caplog.at_level(logging.WARNING, logger="autocutlass.db"):
+        for _ in range(2):
+            assert layered.lookup(P, H100).config == {"from": "good"}  # type: ignore[union-attr]
+    assert len([r for r in caplog.records if str(bad) in r.getMessage()]) == 1
+
+
+def test_no_shipped_dir(tmp_path: Path) -> None:
+    user = TuningStore(tmp_path / "user.sqlite")
+    user.record_best(P, H100, "f", {"from": "user"}, 1.0, 1.0)
+    for shipped_dir in (None, tmp_path / "does-not-exist"):
+        layered = LayeredStore(user, shipped_dir)
+        assert layered.shipped_paths() == []
+        assert layered.lookup(P, H100).config == {"from": "user"}  # type: ignore[union-attr]

@@ -1,0 +1,74 @@
+"""The Hopper family's pure-Python feasibility rules and plan arithmetic (no compile)."""
+
+from __future__ import annotations
+
+import pytest
+
+from autocutlass.kernels import budgets, get_family
+from autocutlass.kernels.hopper_gemm import HopperGemmConfig, HopperGemmFamily, Schedule, check
+from autocutlass.kernels.hopper_gemm.plan import make_plan, max_stages, smem_bill
+from autocutlass.problem import DType, Major, Problem
+
+NT = Problem(m=8192, n=8192, k=8192, b_major=Major.COL)
+NN = Problem(m=8192, n=8192, k=8192)
+
+
+def test_good_config_passes_and_plan_fits() -> None:
+    cfg = HopperGemmConfig(128, 256, 64, cluster_m=2)
+    assert check(cfg, NT) is None
+    plan = make_plan(cfg, NT)
+    assert plan.stages >= 3 and plan.smem_bytes <= budgets.SM90_SMEM_PER_BLOCK_OPTIN
+    assert plan.threads == 384 and plan.acc_regs == 128 and plan.consumer_regs == 232
+
+
+@pytest.mark.parametrize(
+    "cfg,prob,needle",
+    [
+        (HopperGemmConfig(128, 256, 64, schedule=Schedule.PINGPONG), NT, "accumulator registers"),
+        (HopperGemmConfig(256, 256, 64), NT, "accumulator registers"),
+        (HopperGemmConfig(256, 128, 64, schedule=Schedule.PINGPONG), NT, "ping-pong"),
+        (HopperGemmConfig(128, 120, 64), NT, "tile_n=120"),
+        (HopperGemmConfig(128, 128, 64, stages=12), NT, "shared memory"),
+        (HopperGemmConfig(128, 128, 64, cluster_m=4), NT, "cluster"),
+        (HopperGemmConfig(128, 208, 64, cluster_m=2), NN, "B multicast"),
+        (HopperGemmConfig(128, 128, 64, split_k=2), NT, "split_k"),
+        (HopperGemmConfig(128, 128, 64), Problem(m=8, n=8, k=8, align_a=8), "8-byte aligned"),
+        (HopperGemmConfig(128, 128, 64), Problem(m=8, n=8, k=8, a_dtype=DType.TF32, b_dtype=DType.TF32,
+                                                 d_dtype=DType.FP32), "tf32"),
+        (HopperGemmConfig(128, 128, 64), Problem(m=8, n=8, k=8, b_dtype=DType.FP16), "differ"),
+    ],
+)
+def test_infeasible_pairs_have_reasons(cfg: HopperGemmConfig, prob: Problem, needle: str) -> None:
+    reason = check(cfg, prob)
+    assert reason is not None and needle in reason
+
+
+def test_explicit_stages_bill_matches_the_limit() -> None:
+    cfg = HopperGemmConfig(128, 256, 64)
+    fit = max_stages(cfg, NT, budgets.SM90_SMEM_PER_BLOCK_OPTIN)
+    assert smem_bill(cfg, NT, fit) <= budgets.SM90_SMEM_PER_BLOCK_OPTIN < smem_bill(cfg, NT, fit + 1)
+    assert check(HopperGemmConfig(128, 256, 64, stages=fit), NT) is None
+    assert check(HopperGemmConfig(128, 256, 64, stages=fit + 1), NT) is not None
+
+
+def test_seeds_are_feasible_and_space_is_large() -> None:
+    fam = get_family("hopper_gemm")
+    for prob in (NT, NN, Problem(m=16, n=6144, k=4096, b_major=Major.COL), Problem(m=1, n=64, k=64)):
+        seeds = fam.seeds(prob)
+        assert seeds and all(check(s, prob) is None for s in seeds)
+    space = fam.space(NT)
+    feasible = [c for c in space if check(c, NT) is None]
+    assert len(space) > 1000 and len(feasible) > 500
+
+
+def test_config_dict_round_trip_and_simplicity() -> None:
+    fam = HopperGemmFamily()
+    cfg = HopperGemmConfig(64, 256, 64, 1, 2, 0, Schedule.PINGPONG, "along_n", 4)
+    assert fam.config_from_dict(fam.config_to_dict(cfg)) == cfg
+    assert fam.simplicity(HopperGemmConfig()) < fam.simplicity(cfg)
+
+
+def test_problem_supported_reasons() -> None:
+    fam = HopperGemmFamily()
+    assert fam.supports(NT) is None
+    assert "16" in (fam.supports(Problem(m=8, n=8, k=8, align_d=4)) or "")

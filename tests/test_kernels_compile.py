@@ -1,0 +1,83 @@
+"""GPU-free compile checks: sampled configs of every layout compile with CUTE_DSL_ARCH=sm_90a,
+and a compiled kernel round-trips through the on-disk cache into a fresh process."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autocutlass.kernels.hopper_gemm import HopperGemmConfig, HopperGemmFamily, check
+from autocutlass.problem import Activation, DType, Epilogue, Major, Problem
+
+pytestmark = pytest.mark.compile
+
+
+def _sample(n: int, seed: int) -> list[tuple[HopperGemmConfig, Problem]]:
+    fam = HopperGemmFamily()
+    rng = random.Random(seed)
+    out = []
+    for am, bm in ((Major.ROW, Major.ROW), (Major.ROW, Major.COL), (Major.COL, Major.ROW), (Major.COL, Major.COL)):
+        prob = Problem(m=4096, n=4096, k=4096, a_major=am, b_major=bm)
+        feasible = [c for c in fam.space(prob) if check(c, prob) is None]
+        out += [(c, prob) for c in rng.sample(feasible, n)]
+    return out
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _arch() -> None:
+    os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
+
+
+@pytest.mark.parametrize("cfg,prob", _sample(3, seed=2026), ids=lambda x: getattr(x, "short", lambda: "")())
+def test_sampled_config_compiles(cfg: HopperGemmConfig, prob: Problem) -> None:
+    from autocutlass.kernels.hopper_gemm.compile import _compile
+    from autocutlass.kernels.hopper_gemm.plan import make_plan
+
+    assert _compile(make_plan(cfg, prob), 2) is not None
+
+
+def test_epilogue_variants_and_batched_compile() -> None:
+    from autocutlass.kernels.hopper_gemm.compile import _compile
+    from autocutlass.kernels.hopper_gemm.plan import make_plan
+
+    prob = Problem(m=64, n=64, k=64, l=4, d_dtype=DType.FP32, c_dtype=DType.BF16,
+                   epilogue=Epilogue(with_c=True, bias=True, activation=Activation.GELU_TANH))
+    assert _compile(make_plan(HopperGemmConfig(64, 128, 64), prob), 3) is not None
+
+
+def test_disk_cache_serves_a_new_process(tmp_path: Path) -> None:
+    from autocutlass.kernels.hopper_gemm.compile import STATS, get_compiled
+
+    cfg, prob = HopperGemmConfig(128, 128, 64), Problem(m=256, n=256, k=256, b_major=Major.COL)
+    before = STATS.compiled
+    get_compiled(cfg, prob, 2, tmp_path)
+    assert STATS.compiled == before + 1
+    assert len(list(tmp_path.glob("hopper_gemm-*.o"))) == 1
+    code = (
+        "import os; os.environ['CUTE_DSL_ARCH']='sm_90a';"
+        "from pathlib import Path;"
+        "from autocutlass.kernels.hopper_gemm.compile import STATS, get_compiled;"
+        "from autocutlass.kernels.hopper_gemm import HopperGemmConfig;"
+        "from autocutlass.problem import Problem, Major;"
+        f"get_compiled(HopperGemmConfig(128,128,64), Problem(m=999,n=64,k=32,b_major=Major.COL), 2, Path({str(tmp_path)!r}));"
+        "print(STATS.compiled, STATS.disk_hits)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split()[-2:] == ["0", "1"]
+
+
+def test_corrupt_cache_entry_is_recompiled(tmp_path: Path) -> None:
+    from autocutlass.kernels.hopper_gemm.compile import STATS, _memory, compile_key, get_compiled
+
+    cfg, prob = HopperGemmConfig(64, 64, 64), Problem(m=64, n=64, k=64)
+    key = compile_key(cfg, prob, 2)
+    (tmp_path / f"hopper_gemm-{key}.o").write_bytes(b"not an object file")
+    _memory.pop(key, None)
+    before = STATS.compiled
+    assert get_compiled(cfg, prob, 2, tmp_path) is not None
+    assert STATS.compiled == before + 1

@@ -1,0 +1,87 @@
+"""Problem keys are canonical and process-stable; the bucket rule is the documented one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from autocutlass.problem import (
+    Activation,
+    DType,
+    Epilogue,
+    Major,
+    Problem,
+    bucket_m,
+    problem_from_case,
+)
+
+P = Problem(m=1000, n=4096, k=4096, b_major=Major.COL, epilogue=Epilogue(bias=True, activation=Activation.SILU))
+
+
+def test_key_is_canonical_json_of_typed_fields() -> None:
+    d = json.loads(P.key())
+    assert d["m"] == 1000 and d["b_major"] == "col" and d["epilogue"]["activation"] == "silu"
+    assert d["v"] == 1
+    assert P.key() == Problem.from_dict(P.as_dict()).key()
+
+
+def test_key_same_in_another_process() -> None:
+    code = (
+        "from autocutlass.problem import *;"
+        "print(Problem(m=1000,n=4096,k=4096,b_major=Major.COL,"
+        "epilogue=Epilogue(bias=True,activation=Activation.SILU)).key())"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"PYTHONHASHSEED": "123", "PATH": ""} | {k: v for k, v in __import__("os").environ.items()})
+    assert out.stdout.strip() == P.key()
+
+
+def test_keys_differ_in_every_field() -> None:
+    variants = [
+        Problem(m=1001, n=4096, k=4096),
+        Problem(m=1000, n=4096, k=4096, l=2),
+        Problem(m=1000, n=4096, k=4096, a_dtype=DType.FP16, b_dtype=DType.FP16),
+        Problem(m=1000, n=4096, k=4096, a_major=Major.COL),
+        Problem(m=1000, n=4096, k=4096, align_a=8),
+        Problem(m=1000, n=4096, k=4096, d_dtype=DType.FP32),
+        Problem(m=1000, n=4096, k=4096, epilogue=Epilogue(activation=Activation.RELU)),
+    ]
+    keys = {v.key() for v in variants} | {Problem(m=1000, n=4096, k=4096).key()}
+    assert len(keys) == len(variants) + 1
+
+
+@pytest.mark.parametrize("m,b", [(1, 16), (16, 16), (17, 32), (100, 128), (128, 128), (129, 256), (8192, 8192)])
+def test_bucket_rounds_m_up_to_power_of_two(m: int, b: int) -> None:
+    assert bucket_m(m) == b
+    assert Problem(m=m, n=64, k=64).bucket().m == b
+
+
+def test_bucket_and_family_keys() -> None:
+    a, b = Problem(m=100, n=4096, k=4096), Problem(m=120, n=4096, k=4096)
+    assert a.key() != b.key() and a.bucket_key() == b.bucket_key()
+    assert Problem(m=300, n=4096, k=4096).bucket_key() != a.bucket_key()
+    assert Problem(m=300, n=4096, k=4096).family_key() == a.family_key()
+    assert Problem(m=300, n=4096, k=1024).family_key() != a.family_key()
+    assert a.kernel_class_key() == Problem(m=7, n=8, k=9, l=3).kernel_class_key()
+
+
+def test_validation_errors_name_the_field() -> None:
+    with pytest.raises(ValueError, match="Problem.m"):
+        Problem(m=-1, n=1, k=1)
+    with pytest.raises(ValueError, match="align_b"):
+        Problem(m=1, n=1, k=1, align_b=3)
+    with pytest.raises(ValueError, match="c_dtype"):
+        Problem(m=1, n=1, k=1, epilogue=Epilogue(with_c=True))
+
+
+def test_problem_from_case_layouts() -> None:
+    p = problem_from_case({"name": "x", "M": 16, "N": 6144, "K": 4096, "dtype": "bf16", "layout": "nt"})
+    assert (p.a_major, p.b_major) == (Major.ROW, Major.COL)
+    t = problem_from_case({"name": "t", "M": 8, "N": 8, "K": 8, "dtype": "fp32", "layout": "nn"})
+    assert t.a_dtype is DType.TF32 and t.d_dtype is DType.FP32
+    assert problem_from_case({"name": "b", "L": 32, "M": 8, "N": 8, "K": 8, "dtype": "bf16"}).l == 32
+    with pytest.raises(ValueError, match="layout"):
+        problem_from_case({"name": "bad", "M": 8, "N": 8, "K": 8, "dtype": "bf16", "layout": "nx"})

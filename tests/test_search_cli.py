@@ -1,0 +1,149 @@
+"""``autocutlass tune``: argument parsing, the shapes-file format, and a run with a fake evaluator."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _search_fakes import HARD_KEY, FakeEvaluator
+
+from autocutlass.cli_tune import add_tune_parser, load_cases, run_tune
+from autocutlass.db import TuningStore
+from autocutlass.problem import DType, Major
+
+SHAPES = {
+    "about": "same format as shared/bench/shapes.json",
+    "cases": [
+        {"name": "square", "M": 256, "N": 256, "K": 256, "dtype": "bf16", "layout": "nn"},
+        {"name": "linear", "M": 64, "N": 512, "K": 256, "dtype": "bf16", "layout": "nt"},
+        {"name": "batched", "L": 4, "M": 128, "N": 128, "K": 64, "dtype": "fp16", "layout": "nn"},
+        {"name": "tf32", "M": 256, "N": 256, "K": 256, "dtype": "fp32", "layout": "nn"},
+    ],
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="autocutlass")
+    add_tune_parser(p.add_subparsers(dest="command"))
+    return p
+
+
+@pytest.fixture
+def shapes(tmp_path: Path) -> Path:
+    f = tmp_path / "shapes.json"
+    f.write_text(json.dumps(SHAPES))
+    return f
+
+
+def test_parse_shapes_options(shapes: Path) -> None:
+    ns = parser().parse_args(["tune", "--shapes", str(shapes), "--trials", "8", "--timeout", "30", "--exhaustive"])
+    assert ns.shapes == str(shapes) and ns.trials == 8 and ns.timeout == 30.0 and ns.exhaustive
+    assert ns.resume and not ns.pending and callable(ns.func)
+
+
+def test_parse_pending() -> None:
+    ns = parser().parse_args(["tune", "--pending"])
+    assert ns.pending and ns.shapes is None and ns.trials is None and ns.timeout is None and not ns.exhaustive
+
+
+@pytest.mark.parametrize(
+    "argv", [["tune"], ["tune", "--pending", "--shapes", "x.json"], ["tune", "--pending", "--trials", "0"]]
+)
+def test_bad_usage_exits(argv: list[str]) -> None:
+    with pytest.raises(SystemExit):
+        parser().parse_args(argv)
+
+
+def test_load_cases_reads_the_suite_format(shapes: Path) -> None:
+    cases = {c.name: c.problem for c in load_cases(shapes)}
+    assert list(cases) == ["square", "linear", "batched", "tf32"]
+    assert cases["linear"].b_major is Major.COL and cases["linear"].a_major is Major.ROW
+    assert cases["batched"].l == 4 and cases["batched"].a_dtype is DType.FP16
+    assert cases["tf32"].a_dtype is DType.TF32 and cases["tf32"].d_dtype is DType.FP32
+    assert [c.name for c in load_cases(shapes, only=["linear"])] == ["linear"]
+    with pytest.raises(ValueError, match="no case named nope"):
+        load_cases(shapes, only=["nope"])
+
+
+def test_load_cases_reports_a_malformed_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"cases": [{"name": "x", "M": 1, "N": 1, "dtype": "bf16"}]}))
+    with pytest.raises(ValueError, match="case 0"):
+        load_cases(bad)
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match="cannot read"):
+        load_cases(bad)
+
+
+def test_the_shared_suite_parses() -> None:
+    suite = Path(__file__).resolve().parents[2] / "shared" / "bench" / "shapes.json"
+    if not suite.exists():
+        pytest.skip("no shared benchmark suite beside the repository")
+    assert len(load_cases(suite)) >= 10
+
+
+def hopper_score(params: dict[str, Any]) -> float:
+    return 1.0 + abs(params["tile_n"] - 128) / 100 + params["cluster_m"] * 0.01
+
+
+def test_run_tune_with_a_fake_evaluator(shapes: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = TuningStore(tmp_path / "t.sqlite")
+    out_json = tmp_path / "out.json"
+    ns = parser().parse_args(["tune", "--shapes", str(shapes), "--trials", "5", "--json", str(out_json)])
+    made: list[FakeEvaluator] = []
+
+    @contextlib.contextmanager
+    def make(family: str, _ns: argparse.Namespace) -> Iterator[FakeEvaluator]:
+        ev = FakeEvaluator(hopper_score, torch_ms=2.0)
+        made.append(ev)
+        yield ev
+
+    assert run_tune(ns, make_evaluator=make, store=store) == 0
+    assert len(made) == 1  # one evaluator serves every problem of a family
+    out = capsys.readouterr().out
+    for name in ("square", "linear", "batched", "tf32"):
+        assert name in out
+    assert "skipped" in out and "fp32/tf32" in out  # the family does not serve tf32: said why
+    rows = {r["name"]: r for r in json.loads(out_json.read_text())}
+    assert rows["square"]["trials"] == 5 and rows["square"]["vs_torch"] > 1
+    assert rows["tf32"]["config"] is None
+    assert len(store.bests()) == 3
+    # run again: resumes, evaluating only new configs
+    assert run_tune(ns, make_evaluator=make, store=store) == 0
+    for case in load_cases(shapes, only=["square", "linear", "batched"]):
+        trials = store.trials(case.problem, HARD_KEY)
+        assert len(trials) == 10 and len({t.config_key for t in trials}) == 10
+
+
+def test_run_tune_pending_with_no_misses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = TuningStore(tmp_path / "t.sqlite")
+    ns = parser().parse_args(["tune", "--pending"])
+
+    @contextlib.contextmanager
+    def make(family: str, _ns: argparse.Namespace) -> Iterator[FakeEvaluator]:
+        yield FakeEvaluator(hopper_score)
+
+    assert run_tune(ns, make_evaluator=make, store=store) == 0
+    assert "no pending misses" in capsys.readouterr().out
+
+
+def test_run_tune_pending_tunes_recorded_misses(tmp_path: Path) -> None:
+    from autocutlass.problem import Problem
+
+    store = TuningStore(tmp_path / "t.sqlite")
+    missed = Problem(m=100, n=256, k=256)
+    store.record_miss(missed, HARD_KEY)
+    ns = parser().parse_args(["tune", "--pending", "--trials", "3"])
+
+    @contextlib.contextmanager
+    def make(family: str, _ns: argparse.Namespace) -> Iterator[FakeEvaluator]:
+        yield FakeEvaluator(hopper_score)
+
+    assert run_tune(ns, make_evaluator=make, store=store) == 0
+    assert store.lookup(missed, HARD_KEY) is not None
+    assert store.pending_misses(HARD_KEY) == []

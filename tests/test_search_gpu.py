@@ -1,0 +1,89 @@
+"""GPU tests of the search layer: the timing protocol, verification on CUDA tensors, a CUDA fault
+contained in a worker, and one small problem tuned end to end with the real family and pipeline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autocutlass.problem import Major, Problem
+
+pytestmark = pytest.mark.gpu
+
+
+def test_time_callable_on_torch_matmul() -> None:
+    import torch
+
+    from autocutlass.search.timing import time_callable
+
+    a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
+    d = torch.empty(2048, 2048, device="cuda", dtype=torch.bfloat16)
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    t = time_callable(lambda: torch.matmul(a, b, out=d), flush_bytes=2 * l2)
+    assert 10 <= t.n <= 200
+    assert 0 < t.p20_ms <= t.median_ms <= t.p80_ms < 10
+    tflops = t.tflops(2 * 2048**3)
+    assert 50 < tflops < 2000, tflops
+
+
+def test_verify_on_cuda() -> None:
+    import torch
+
+    from autocutlass.search.verify import make_inputs, reference, verify
+
+    p = Problem(m=300, n=200, k=136, b_major=Major.COL)
+    inp = make_inputs(p, device="cuda")
+    ref = reference(p, inp)
+
+    def good(a: Any, b: Any, d: Any, **kw: Any) -> None:
+        torch.matmul(a, b, out=d)
+
+    def half_written(a: Any, b: Any, d: Any, **kw: Any) -> None:
+        d[: d.shape[0] // 2] = torch.matmul(a[: d.shape[0] // 2], b)
+
+    assert verify(good, p, inp, ref) == (True, None)
+    ok, reason = verify(half_written, p, inp, ref)
+    assert not ok and "NaN" in reason
+
+
+def test_cuda_fault_is_contained_in_the_worker() -> None:
+    import torch
+
+    from autocutlass.search.workers import IsolatedWorker
+
+    x = torch.ones(8, device="cuda")  # this process's CUDA context
+    w = IsolatedWorker("_search_fakes:make_gpu_fault_handler", name="fault")
+    try:
+        reply = w.call({}, timeout_s=120)
+    finally:
+        w.close()
+    assert reply.kind in ("result", "died")
+    if reply.kind == "result":
+        assert reply.result is not None and reply.result["state"] == "crash" and reply.result["exit"]
+    assert float((x * 2).sum()) == 16.0  # still usable
+
+
+def test_tune_one_small_problem_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from autocutlass.db import TuningStore
+    from autocutlass.kernels import get_family
+    from autocutlass.search import tune_problem
+
+    monkeypatch.setenv("AUTOCUTLASS_CACHE_DIR", str(tmp_path / "cache"))  # the children's kernel cache
+    store = TuningStore(tmp_path / "tuning.sqlite")
+    fam = get_family("hopper_gemm")
+    p = Problem(m=256, n=512, k=256, b_major=Major.COL)
+    r = tune_problem(p, fam, store, trials=4, compile_workers=2)
+    assert r.evaluated == 4, r
+    assert r.best is not None, [(f.config, f.state, f.reason) for f in r.failures]
+    assert r.states.get("wrong_result", 0) == 0, [(f.config, f.reason) for f in r.failures]
+    assert r.torch is not None and r.vs_torch is not None
+    rec = store.lookup(p, r.hard_key)
+    assert rec is not None and rec.config == r.best.config
+    assert len(store.trials(p, r.hard_key)) == 4
+    assert any((tmp_path / "cache").rglob("*.o")), "compile workers should have filled the kernel cache"
+    # resume: nothing evaluated twice
+    r2 = tune_problem(p, fam, store, trials=2, compile_workers=1)
+    assert r2.skipped == 4 and len(store.finished_config_keys(p, r.hard_key, fam.name)) == 6
