@@ -109,6 +109,8 @@ class Layers:
     tune: Callable[[Problem, Family, Any, HardKey, int, Settings], dict[str, Any] | None]
     """(problem, family, sink, hard key, device index, settings): tunes ``problem`` now within the
     settings' budgets, records into the sink, returns the winning config dict or None."""
+    why_unsupported: Callable[[Problem], str] = lambda problem: "no family supports it"
+    """The reason no family serves ``problem`` (asked only when ``default_family_for`` gives None)."""
 
 
 def _real_layers() -> Layers:
@@ -139,7 +141,12 @@ def _real_layers() -> Layers:
         )  # fmt: skip
         return result.best_config
 
-    return Layers(get_family, default_family_for, open_store, tune)
+    def why_unsupported(problem: Problem) -> str:
+        from autocutlass import kernels
+
+        return kernels.unsupported_reason(problem)
+
+    return Layers(get_family, default_family_for, open_store, tune, why_unsupported)
 
 
 class _NullStore:
@@ -365,7 +372,7 @@ class Dispatcher:
         """(family, config) by policy, or the reason no family serves ``problem``."""
         family = self._layers.default_family_for(problem)
         if family is None:
-            return f"no kernel family serves {problem.describe()}"
+            return f"no kernel family serves {problem.describe()}: {self._layers.why_unsupported(problem)}"
         reason = family.supports(problem)
         if reason is not None:
             return reason

@@ -13,7 +13,7 @@ from autocutlass.kernels.hopper_gemm import HopperGemmFamily
 from autocutlass.problem import Problem
 from autocutlass.settings import current
 
-__all__ = ["GemmRunner", "KernelFamily", "default_family_for", "family_names", "get_family"]
+__all__ = ["GemmRunner", "KernelFamily", "default_family_for", "family_names", "get_family", "unsupported_reason"]
 
 _FAMILIES = {"hopper_gemm": HopperGemmFamily}
 
@@ -39,3 +39,9 @@ def default_family_for(problem: Problem) -> KernelFamily | None:
         if fam.supports(problem) is None:
             return fam
     return None
+
+
+def unsupported_reason(problem: Problem) -> str:
+    """Why no family serves ``problem``: each family's reason, '; '-joined."""
+    reasons = [f"{name}: {get_family(name).supports(problem)}" for name in family_names()]
+    return "; ".join(reasons)
