@@ -366,10 +366,6 @@ class HopperGemmKernel:
         tRS_chunk = cute.make_rmem_tensor(chunk_shape, self.acc_dtype)
         tRS_out = cute.make_rmem_tensor(chunk_shape, self.d_dtype)
         chunk_size = cute.size(tRS_chunk)
-        store_ring = pipeline.PipelineTmaStore.create(
-            num_stages=p.epi_stages,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.epi_threads),
-        )
 
         sched = utils.StaticPersistentTileScheduler.create(sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
         work = sched.initial_work_tile_info()
@@ -434,12 +430,15 @@ class HopperGemmKernel:
                 buf = (tiles_done * n_chunks + ci) % p.epi_stages + group * p.epi_stages
                 cute.copy(r2s, tRS_out, tRS_sD[(None, None, None, buf)])
                 cute.arch.fence_proxy("async.shared", space="cta")
+                if warp_idx == store_warp:
+                    # The next chunk overwrites the buffer of the store issued epi_stages - 1 chunks
+                    # ago: before the barrier, let at most epi_stages - 2 stores still be reading.
+                    # One barrier per chunk then orders both hazards.
+                    cute.arch.cp_async_bulk_wait_group(p.epi_stages - 2, read=True)
                 epi_barrier.arrive_and_wait()
                 if warp_idx == store_warp:
                     cute.copy(tma_d, bSG_sD[(None, buf)], bSG_gD[(None, chunk_layout.get_hier_coord(ci))])
-                    store_ring.producer_commit()
-                    store_ring.producer_acquire()
-                epi_barrier.arrive_and_wait()
+                    cute.arch.cp_async_bulk_commit_group()
 
             tiles_done += 1
             if cutlass.const_expr(p.pingpong):
@@ -449,7 +448,7 @@ class HopperGemmKernel:
             work = sched.get_current_work()
 
         if warp_idx == store_warp:
-            store_ring.producer_tail()
+            cute.arch.cp_async_bulk_wait_group(0, read=True)
 
     @cute.jit
     def _epilogue_math(self, acc, tCcD, mD, mC, mBias, alpha, beta):

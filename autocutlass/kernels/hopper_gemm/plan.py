@@ -75,6 +75,8 @@ def epilogue_tile(config: HopperGemmConfig) -> tuple[int, int]:
 
 
 def epilogue_stages(config: HopperGemmConfig) -> int:
+    """Staging buffers of the epilogue (per consumer in ping-pong). At least 2: the store loop
+    lets epi_stages - 2 TMA stores still read shared memory when it writes the next chunk."""
     return 4 if config.schedule is Schedule.COOPERATIVE else 2
 
 
