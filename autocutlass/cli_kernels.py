@@ -24,6 +24,7 @@ def add_kernels_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.
     comp.add_argument("--seed", type=int, default=0, help="sampling seed")
     comp.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     comp.add_argument("--layout", default="nt", help="A/B layout letters as in shapes.json ('nn', 'nt', 'tn', 'tt')")
+    comp.add_argument("--workers", type=int, default=1, help="compile in N GPU-blind processes")
     comp.set_defaults(func=cmd_compile)
     return p
 
@@ -78,14 +79,44 @@ def cmd_compile(ns: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     ok = 0
     failed: list[str] = []
-    for cfg in feasible:
-        try:
-            fam.compile(cfg, prob)
-            ok += 1
-        except KernelCompileError as e:
-            failed.append(f"{cfg}: {e}")
-            print(f"FAILED {cfg}: {str(e)[:300]}")
+    if ns.workers > 1:
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        jobs = [(ns.arch, ns.family, fam.config_to_dict(c), prob.as_dict()) for c in feasible]
+        with cf.ProcessPoolExecutor(ns.workers, mp_context=mp.get_context("spawn")) as pool:
+            for label, err in pool.map(_compile_job, jobs, chunksize=4):
+                if err is None:
+                    ok += 1
+                else:
+                    failed.append(label)
+                    print(f"FAILED {label}: {err[:300]}")
+    else:
+        for cfg in feasible:
+            try:
+                fam.compile(cfg, prob)
+                ok += 1
+            except KernelCompileError as e:
+                failed.append(str(cfg))
+                print(f"FAILED {cfg}: {str(e)[:300]}")
     dt = time.perf_counter() - t0
     print(f"compiled {ok}/{len(feasible)} {ns.family} configs for {ns.arch} ({ns.dtype} {ns.layout}) "
           f"in {dt:.1f} s ({dt / max(1, len(feasible)):.2f} s each)")
     return 0 if not failed else 1
+
+
+def _compile_job(job: tuple[str, str, dict[str, Any], dict[str, Any]]) -> tuple[str, str | None]:
+    """Worker: compile one config (GPU-blind) into the kernel cache; (label, error or None)."""
+    arch, family, cfg_dict, prob_dict = job
+    os.environ["CUTE_DSL_ARCH"] = arch
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    from autocutlass.errors import KernelCompileError
+    from autocutlass.kernels import get_family
+
+    fam = get_family(family)
+    cfg = fam.config_from_dict(cfg_dict)
+    try:
+        fam.compile(cfg, Problem.from_dict(prob_dict))
+        return str(cfg), None
+    except KernelCompileError as e:
+        return str(cfg), str(e)

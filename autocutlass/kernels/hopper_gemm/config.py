@@ -21,6 +21,18 @@ class Schedule(StrEnum):
     PINGPONG = "pingpong"
 
 
+class Store(StrEnum):
+    """How the epilogue writes D.
+
+    TMA: registers -> shared memory (stmatrix) -> global memory by TMA, in column chunks.
+    DIRECT: registers -> global memory with vectorised stores straight from the accumulator
+    fragment; no shared memory and no barriers, so the next tile's mainloop starts at once.
+    """
+
+    TMA = "tma"
+    DIRECT = "direct"
+
+
 class Raster(StrEnum):
     """Order in which the persistent scheduler walks output tiles (within a swizzle group)."""
 
@@ -51,9 +63,11 @@ class HopperGemmConfig:
     raster: Raster = Raster.ALONG_M
     swizzle: int = 1
     split_k: int = 1
+    store: Store = Store.TMA
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "schedule", Schedule(self.schedule))
+        object.__setattr__(self, "store", Store(self.store))
         object.__setattr__(self, "raster", Raster(self.raster))
         for name in ("tile_m", "tile_n", "tile_k", "cluster_m", "cluster_n", "stages", "swizzle", "split_k"):
             v = getattr(self, name)
@@ -82,6 +96,7 @@ class HopperGemmConfig:
         d = asdict(self)
         d["schedule"] = self.schedule.value
         d["raster"] = self.raster.value
+        d["store"] = self.store.value
         return d
 
     @classmethod
@@ -94,15 +109,16 @@ class HopperGemmConfig:
         sched = "coop" if self.schedule is Schedule.COOPERATIVE else "pp"
         ras = "m" if self.raster is Raster.ALONG_M else "n"
         sk = f" sk{self.split_k}" if self.split_k != 1 else ""
+        st = " direct" if self.store is Store.DIRECT else ""
         return (
             f"{self.tile_m}x{self.tile_n}x{self.tile_k} c{self.cluster_m}x{self.cluster_n}"
-            f" s{self.stages} {sched} {ras}/{self.swizzle}{sk}"
+            f" s{self.stages} {sched} {ras}/{self.swizzle}{sk}{st}"
         )
 
 
 def all_configs() -> Iterator[HopperGemmConfig]:
     """The full cartesian space (most of it infeasible for any given problem)."""
-    for tm, tn, tk, (cm, cn), st, sch, ras, sw, sk in itertools.product(
-        TILE_M, TILE_N, TILE_K, CLUSTERS, STAGES, tuple(Schedule), tuple(Raster), SWIZZLE, SPLIT_K
+    for tm, tn, tk, (cm, cn), st, sch, ras, sw, sk, sto in itertools.product(
+        TILE_M, TILE_N, TILE_K, CLUSTERS, STAGES, tuple(Schedule), tuple(Raster), SWIZZLE, SPLIT_K, tuple(Store)
     ):
-        yield HopperGemmConfig(tm, tn, tk, cm, cn, st, sch, ras, sw, sk)
+        yield HopperGemmConfig(tm, tn, tk, cm, cn, st, sch, ras, sw, sk, sto)

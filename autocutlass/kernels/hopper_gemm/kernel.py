@@ -130,15 +130,27 @@ class HopperGemmKernel:
         )
         grid = utils.StaticPersistentTileScheduler.get_grid_shape(sched_params, max_active_clusters)
 
-        @cute.struct
-        class SharedStorage:
-            ring_barriers: cute.struct.MemRange[cutlass.Int64, self.plan.stages * 2]
-            order_barriers: cute.struct.MemRange[cutlass.Int64, 2]
-            sA: cute.struct.Align[cute.struct.MemRange[self.a_dtype, cute.cosize(a_staged)], SMEM_BUFFER_ALIGN]
-            sB: cute.struct.Align[cute.struct.MemRange[self.b_dtype, cute.cosize(b_staged)], SMEM_BUFFER_ALIGN]
-            sD: cute.struct.Align[cute.struct.MemRange[self.d_dtype, cute.cosize(d_staged)], SMEM_BUFFER_ALIGN]
+        if cutlass.const_expr(self.plan.direct_store):
 
-        self.shared_storage = SharedStorage
+            @cute.struct
+            class SharedStorageDirect:
+                ring_barriers: cute.struct.MemRange[cutlass.Int64, self.plan.stages * 2]
+                order_barriers: cute.struct.MemRange[cutlass.Int64, 2]
+                sA: cute.struct.Align[cute.struct.MemRange[self.a_dtype, cute.cosize(a_staged)], SMEM_BUFFER_ALIGN]
+                sB: cute.struct.Align[cute.struct.MemRange[self.b_dtype, cute.cosize(b_staged)], SMEM_BUFFER_ALIGN]
+
+            self.shared_storage = SharedStorageDirect
+        else:
+
+            @cute.struct
+            class SharedStorage:
+                ring_barriers: cute.struct.MemRange[cutlass.Int64, self.plan.stages * 2]
+                order_barriers: cute.struct.MemRange[cutlass.Int64, 2]
+                sA: cute.struct.Align[cute.struct.MemRange[self.a_dtype, cute.cosize(a_staged)], SMEM_BUFFER_ALIGN]
+                sB: cute.struct.Align[cute.struct.MemRange[self.b_dtype, cute.cosize(b_staged)], SMEM_BUFFER_ALIGN]
+                sD: cute.struct.Align[cute.struct.MemRange[self.d_dtype, cute.cosize(d_staged)], SMEM_BUFFER_ALIGN]
+
+            self.shared_storage = SharedStorage
 
         self.kernel(
             tma_a, tA, tma_b, tB, tma_d, tD, mD, mC, bias, alpha, beta,
@@ -352,20 +364,23 @@ class HopperGemmKernel:
         # Output coordinates of every accumulator element, for predicated C / bias loads.
         cD = cute.local_tile(cute.make_identity_tensor(mD.shape), (p.tile_m, p.tile_n), (None, None, None))
 
-        # Epilogue staging buffers; this group uses [group * epi_stages, (group + 1) * epi_stages).
-        sD = storage.sD.get_tensor(d_staged.outer, swizzle=d_staged.inner)
-        r2s_atom = sm90_utils.sm90_get_smem_store_op(self.d_layout, elem_ty_d=self.d_dtype, elem_ty_acc=self.acc_dtype)
-        stm_atom = cute.make_copy_atom(
-            cute.nvgpu.warp.StMatrix8x8x16bOp(self.d_layout.is_m_major_c(), 4), self.d_dtype
-        )
-        r2s = cute.make_tiled_copy_S(r2s_atom, cute.make_tiled_copy_C_atom(stm_atom, tiled_mma))
-        thr_r2s = r2s.get_slice(group_tidx)
-        tRS_sD = thr_r2s.partition_D(sD)
-        tRS_acc = r2s.retile(acc)
-        chunk_shape = cute.shape(thr_r2s.partition_S(sD))[:3]
-        tRS_chunk = cute.make_rmem_tensor(chunk_shape, self.acc_dtype)
-        tRS_out = cute.make_rmem_tensor(chunk_shape, self.d_dtype)
-        chunk_size = cute.size(tRS_chunk)
+        if cutlass.const_expr(not p.direct_store):
+            # Epilogue staging buffers; this group uses [group * epi_stages, (group + 1) * epi_stages).
+            sD = storage.sD.get_tensor(d_staged.outer, swizzle=d_staged.inner)
+            r2s_atom = sm90_utils.sm90_get_smem_store_op(
+                self.d_layout, elem_ty_d=self.d_dtype, elem_ty_acc=self.acc_dtype
+            )
+            stm_atom = cute.make_copy_atom(
+                cute.nvgpu.warp.StMatrix8x8x16bOp(self.d_layout.is_m_major_c(), 4), self.d_dtype
+            )
+            r2s = cute.make_tiled_copy_S(r2s_atom, cute.make_tiled_copy_C_atom(stm_atom, tiled_mma))
+            thr_r2s = r2s.get_slice(group_tidx)
+            tRS_sD = thr_r2s.partition_D(sD)
+            tRS_acc = r2s.retile(acc)
+            chunk_shape = cute.shape(thr_r2s.partition_S(sD))[:3]
+            tRS_chunk = cute.make_rmem_tensor(chunk_shape, self.acc_dtype)
+            tRS_out = cute.make_rmem_tensor(chunk_shape, self.d_dtype)
+            chunk_size = cute.size(tRS_chunk)
 
         sched = utils.StaticPersistentTileScheduler.create(sched_params, cute.arch.block_idx(), cute.arch.grid_dim())
         work = sched.initial_work_tile_info()
@@ -400,12 +415,15 @@ class HopperGemmKernel:
                     cute.nvgpu.warpgroup.wait_group(1)
                     ring.consumer_release(release)
                     release.advance()
+            if cutlass.const_expr(p.pingpong):
+                # Every stage of this tile has been waited on, so the other consumer may start
+                # issuing while our last WGMMAs drain.
+                cute.arch.mbarrier_arrive(order + (1 - consumer_idx))
             cute.nvgpu.warpgroup.wait_group(0)
             if k_tiles > 0:
                 ring.consumer_release(release)
                 release.advance()
             if cutlass.const_expr(p.pingpong):
-                cute.arch.mbarrier_arrive(order + (1 - consumer_idx))
                 # Skip the K blocks of the other consumer's next tile.
                 read.advance(k_tiles)
                 release.advance(k_tiles)
@@ -414,31 +432,11 @@ class HopperGemmKernel:
             tCcD = thr_mma_c.partition_C(cD[(None, None, tile[0], tile[1], tile[2])])
             self._epilogue_math(acc, tCcD, mD, mC, mBias, alpha, beta)
 
-            # ---- store: registers -> smem (stmatrix) -> gmem (TMA), column chunk by chunk
-            gD_tile = gD[(None, None, *tile)]
-            gD_epi = cute.zipped_divide(gD_tile, self.epi_tile)
-            bSG_sD, bSG_gD = cute.nvgpu.cpasync.tma_partition(
-                tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2), gD_epi
-            )
-            n_chunks = cute.size(gD_epi, mode=[1])
-            chunk_grid = gD_epi.shape[1]
-            chunk_layout = cute.make_layout(chunk_grid, stride=(chunk_grid[1], 1))
-            for ci in cutlass.range_constexpr(n_chunks):
-                for v in cutlass.range_constexpr(chunk_size):
-                    tRS_chunk[v] = tRS_acc[ci * chunk_size + v]
-                tRS_out.store(tRS_chunk.load().to(self.d_dtype))
-                buf = (tiles_done * n_chunks + ci) % p.epi_stages + group * p.epi_stages
-                cute.copy(r2s, tRS_out, tRS_sD[(None, None, None, buf)])
-                cute.arch.fence_proxy("async.shared", space="cta")
-                if warp_idx == store_warp:
-                    # The next chunk overwrites the buffer of the store issued epi_stages - 1 chunks
-                    # ago: before the barrier, let at most epi_stages - 2 stores still be reading.
-                    # One barrier per chunk then orders both hazards.
-                    cute.arch.cp_async_bulk_wait_group(p.epi_stages - 2, read=True)
-                epi_barrier.arrive_and_wait()
-                if warp_idx == store_warp:
-                    cute.copy(tma_d, bSG_sD[(None, buf)], bSG_gD[(None, chunk_layout.get_hier_coord(ci))])
-                    cute.arch.cp_async_bulk_commit_group()
+            if cutlass.const_expr(p.direct_store):
+                self._store_direct(acc, thr_mma_c, mD, tCcD, tile)
+            else:
+                self._store_tma(acc, tRS_acc, tRS_chunk, tRS_out, chunk_size, r2s, tRS_sD, sD, gD, tma_d,
+                                tile, tiles_done, group, warp_idx, store_warp, epi_barrier)
 
             tiles_done += 1
             if cutlass.const_expr(p.pingpong):
@@ -447,8 +445,57 @@ class HopperGemmKernel:
                 sched.advance_to_next_work()
             work = sched.get_current_work()
 
-        if warp_idx == store_warp:
-            cute.arch.cp_async_bulk_wait_group(0, read=True)
+        if cutlass.const_expr(not p.direct_store):
+            if warp_idx == store_warp:
+                cute.arch.cp_async_bulk_wait_group(0, read=True)
+
+    @cute.jit
+    def _store_direct(self, acc, thr_mma_c, mD, tCcD, tile):
+        """Registers -> global memory: each thread stores its fragment (pairs of adjacent columns)
+        with vector stores; tiles that cross M or N store element by element under a predicate."""
+        p = self.plan
+        gD_real = cute.local_tile(mD, (p.tile_m, p.tile_n), (None, None, None))
+        tCgD = thr_mma_c.partition_C(gD_real[(None, None, tile[0], tile[1], tile[2])])
+        rD = cute.make_rmem_tensor(acc.shape, self.d_dtype)
+        rD.store(acc.load().to(self.d_dtype))
+        last = (tile[0] * p.tile_m + p.tile_m - 1, tile[1] * p.tile_n + p.tile_n - 1)
+        if cute.elem_less(last, (mD.shape[0], mD.shape[1])):
+            cute.autovec_copy(rD, tCgD)
+        else:
+            for i in cutlass.range_constexpr(cute.size(rD)):
+                crd = tCcD[i]
+                if cute.elem_less((crd[0], crd[1]), (mD.shape[0], mD.shape[1])):
+                    tCgD[i] = rD[i]
+
+    @cute.jit
+    def _store_tma(self, acc, tRS_acc, tRS_chunk, tRS_out, chunk_size, r2s, tRS_sD, sD, gD, tma_d,
+                   tile, tiles_done, group, warp_idx, store_warp, epi_barrier):
+        """Registers -> shared memory (stmatrix) -> global memory (TMA), column chunk by chunk."""
+        p = self.plan
+        gD_tile = gD[(None, None, *tile)]
+        gD_epi = cute.zipped_divide(gD_tile, self.epi_tile)
+        bSG_sD, bSG_gD = cute.nvgpu.cpasync.tma_partition(
+            tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2), gD_epi
+        )
+        n_chunks = cute.size(gD_epi, mode=[1])
+        chunk_grid = gD_epi.shape[1]
+        chunk_layout = cute.make_layout(chunk_grid, stride=(chunk_grid[1], 1))
+        for ci in cutlass.range_constexpr(n_chunks):
+            for v in cutlass.range_constexpr(chunk_size):
+                tRS_chunk[v] = tRS_acc[ci * chunk_size + v]
+            tRS_out.store(tRS_chunk.load().to(self.d_dtype))
+            buf = (tiles_done * n_chunks + ci) % p.epi_stages + group * p.epi_stages
+            cute.copy(r2s, tRS_out, tRS_sD[(None, None, None, buf)])
+            cute.arch.fence_proxy("async.shared", space="cta")
+            if warp_idx == store_warp:
+                # The next chunk overwrites the buffer of the store issued epi_stages - 1 chunks
+                # ago: before the barrier, let at most epi_stages - 2 stores still be reading.
+                # One barrier per chunk then orders both hazards.
+                cute.arch.cp_async_bulk_wait_group(p.epi_stages - 2, read=True)
+            epi_barrier.arrive_and_wait()
+            if warp_idx == store_warp:
+                cute.copy(tma_d, bSG_sD[(None, buf)], bSG_gD[(None, chunk_layout.get_hier_coord(ci))])
+                cute.arch.cp_async_bulk_commit_group()
 
     @cute.jit
     def _epilogue_math(self, acc, tCcD, mD, mC, mBias, alpha, beta):

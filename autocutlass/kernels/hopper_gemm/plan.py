@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autocutlass.kernels import budgets
-from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig, Raster, Schedule
+from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig, Raster, Schedule, Store
 from autocutlass.problem import Activation, DType, Major, Problem
 
 MAX_AUTO_STAGES = 8
@@ -43,6 +43,7 @@ class Plan:
     with_c: bool
     bias: bool
     activation: Activation
+    direct_store: bool
     smem_bytes: int
 
     @property
@@ -81,6 +82,8 @@ def epilogue_stages(config: HopperGemmConfig) -> int:
 
 
 def epilogue_bytes(config: HopperGemmConfig, problem: Problem) -> int:
+    if config.store is Store.DIRECT:
+        return 0
     em, en = epilogue_tile(config)
     groups = 2 if config.schedule is Schedule.PINGPONG else 1
     return em * en * problem.d_dtype.bytes * epilogue_stages(config) * groups
@@ -136,5 +139,6 @@ def make_plan(config: HopperGemmConfig, problem: Problem, smem_limit: int = budg
         with_c=problem.epilogue.with_c,
         bias=problem.epilogue.bias,
         activation=problem.epilogue.activation,
+        direct_store=config.store is Store.DIRECT,
         smem_bytes=smem_bill(config, problem, stages),
     )
