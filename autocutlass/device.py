@@ -93,11 +93,18 @@ def dsl_version() -> str:
         return "none"
 
 
+KERNEL_SOURCE_NAMES = frozenset({"kernel.py", "plan.py", "compile.py", "config.py", "budgets.py"})
+"""Files whose contents decide the generated code or the meaning of a config: the kernel itself,
+its compile-time plan, how it is compiled, the config it is keyed by and the hardware budgets.
+Feasibility rules, search seeds and the Python launcher are left out: changing them does not make
+a stored timing untrue."""
+
+
 @functools.cache
 def kernel_source_hash() -> str:
-    """sha256 over the contents of every ``autocutlass/kernels/**/*.py`` (path-sorted)."""
+    """sha256 over the kernel sources (``KERNEL_SOURCE_NAMES`` under ``autocutlass/kernels``)."""
     h = hashlib.sha256()
-    for path in sorted(KERNELS_DIR.rglob("*.py")):
+    for path in sorted(p for p in KERNELS_DIR.rglob("*.py") if p.name in KERNEL_SOURCE_NAMES):
         h.update(path.relative_to(KERNELS_DIR).as_posix().encode())
         h.update(b"\0")
         h.update(path.read_bytes())

@@ -163,3 +163,26 @@ def test_empty_and_k0_run_in_torch(rig) -> None:  # noqa: ANN001
     z = rig.dispatcher.gemm(t(8, 0), t(0, 24), t(8, 24), 1.0, 0.0)
     assert torch.equal(z, torch.zeros(8, 24, dtype=BF))
     assert rig.family.launches == [] and rig.dispatcher.stats().fallbacks == 2
+
+
+def test_weight_view_cache_follows_new_storage() -> None:
+    """Assigning new storage to the same weight object (param.data = ...) is seen by the next call."""
+    from autocutlass.dispatch import _kernel_entry
+    from autocutlass.problem import Problem
+    from autocutlass.validate import Call, KernelPlan, Op, View
+
+    seen: list[int] = []
+
+    def runner(a, b, d, *, c=None, bias=None, alpha=1.0, beta=0.0):  # noqa: ANN001, ANN202
+        seen.append(b.data_ptr())
+
+    w = torch.zeros(8, 16)
+    plan = KernelPlan(problem=Problem(m=4, n=8, k=16), a=None, b=View((16, 8), (1, 16)), c=None, d=None,
+                      out_shape=(4, 8), out_dtype=torch.float32, device_index=-1, spans=(0, 0, 0, 0))
+    entry = _kernel_entry(plan, runner, Call(Op.LINEAR, torch.zeros(4, 16), w))
+    x = torch.zeros(4, 16)
+    entry(x, w, None, None, None, 1.0, 0.0)
+    entry(x, w, None, None, None, 1.0, 0.0)
+    w.data = torch.ones(8, 16)
+    entry(x, w, None, None, None, 1.0, 0.0)
+    assert seen[0] == seen[1] != seen[2] == w.data_ptr()

@@ -67,9 +67,9 @@ class HopperGemmRunner:
         beta: float = 0.0,
     ) -> None:
         fn = self._fns.get(a.dim()) or self.prepare(a.dim())
-        dev = d.device.index or 0
+        dev = d.get_device()
         clusters = self._clusters.get(dev)
         if clusters is None:
-            clusters = max_active_clusters(dev, self.config.cluster_size)
+            clusters = max_active_clusters(max(dev, 0), self.config.cluster_size)
             self._clusters[dev] = clusters
         fn(a, b, d, c, bias, alpha, beta, clusters)
