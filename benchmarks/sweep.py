@@ -76,8 +76,7 @@ def main() -> int:
     import torch
 
     from autocutlass.device import current_device
-    from autocutlass.kernels.hopper_gemm import HopperGemmConfig, HopperGemmFamily, Raster, Schedule, check
-    from autocutlass.kernels.hopper_gemm.config import CLUSTERS, TILE_K, TILE_M, TILE_N
+    from autocutlass.kernels.hopper_gemm import HopperGemmConfig, HopperGemmFamily, Raster, check
     from autocutlass.problem import problem_from_case
     from autocutlass.search.timing import time_callable
     from autocutlass.search.verify import make_inputs, reference, verify
@@ -91,10 +90,11 @@ def main() -> int:
 
     level1 = {}
     for name, prob in probs.items():
+        # Every feasible config of the family's space at raster along M, swizzle 1 (tiles, clusters,
+        # schedules, stores and, for small problems, split-K); raster and swizzle come in level 2.
         level1[name] = [
-            HopperGemmConfig(tm, tn, tk, cm, cn, 0, sch)
-            for tm in TILE_M for tn in TILE_N for tk in TILE_K for (cm, cn) in CLUSTERS for sch in Schedule
-            if check(HopperGemmConfig(tm, tn, tk, cm, cn, 0, sch), prob) is None
+            c for c in fam.space(prob)
+            if c.raster is Raster.ALONG_M and c.swizzle == 1 and check(c, prob) is None
         ]
     t0 = time.time()
     fails = precompile([(c, probs[n]) for n, cs in level1.items() for c in cs], args.workers)

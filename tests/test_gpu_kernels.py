@@ -46,6 +46,15 @@ CASES = [
                                               epilogue=Epilogue(bias=True, activation=Activation.SILU))),
     (C(128, 128, 64), Problem(m=100, n=512, k=256, epilogue=Epilogue(bias=True, activation=Activation.RELU))),
     (C(128, 128, 64), Problem(m=100, n=512, k=256, epilogue=Epilogue(activation=Activation.GELU_TANH))),
+    # serial split-K: uneven splits, empty splits (K = 64 in 4 splits), batched, clusters, epilogues
+    (C(64, 128, 64, split_k=4), Problem(m=16, n=6144, k=4096, b_major=T)),
+    (C(128, 128, 64, split_k=3), Problem(m=257, n=392, k=1000)),
+    (C(64, 64, 64, split_k=4), Problem(m=30, n=200, k=64, b_major=T)),
+    (C(128, 96, 128, split_k=2, cluster_n=2), Problem(m=300, n=480, k=2056, l=3)),
+    (C(64, 128, 128, split_k=8, store="direct"), Problem(m=128, n=4096, k=14336, b_major=T,
+                                                         epilogue=Epilogue(bias=True, activation=Activation.SILU))),
+    (C(128, 256, 64, split_k=2, cluster_m=2), Problem(m=500, n=512, k=2048, d_dtype=DType.FP32, c_dtype=DType.FP32,
+                                                      epilogue=Epilogue(with_c=True))),
 ]
 
 
@@ -75,3 +84,21 @@ def test_one_compiled_kernel_serves_many_shapes() -> None:
         ok, why = verify(runner, prob, inputs, reference(prob, inputs))
         assert ok, why
     assert STATS.compiled == before
+
+
+def test_serial_split_k_is_bitwise_deterministic() -> None:
+    import torch
+
+    from autocutlass.search.verify import make_inputs
+
+    prob = Problem(m=64, n=4096, k=8192, b_major=T)
+    runner = HopperGemmFamily(cache_dir=None).compile(C(64, 128, 64, split_k=8), prob)
+    inputs = make_inputs(prob, device="cuda", seed=7)
+    outs = []
+    for _ in range(5):
+        d = torch.full_like(inputs.d, float("nan"))
+        runner(inputs.a, inputs.b, d)
+        outs.append(d)
+    torch.cuda.synchronize()
+    assert all(torch.equal(outs[0], o) for o in outs[1:])
+    assert not torch.isnan(outs[0]).any()

@@ -19,6 +19,7 @@ from autocutlass.kernels.hopper_gemm.config import (
     CLUSTERS,
     SWIZZLE,
     TILE_K,
+    TUNED_SPLIT_K,
     TILE_M,
     TILE_N,
     HopperGemmConfig,
@@ -31,6 +32,8 @@ from autocutlass.problem import Problem
 __all__ = ["HopperGemmConfig", "HopperGemmFamily", "Raster", "Schedule", "Store", "check"]
 
 SMALL_M_DIRECT_STORE = 256
+SPLIT_K_MAX_OUTPUT = 4096 * 4096
+"""Output elements (M * N * L) up to which the space offers split-K."""
 
 TUNED_STAGES = (0,)
 """The search space keeps stages at 'as many as fit': with one CTA per SM a deeper ring is never
@@ -52,12 +55,22 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
         the time and its missing barriers can pay; on large problems the TMA store measured
         8-10% faster (H200, 2026-11-21)."""
         stores = tuple(Store) if problem.m <= SMALL_M_DIRECT_STORE else (Store.TMA,)
-        return [
+        out = [
             HopperGemmConfig(tm, tn, tk, cm, cn, st, sch, ras, sw, 1, sto)
             for tm, tn, tk, (cm, cn), st, sch, ras, sw, sto in itertools.product(
                 TILE_M, TILE_N, TILE_K, CLUSTERS, TUNED_STAGES, tuple(Schedule), tuple(Raster), SWIZZLE, stores
             )
         ]
+        # Split-K where output tiles alone cannot fill the GPU (decode shapes, long K): the
+        # cooperative configs again, with the K loop split 2..8 ways.
+        if problem.m * problem.n * problem.l <= SPLIT_K_MAX_OUTPUT and problem.k >= 1024:
+            out += [
+                HopperGemmConfig(tm, tn, tk, cm, cn, st, Schedule.COOPERATIVE, ras, 1, sk, sto)
+                for tm, tn, tk, (cm, cn), st, ras, sk, sto in itertools.product(
+                    TILE_M, TILE_N, TILE_K, CLUSTERS, TUNED_STAGES, tuple(Raster), TUNED_SPLIT_K[1:], stores
+                )
+            ]
+        return out
 
     def check(self, config: HopperGemmConfig, problem: Problem) -> str | None:
         return check(config, problem)
@@ -105,4 +118,5 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
             int(config.stages != 0),
             config.tile_k,
             int(config.store is Store.DIRECT),
+            config.split_k,
         )

@@ -94,6 +94,12 @@ def _registers(config: HopperGemmConfig, problem: Problem) -> str | None:
     return None
 
 
+def _split_k(config: HopperGemmConfig, problem: Problem) -> str | None:
+    if config.split_k > 1 and config.schedule is Schedule.PINGPONG:
+        return "split_k > 1 needs the cooperative schedule (ping-pong consumers cannot skip uneven K splits)"
+    return None
+
+
 def _smem_layout(config: HopperGemmConfig, problem: Problem) -> str | None:
     # An MN-major operand is tiled by swizzle atoms along its contiguous M/N extent: the extent
     # must be a multiple of 16 elements (the narrowest 32-byte swizzle atom of 16-bit types).
@@ -143,7 +149,7 @@ def _shared_memory(config: HopperGemmConfig, problem: Problem) -> str | None:
     return None
 
 
-RULES: tuple[Rule, ...] = (_domain, _wgmma_shape, _registers, _smem_layout, _multicast, _shared_memory)
+RULES: tuple[Rule, ...] = (_domain, _wgmma_shape, _registers, _split_k, _smem_layout, _multicast, _shared_memory)
 
 
 def check(config: HopperGemmConfig, problem: Problem) -> str | None:

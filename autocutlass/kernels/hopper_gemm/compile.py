@@ -105,6 +105,10 @@ def _compile(plan: Plan, rank: int) -> Any:
     bias = None
     if plan.bias:
         bias = make_fake_tensor(dd if plan.d_dtype is not DType.FP32 else cutlass.Float32, (s.n,), (1,), assumed_align=4)
+    workspace = counters = None
+    if plan.split_k > 1:
+        workspace = make_fake_tensor(cutlass.Float32, (cute.sym_int64(),), (1,), assumed_align=16)
+        counters = make_fake_tensor(cutlass.Int32, (cute.sym_int32(),), (1,), assumed_align=4)
     kernel = HopperGemmKernel(plan)
     try:
         return cute.compile(
@@ -114,6 +118,8 @@ def _compile(plan: Plan, rank: int) -> Any:
             d,
             c,
             bias,
+            workspace,
+            counters,
             cutlass.Float32(1.0),
             cutlass.Float32(0.0),
             cutlass.Int32(1),

@@ -47,8 +47,11 @@ CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
 STAGES = (0, 2, 3, 4, 5, 6, 7, 8)
 """0 means: as many as fit in shared memory."""
 SWIZZLE = (1, 2, 4, 8)
-SPLIT_K = (1,)
-"""Split-K lands with its own issue; the axis exists so that records stay comparable."""
+SPLIT_K = tuple(range(1, 17))
+"""K split among this many CTAs per output tile (serial, in-order reduction through an fp32
+workspace: bitwise deterministic)."""
+TUNED_SPLIT_K = (1, 2, 3, 4, 8)
+"""The split counts the search space offers (only for problems with few output tiles)."""
 
 
 @dataclass(frozen=True, order=True)

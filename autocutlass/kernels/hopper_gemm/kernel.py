@@ -83,6 +83,8 @@ class HopperGemmKernel:
         d: cute.Tensor,
         c: Optional[cute.Tensor],
         bias: Optional[cute.Tensor],
+        workspace: Optional[cute.Tensor],
+        counters: Optional[cute.Tensor],
         alpha: cutlass.Float32,
         beta: cutlass.Float32,
         max_active_clusters: cutlass.Int32,
@@ -125,8 +127,11 @@ class HopperGemmKernel:
 
         gD = cute.zipped_divide(mD, tiler=(self.plan.tile_m, self.plan.tile_n))
         tiles_mnl = gD[(0, (None, None, None))].shape
+        # Split-K: the scheduler walks (tile_m, tile_n, L * split_k) work units; unit (m, n, u)
+        # is split u % split_k of output tile (m, n, u // split_k).
+        units_mnl = (tiles_mnl[0], tiles_mnl[1], tiles_mnl[2] * self.plan.split_k)
         sched_params = utils.PersistentTileSchedulerParams(
-            tiles_mnl, (*self.cluster_mn, 1), self.plan.swizzle, self.plan.raster_along_m
+            units_mnl, (*self.cluster_mn, 1), self.plan.swizzle, self.plan.raster_along_m
         )
         grid = utils.StaticPersistentTileScheduler.get_grid_shape(sched_params, max_active_clusters)
 
@@ -153,7 +158,7 @@ class HopperGemmKernel:
             self.shared_storage = SharedStorage
 
         self.kernel(
-            tma_a, tA, tma_b, tB, tma_d, tD, mD, mC, bias, alpha, beta,
+            tma_a, tA, tma_b, tB, tma_d, tD, mD, mC, bias, workspace, counters, alpha, beta,
             self.tiled_mma, self.cta_layout_mnk, a_staged, b_staged, d_staged, sched_params,
         ).launch(
             grid=grid,
@@ -213,6 +218,8 @@ class HopperGemmKernel:
         mD: cute.Tensor,
         mC: Optional[cute.Tensor],
         mBias: Optional[cute.Tensor],
+        mWork: Optional[cute.Tensor],
+        mCount: Optional[cute.Tensor],
         alpha: cutlass.Float32,
         beta: cutlass.Float32,
         tiled_mma: cute.TiledMma,
@@ -289,8 +296,20 @@ class HopperGemmKernel:
             cute.arch.setmaxregister_increase(p.consumer_regs)
             self._consumer(
                 ring, tiled_mma, sA, sB, k_tiles, storage, d_staged, tma_d, mD_tma, mD, mC, mBias,
-                alpha, beta, tidx, warp_idx, wg_idx, sched_params,
+                mWork, mCount, alpha, beta, tidx, warp_idx, wg_idx, sched_params,
             )
+
+    # ------------------------------------------------------------------ split-K
+    @cute.jit
+    def _split_range(self, unit, k_tiles):
+        """(batch index, first K tile, number of K tiles) of work unit ``unit``."""
+        split_k = self.plan.split_k
+        if cutlass.const_expr(split_k == 1):
+            return unit[2], cutlass.Int32(0), k_tiles
+        per = (k_tiles + split_k - 1) // split_k
+        split = unit[2] % split_k
+        kt0 = split * per
+        return unit[2] // split_k, kt0, cutlass.max(cutlass.min(per, k_tiles - kt0), 0)
 
     # ------------------------------------------------------------------ producer
     @cute.jit
@@ -316,13 +335,15 @@ class HopperGemmKernel:
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.plan.stages)
         while work.is_valid_tile:
             tile = work.tile_idx
-            tAgA_t = tAgA[(None, tile[0], None, tile[2])]
-            tBgB_t = tBgB[(None, tile[1], None, tile[2])]
-            for kt in range(k_tiles):
+            l_idx, kt0, kt_count = self._split_range(tile, k_tiles)
+            tAgA_t = tAgA[(None, tile[0], None, l_idx)]
+            tBgB_t = tBgB[(None, tile[1], None, l_idx)]
+            for kt in range(kt_count):
                 ring.producer_acquire(state)
                 barrier = ring.producer_get_barrier(state)
-                self._load_a(tma_a, tAgA_t[(None, kt)], tAsA[(None, state.index)], barrier, a_mask)
-                cute.copy(tma_b, tBgB_t[(None, kt)], tBsB[(None, state.index)], tma_bar_ptr=barrier, mcast_mask=b_mask)
+                self._load_a(tma_a, tAgA_t[(None, kt0 + kt)], tAsA[(None, state.index)], barrier, a_mask)
+                cute.copy(tma_b, tBgB_t[(None, kt0 + kt)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
+                          mcast_mask=b_mask)
                 ring.producer_commit(state)
                 state.advance()
             sched.advance_to_next_work()
@@ -332,7 +353,7 @@ class HopperGemmKernel:
     # ------------------------------------------------------------------ consumers
     @cute.jit
     def _consumer(self, ring, tiled_mma, sA, sB, k_tiles, storage, d_staged, tma_d, mD_tma, mD, mC, mBias,
-                  alpha, beta, tidx, warp_idx, wg_idx, sched_params):
+                  mWork, mCount, alpha, beta, tidx, warp_idx, wg_idx, sched_params):
         p = self.plan
         consumer_idx = wg_idx - 1
         # Thread index inside the epilogue group, the MMA slice, the group's store warp.
@@ -396,7 +417,9 @@ class HopperGemmKernel:
 
         tiles_done = cutlass.Int32(0)
         while work.is_valid_tile:
-            tile = work.tile_idx
+            unit = work.tile_idx
+            l_idx, kt0, kt_count = self._split_range(unit, k_tiles)
+            tile = (unit[0], unit[1], l_idx)
             # ---- mainloop: WGMMA over the ring, one WGMMA batch in flight
             if cutlass.const_expr(p.pingpong):
                 cute.arch.mbarrier_wait(order + consumer_idx, order_phase)
@@ -404,7 +427,7 @@ class HopperGemmKernel:
             acc.fill(0.0)
             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
             cute.nvgpu.warpgroup.fence()
-            for kt in range(k_tiles):
+            for kt in range(kt_count):
                 ring.consumer_wait(read)
                 for kb in cutlass.range_constexpr(k_blocks):
                     coord = (None, None, kb, read.index)
@@ -420,7 +443,7 @@ class HopperGemmKernel:
                 # issuing while our last WGMMAs drain.
                 cute.arch.mbarrier_arrive(order + (1 - consumer_idx))
             cute.nvgpu.warpgroup.wait_group(0)
-            if k_tiles > 0:
+            if kt_count > 0:
                 ring.consumer_release(release)
                 release.advance()
             if cutlass.const_expr(p.pingpong):
@@ -428,17 +451,21 @@ class HopperGemmKernel:
                 read.advance(k_tiles)
                 release.advance(k_tiles)
 
-            # ---- epilogue math in registers
-            tCcD = thr_mma_c.partition_C(cD[(None, None, tile[0], tile[1], tile[2])])
-            self._epilogue_math(acc, tCcD, mD, mC, mBias, alpha, beta)
+            is_last = True
+            if cutlass.const_expr(p.split_k > 1):
+                is_last = self._reduce_splits(acc, mD, mWork, mCount, unit, group_tidx, epi_barrier)
 
-            if cutlass.const_expr(p.direct_store):
-                self._store_direct(acc, thr_mma_c, mD, tCcD, tile)
-            else:
-                self._store_tma(acc, tRS_acc, tRS_chunk, tRS_out, chunk_size, r2s, tRS_sD, sD, gD, tma_d,
-                                tile, tiles_done, group, warp_idx, store_warp, epi_barrier)
+            if is_last:
+                # ---- epilogue math in registers
+                tCcD = thr_mma_c.partition_C(cD[(None, None, tile[0], tile[1], tile[2])])
+                self._epilogue_math(acc, tCcD, mD, mC, mBias, alpha, beta)
 
-            tiles_done += 1
+                if cutlass.const_expr(p.direct_store):
+                    self._store_direct(acc, thr_mma_c, mD, tCcD, tile)
+                else:
+                    self._store_tma(acc, tRS_acc, tRS_chunk, tRS_out, chunk_size, r2s, tRS_sD, sD, gD, tma_d,
+                                    tile, tiles_done, group, warp_idx, store_warp, epi_barrier)
+                tiles_done += 1
             if cutlass.const_expr(p.pingpong):
                 sched.advance_to_next_work(advance_count=2)
             else:
@@ -448,6 +475,44 @@ class HopperGemmKernel:
         if cutlass.const_expr(not p.direct_store):
             if warp_idx == store_warp:
                 cute.arch.cp_async_bulk_wait_group(0, read=True)
+
+    @cute.jit
+    def _reduce_splits(self, acc, mD, mWork, mCount, unit, group_tidx, epi_barrier):
+        """Serial split-K, in order and therefore bitwise deterministic: split s waits for the
+        tile's turnstile to read s, adds the partial sum that splits 0..s-1 left in the workspace
+        (fp32, in accumulator-fragment order, so that every thread reads what it wrote), and either
+        writes the new partial and opens the turnstile for s+1, or, being the last split, resets
+        the turnstile and returns True to run the epilogue."""
+        p = self.plan
+        split_k = p.split_k
+        split = unit[2] % split_k
+        tiles_m = (mD.shape[0] + p.tile_m - 1) // p.tile_m
+        tiles_n = (mD.shape[1] + p.tile_n - 1) // p.tile_n
+        tile_lin = (unit[2] // split_k * tiles_n + unit[1]) * tiles_m + unit[0]
+        flag = mCount.iterator + tile_lin
+        n_acc = cute.size(acc)
+        base = tile_lin * (n_acc * self.epi_threads) + group_tidx
+        if split > 0:
+            if group_tidx == 0:
+                seen = cute.arch.load(flag, cutlass.Int32, sem="acquire", scope="gpu")
+                while seen != split:
+                    seen = cute.arch.load(flag, cutlass.Int32, sem="acquire", scope="gpu")
+            epi_barrier.arrive_and_wait()
+            cute.arch.fence_acq_rel_gpu()
+            for i in cutlass.range_constexpr(n_acc):
+                acc[i] = acc[i] + mWork[base + i * self.epi_threads]
+        is_last = split == split_k - 1
+        if is_last:
+            if group_tidx == 0:
+                cute.arch.store(flag, cutlass.Int32(0))
+        else:
+            for i in cutlass.range_constexpr(n_acc):
+                mWork[base + i * self.epi_threads] = acc[i]
+            cute.arch.fence_acq_rel_gpu()
+            epi_barrier.arrive_and_wait()
+            if group_tidx == 0:
+                cute.arch.store(flag, split + 1, sem="release", scope="gpu")
+        return is_last
 
     @cute.jit
     def _store_direct(self, acc, thr_mma_c, mD, tCcD, tile):

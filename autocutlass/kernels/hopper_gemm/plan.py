@@ -44,6 +44,7 @@ class Plan:
     bias: bool
     activation: Activation
     direct_store: bool
+    split_k: int
     smem_bytes: int
 
     @property
@@ -140,5 +141,6 @@ def make_plan(config: HopperGemmConfig, problem: Problem, smem_limit: int = budg
         bias=problem.epilogue.bias,
         activation=problem.epilogue.activation,
         direct_store=config.store is Store.DIRECT,
+        split_k=config.split_k,
         smem_bytes=smem_bill(config, problem, stages),
     )

@@ -36,6 +36,27 @@ def max_active_clusters(device_index: int, cluster_size: int) -> int:
         return _max_clusters[key]
 
 
+class SplitKWorkspace:
+    """Split-K scratch of one runner: an fp32 partial-sum buffer and zeroed int32 turnstiles,
+    per (device, stream), grown on demand and reused across calls (never allocated per call).
+    The kernel leaves every turnstile at zero when it finishes."""
+
+    def __init__(self) -> None:
+        self._bufs: dict[tuple[int, int], tuple[Any, Any]] = {}
+
+    def get(self, device: Any, tiles: int, tile_elems: int) -> tuple[Any, Any]:
+        import torch
+
+        key = (device.index or 0, torch.cuda.current_stream(device).cuda_stream)
+        have = self._bufs.get(key)
+        if have is None or have[1].numel() < tiles:
+            work = torch.empty(tiles * tile_elems, dtype=torch.float32, device=device)
+            count = torch.zeros(tiles, dtype=torch.int32, device=device)
+            have = (work, count)
+            self._bufs[key] = have
+        return have
+
+
 class HopperGemmRunner:
     """GemmRunner for one (config, kernel class). See ``autocutlass.kernels.base`` for the
     calling convention. Operands of rank 2 and 3 are served by separately compiled functions."""
@@ -46,6 +67,7 @@ class HopperGemmRunner:
         self._cache_dir = cache_dir
         self._fns: dict[int, Any] = {}
         self._clusters: dict[int, int] = {}
+        self._workspace = SplitKWorkspace() if config.split_k > 1 else None
         self.prepare(3 if problem.l > 1 else 2)
 
     def prepare(self, rank: int) -> Any:
@@ -72,4 +94,12 @@ class HopperGemmRunner:
         if clusters is None:
             clusters = max_active_clusters(max(dev, 0), self.config.cluster_size)
             self._clusters[dev] = clusters
-        fn(a, b, d, c, bias, alpha, beta, clusters)
+        if self._workspace is None:
+            fn(a, b, d, c, bias, None, None, alpha, beta, clusters)
+            return
+        cfg = self.config
+        m, n = d.shape[-2], d.shape[-1]
+        l = d.shape[0] if d.dim() == 3 else 1  # noqa: E741
+        tiles = -(-m // cfg.tile_m) * -(-n // cfg.tile_n) * l
+        work, count = self._workspace.get(d.device, tiles, cfg.tile_m * cfg.tile_n)
+        fn(a, b, d, c, bias, work, count, alpha, beta, clusters)
