@@ -486,8 +486,10 @@ class HopperGemmKernel:
         p = self.plan
         split_k = p.split_k
         split = unit[2] % split_k
-        tiles_m = (mD.shape[0] + p.tile_m - 1) // p.tile_m
-        tiles_n = (mD.shape[1] + p.tile_n - 1) // p.tile_n
+        # Tile counts padded to whole clusters: a cluster's CTAs past M or N still run the
+        # protocol, in slots of their own.
+        tiles_m = (mD.shape[0] + p.tile_m * p.cluster_m - 1) // (p.tile_m * p.cluster_m) * p.cluster_m
+        tiles_n = (mD.shape[1] + p.tile_n * p.cluster_n - 1) // (p.tile_n * p.cluster_n) * p.cluster_n
         tile_lin = (unit[2] // split_k * tiles_n + unit[1]) * tiles_m + unit[0]
         flag = mCount.iterator + tile_lin
         n_acc = cute.size(acc)

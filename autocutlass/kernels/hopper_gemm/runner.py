@@ -100,6 +100,9 @@ class HopperGemmRunner:
         cfg = self.config
         m, n = d.shape[-2], d.shape[-1]
         l = d.shape[0] if d.dim() == 3 else 1  # noqa: E741
-        tiles = -(-m // cfg.tile_m) * -(-n // cfg.tile_n) * l
+        # Output tiles padded to whole clusters, as the kernel numbers them.
+        tiles = (
+            -(-m // (cfg.tile_m * cfg.cluster_m)) * cfg.cluster_m * -(-n // (cfg.tile_n * cfg.cluster_n)) * cfg.cluster_n * l
+        )
         work, count = self._workspace.get(d.device, tiles, cfg.tile_m * cfg.tile_n)
         fn(a, b, d, c, bias, work, count, alpha, beta, clusters)
