@@ -76,20 +76,27 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
         return check(config, problem)
 
     def seeds(self, problem: Problem) -> Sequence[HopperGemmConfig]:
-        m, n = problem.m, problem.n
+        """Good first guesses by problem class, best guess first: the winners of the best-of-space
+        sweeps on an H200 (benchmarks/results/2026-11-21-h200-hopper-gemm-sweep-*.json)."""
         c = HopperGemmConfig
-        if m <= 64:
-            guesses = [c(64, 128, 128), c(64, 64, 128), c(64, 256, 64, schedule=Schedule.PINGPONG), c(64, 128, 64)]
-        elif m <= 256 or n <= 256:
-            guesses = [c(128, 128, 64), c(64, 128, 64), c(128, 64, 64), c(128, 256, 64)]
-        else:
+        pp, n_ = Schedule.PINGPONG, Raster.ALONG_N
+        if problem.m <= 128:  # decode: stream the weight with many small tiles
             guesses = [
-                c(128, 256, 64, cluster_m=2),
-                c(128, 256, 64, cluster_n=2),
-                c(128, 128, 64, schedule=Schedule.PINGPONG, cluster_m=2),
-                c(256, 128, 64, cluster_m=2),
-                c(128, 256, 64, swizzle=4),
-                c(128, 128, 64),
+                c(64, 128, 128), c(64, 96, 64, cluster_n=2, raster=n_), c(64, 64, 128, cluster_m=2),
+                c(64, 96, 128, cluster_n=2), c(64, 128, 64, split_k=2), c(64, 64, 128, split_k=2),
+                c(64, 128, 64), c(64, 256, 64, schedule=pp),
+            ]
+        elif problem.m * problem.n * problem.l <= 2048 * 4096 or problem.k <= 512:  # few tiles or short K
+            guesses = [
+                c(128, 128, 64, cluster_m=2, schedule=pp), c(128, 128, 64, cluster_n=2, schedule=pp, raster=n_, swizzle=8),
+                c(128, 192, 64, cluster_n=2, raster=n_), c(64, 256, 64, cluster_m=2, schedule=pp),
+                c(128, 128, 64), c(128, 256, 64, cluster_n=2), c(256, 128, 64, cluster_m=2),
+            ]
+        else:  # large: the cooperative 128x256 / 256x128 family with 2-CTA clusters
+            guesses = [
+                c(128, 256, 64, cluster_m=2, raster=n_, swizzle=8), c(128, 256, 64, cluster_n=2, swizzle=2),
+                c(256, 128, 64), c(256, 128, 64, cluster_m=2, swizzle=4), c(256, 128, 64, cluster_n=2, swizzle=4),
+                c(128, 256, 64), c(128, 256, 64, cluster_n=2), c(128, 128, 64, schedule=pp, cluster_m=2),
             ]
         guesses += [c(128, 128, 64), c(64, 128, 64), c(64, 64, 64)]
         out: list[HopperGemmConfig] = []
