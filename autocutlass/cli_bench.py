@@ -49,6 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autocutlass import cli_common
+from autocutlass.cli_common import positive_float, positive_int
 from autocutlass.cli_tune import load_cases
 from autocutlass.problem import DType, Major, Problem
 
@@ -557,22 +559,8 @@ def footer_lines(doc: Mapping[str, Any]) -> list[str]:
 
 def print_report(doc: Mapping[str, Any], *, title: str) -> None:
     headers, body = table(doc)
-    if sys.stdout.isatty():
-        from rich.console import Console
-        from rich.table import Table
-
-        t = Table(title=title)
-        for i, h in enumerate(headers):
-            t.add_column(h, justify="left" if i < 4 else "right")
-        for row, r in zip(body, doc["cases"], strict=True):
-            t.add_row(*row, style="bold red" if r["status"] in ("FAILED", "fallback") else None)
-        Console().print(t)
-    else:
-        widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(headers)]
-        print(title)
-        print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
-        for row in body:
-            print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    styles = ["bold red" if r["status"] in ("FAILED", "fallback") else None for r in doc["cases"]]
+    cli_common.print_table(title, headers, body, right=lambda i: i >= 4, row_styles=styles)
     for line in footer_lines(doc):
         print(line)
 
@@ -590,38 +578,20 @@ def add_bench_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Ar
                    help="where bench.json and bench.png go (default benchmarks/results/<date>-<gpu-slug>)")  # fmt: skip
     p.add_argument("--policy", choices=["tune", "cached", "heuristic", "off"], default=None,
                    help="miss policy for the benchmarked calls (default: AUTOCUTLASS_POLICY; 'cached' never tunes)")  # fmt: skip
-    p.add_argument("--rounds", type=_positive_int, default=5, metavar="N",
+    p.add_argument("--rounds", type=positive_int, default=5, metavar="N",
                    help="alternations of autocutlass and the baselines (default 5; ratio = median of per-round ratios)")  # fmt: skip
     p.add_argument("--no-first-call", dest="first_call", action="store_false",
                    help="skip the fresh-process first-call measurements")  # fmt: skip
     p.add_argument("--compute-roof", type=_compute_roof, metavar="T16[,TF32]",
                    default=(COMPUTE_ROOF_16BIT_TFLOPS, COMPUTE_ROOF_16BIT_TFLOPS / 2),
                    help="dense TFLOP/s of bf16/fp16 [and tf32] (default 790,395; tf32 default: half)")  # fmt: skip
-    p.add_argument("--bandwidth-roof", type=_positive_float, default=None, metavar="TBPS",
+    p.add_argument("--bandwidth-roof", type=positive_float, default=None, metavar="TBPS",
                    help="memory bandwidth in TB/s (default: measured by a device-to-device copy, "
                         "bytes read + written)")  # fmt: skip
     p.set_defaults(func=cmd_bench)
     return p
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return v
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}") from None
-    if not (v > 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return v
 
 
 def _baselines(text: str) -> tuple[str, ...]:
@@ -636,8 +606,8 @@ def _compute_roof(text: str) -> tuple[float, float]:
     parts = text.split(",")
     if len(parts) > 2:
         raise argparse.ArgumentTypeError(f"expected T16 or T16,TF32 (TFLOP/s), got {text!r}")
-    t16 = _positive_float(parts[0])
-    return t16, _positive_float(parts[1]) if len(parts) == 2 else t16 / 2
+    t16 = positive_float(parts[0])
+    return t16, positive_float(parts[1]) if len(parts) == 2 else t16 / 2
 
 
 def cmd_bench(ns: argparse.Namespace) -> int:

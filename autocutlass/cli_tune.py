@@ -32,6 +32,8 @@ import optuna
 from autocutlass.db import TuningStore
 from autocutlass.device import HardKey
 from autocutlass.errors import DatabaseError, UnsupportedProblem
+from autocutlass import cli_common
+from autocutlass.cli_common import positive_float, positive_int
 from autocutlass.kernels import default_family_for, family_names, get_family
 from autocutlass.kernels.base import KernelFamily
 from autocutlass.problem import Problem, problem_from_case
@@ -83,34 +85,20 @@ def add_tune_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Arg
     what.add_argument("--pending", action="store_true", help="tune the problems dispatch missed on this GPU")
     tune.add_argument("--only", metavar="NAME", action="append", default=None,
                       help="with --shapes: only the case of this name (repeatable)")  # fmt: skip
-    tune.add_argument("--trials", type=_positive_int, default=None, metavar="N",
+    tune.add_argument("--trials", type=positive_int, default=None, metavar="N",
                       help="candidates to evaluate per problem (default 64 unless --timeout or --exhaustive)")  # fmt: skip
-    tune.add_argument("--timeout", type=_positive_float, default=None, metavar="S",
+    tune.add_argument("--timeout", type=positive_float, default=None, metavar="S",
                       help="wall-clock seconds per problem")  # fmt: skip
     tune.add_argument("--exhaustive", action="store_true", help="evaluate every feasible config (grid, no early stop)")
     tune.add_argument("--no-resume", dest="resume", action="store_false",
                       help="evaluate again configs the database already has trials of")  # fmt: skip
     tune.add_argument("--family", default=None, help="kernel family (default: the first that supports the problem)")
-    tune.add_argument("--compile-workers", type=_positive_int, default=None, metavar="N",
+    tune.add_argument("--compile-workers", type=positive_int, default=None, metavar="N",
                       help="parallel compile processes (default: spare cores, at most 6)")  # fmt: skip
     tune.add_argument("--db", metavar="URL", default=None, help="database file or SQLAlchemy URL (default: AUTOCUTLASS_DB)")
     tune.add_argument("--json", metavar="FILE", default=None, help="also write the results table as JSON")
     tune.set_defaults(func=cmd_tune)
     return tune
-
-
-def _positive_int(text: str) -> int:
-    v = int(text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return v
-
-
-def _positive_float(text: str) -> float:
-    v = float(text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return v
 
 
 # ---- the command -------------------------------------------------------------------------------
@@ -270,26 +258,10 @@ def table_rows(rows: Sequence[dict[str, Any]]) -> list[tuple[str, ...]]:
 
 
 def print_table(rows: Sequence[dict[str, Any]], *, title: str) -> None:
-    body = table_rows(rows)
-    notes = [f"{r['name']}: {r['note']}" for r in rows if r.get("note")]
-    if sys.stdout.isatty():
-        from rich.console import Console
-        from rich.table import Table
-
-        table = Table(title=title)
-        for i, h in enumerate(_HEADERS):
-            table.add_column(h, justify="right" if 3 <= i <= 7 else "left")
-        for row in body:
-            table.add_row(*row)
-        Console().print(table)
-    else:
-        widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(_HEADERS)]
-        print(title)
-        print("  ".join(h.ljust(w) for h, w in zip(_HEADERS, widths, strict=True)).rstrip())
-        for row in body:
-            print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    for note in notes:
-        print(note)
+    cli_common.print_table(title, _HEADERS, table_rows(rows), right=lambda i: 3 <= i <= 7)
+    for r in rows:
+        if r.get("note"):
+            print(f"{r['name']}: {r['note']}")
 
 
 class _Progress:
