@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from autocutlass.keys import canonical_json
 
 KEY_VERSION = 1
 """Bumped when the meaning of a key changes; old records then stop matching."""
@@ -167,7 +168,7 @@ class Problem:
 
     def key(self) -> str:
         """Canonical, process-stable identity of this exact problem."""
-        return _canonical({"v": KEY_VERSION, **self.as_dict()})
+        return canonical_json({"v": KEY_VERSION, **self.as_dict()})
 
     def digest(self) -> str:
         """Short sha256 of ``key()`` for file names and log lines."""
@@ -185,14 +186,14 @@ class Problem:
         """Everything but M: problems that differ only in M share a family."""
         d = self.as_dict()
         del d["m"]
-        return _canonical({"v": KEY_VERSION, "family": d})
+        return canonical_json({"v": KEY_VERSION, "family": d})
 
     def kernel_class_key(self) -> str:
         """Everything a compiled kernel is specialised on: no M, N, K or L (they are symbolic)."""
         d = self.as_dict()
         for name in ("m", "n", "k", "l"):
             del d[name]
-        return _canonical({"v": KEY_VERSION, "class": d})
+        return canonical_json({"v": KEY_VERSION, "class": d})
 
     # ---- derived quantities --------------------------------------------------------------
     @property
@@ -225,10 +226,6 @@ def bucket_m(m: int) -> int:
     if m <= 16:
         return 16
     return 1 << (m - 1).bit_length()
-
-
-def _canonical(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
 LAYOUT_LETTERS = {"n": Major.ROW, "t": Major.COL}

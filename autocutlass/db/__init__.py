@@ -10,7 +10,8 @@ No GPU, torch or CUDA import is needed here.
 from autocutlass.db.engine import release, resolve
 from autocutlass.db.layered import LayeredStore, shipped_db_paths
 from autocutlass.db.models import SCHEMA_VERSION
-from autocutlass.db.records import BestRecord, LookupSource, TrialRecord, TrialState, canonical_json, config_key
+from autocutlass.db.records import BestRecord, LookupSource, TrialRecord, TrialState
+from autocutlass.keys import canonical_json, config_key
 from autocutlass.db.schema import MIGRATIONS, upgrade
 from autocutlass.db.store import TuningStore
 from autocutlass.db.transfer import TransferStats, export, import_, merge

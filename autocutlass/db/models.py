@@ -11,7 +11,7 @@ Tables:
 * ``best``      the winner per (problem, device).
 * ``misses``    problems dispatch found no record for, per device (``tune --pending``).
 
-Config JSON is stored as canonical text (``records.canonical_json``), so equal configs are equal
+Config JSON is stored as canonical text (``autocutlass.keys.canonical_json``), so equal configs are equal
 strings on every backend. Timestamps are naive UTC. Changing any table means bumping
 ``SCHEMA_VERSION`` and adding a step to ``schema.MIGRATIONS``.
 """

@@ -6,7 +6,6 @@ column values and returned after the session closed, so no ORM object ever leaks
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -14,6 +13,8 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from autocutlass.device import HardKey
+from autocutlass.keys import canonical_json as canonical_json  # the db layer's names for the shared keys
+from autocutlass.keys import config_key as config_key
 from autocutlass.problem import Problem
 
 LookupSource = Literal["exact", "bucket", "nearest_m"]
@@ -29,20 +30,6 @@ class TrialState(StrEnum):
     WRONG_RESULT = "wrong_result"
     TIMEOUT = "timeout"
     CRASH = "crash"
-
-
-def canonical_json(obj: Any) -> str:
-    """The one canonical JSON text of plain data: sorted keys, no whitespace, ASCII only."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-
-
-def config_key(config: dict[str, Any]) -> str:
-    """Stable identity of a config: sha256 of its canonical JSON, 32 hex digits.
-
-    ``TuningStore.finished_config_keys`` returns these; compare a candidate with
-    ``config_key(asdict(cfg)) in finished``.
-    """
-    return hashlib.sha256(canonical_json(config).encode()).hexdigest()[:32]
 
 
 def hard_key_from_json(text: str) -> HardKey:

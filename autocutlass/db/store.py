@@ -29,8 +29,6 @@ from autocutlass.db.records import (
     LookupSource,
     TrialRecord,
     TrialState,
-    canonical_json,
-    config_key,
     from_db_time,
     hard_key_from_json,
     utc_now,
@@ -38,6 +36,7 @@ from autocutlass.db.records import (
 from autocutlass.db.rows import ensure_device, ensure_problem, upsert_best, upsert_miss
 from autocutlass.db.schema import ensure_schema
 from autocutlass.device import HardKey
+from autocutlass.keys import canonical_json, config_key
 from autocutlass.errors import DatabaseError
 from autocutlass.problem import Problem
 

@@ -37,8 +37,6 @@ from autocutlass.db import engine as eng
 from autocutlass.db.models import SCHEMA_VERSION, Best, Device, Miss, ProblemRow, Trial
 from autocutlass.db.records import (
     TrialState,
-    canonical_json,
-    config_key,
     from_db_time,
     hard_key_from_json,
     to_db_time,
@@ -46,6 +44,7 @@ from autocutlass.db.records import (
 from autocutlass.db.rows import ensure_device, ensure_problem, upsert_best, upsert_miss
 from autocutlass.db.store import TuningStore
 from autocutlass.device import HardKey
+from autocutlass.keys import canonical_json, config_key
 from autocutlass.errors import DatabaseError, SchemaMismatch
 from autocutlass.problem import Problem
 

@@ -14,8 +14,6 @@ the same key the tuning database stores, so resuming compares keys, never ``str(
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,22 +22,12 @@ from typing import Any, Generic, TypeVar
 import optuna
 
 from autocutlass.kernels.base import KernelFamily
+from autocutlass.keys import config_key
 from autocutlass.problem import Problem
 
 C = TypeVar("C")
 
 NOT_IN_SPACE = "combination of axis values is not in the family's space for this problem"
-
-
-def canonical_json(obj: Any) -> str:
-    """Canonical JSON text of plain data: sorted keys, no whitespace, ASCII only."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-
-
-def config_key(config: Mapping[str, Any]) -> str:
-    """Stable identity of a config dict; the same function as ``autocutlass.db.records.config_key``
-    (search/ does not import db/; a unit test pins the two together)."""
-    return hashlib.sha256(canonical_json(dict(config)).encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
