@@ -522,9 +522,10 @@ def _kernel_entry(plan: KernelPlan, runner: Callable[..., None], call: Call) -> 
     # The B view of the last weight seen: inference calls pass the same parameter every time,
     # and re-deriving its transposed view costs about a microsecond per call. The data pointer is
     # compared too, so that `param.data = other` (new storage, same object) is never served stale.
-    b_seen: list[Any] = [None, None, 0]
+    b_seen: tuple[Any, Any, int] = (None, None, 0)  # (weight, its view, its data_ptr), swapped whole
 
     def run(a: Any, b: Any, c: Any, bias: Any, out: Any, alpha: float, beta: float) -> torch.Tensor:
+        nonlocal b_seen
         if out is None:
             out = torch.empty(shape, dtype=dtype, device=device)
         else:
@@ -541,10 +542,12 @@ def _kernel_entry(plan: KernelPlan, runner: Callable[..., None], call: Call) -> 
         if av is not None:
             a = a.reshape(av.shape) if av.copy else a.as_strided(av.shape, av.stride)
         if bv is not None:
-            if b is b_seen[0] and b.data_ptr() == b_seen[2]:
-                b = b_seen[1]
+            seen = b_seen
+            ptr = b.data_ptr()
+            if b is seen[0] and ptr == seen[2]:
+                b = seen[1]
             else:
-                b_seen[0], b_seen[1], b_seen[2] = b, b.as_strided(bv.shape, bv.stride), b.data_ptr()
+                b_seen = (b, b.as_strided(bv.shape, bv.stride), ptr)
                 b = b_seen[1]
         if not with_c:
             c = None

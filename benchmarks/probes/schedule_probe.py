@@ -1,21 +1,13 @@
-"""Probe: cooperative vs ping-pong over K (is a gap in the mainloop or per tile?), plus the
-compiled kernels' register/stack usage. GPU machine: python benchmarks/probes/schedule_probe.py"""
+"""Probe: cooperative vs ping-pong over K (is a gap in the mainloop or per tile?).
+GPU machine: python benchmarks/probes/schedule_probe.py"""
 
 from __future__ import annotations
 
-import glob
-import os
-import subprocess
-import sys
+import torch
 
-os.environ.setdefault("CUTE_DSL_KEEP", "cubin")
-os.environ.setdefault("CUTE_DSL_DUMP_DIR", "/tmp/probe_dump")
-
-import torch  # noqa: E402
-
-from autocutlass.kernels.hopper_gemm import HopperGemmConfig as C, HopperGemmFamily  # noqa: E402
-from autocutlass.problem import Major, Problem  # noqa: E402
-from autocutlass.search.timing import time_callable  # noqa: E402
+from autocutlass.kernels.hopper_gemm import HopperGemmConfig as C, HopperGemmFamily
+from autocutlass.problem import Major, Problem
+from autocutlass.search.timing import time_callable
 
 fam = HopperGemmFamily(cache_dir=None)
 cfgs = [C(128, 256, 64), C(128, 128, 64), C(128, 128, 64, schedule="pingpong"), C(64, 256, 64, schedule="pingpong"),
@@ -35,11 +27,4 @@ for k in (512, 2048, 8192):
         ms = time_callable(lambda: r(a, b, d), flush_bytes=flush).median_ms
         line.append(f"{cfg.short().split(' s0')[0]}/{cfg.schedule.value[:4]} {2*m*n*k/ms/1e9:6.0f}")
     rows.append("  ".join(line))
-for f in sorted(glob.glob("/tmp/probe_dump/*.cubin"))[:12]:
-    out = subprocess.run(["cuobjdump", "-res-usage", f], capture_output=True, text=True).stdout
-    for ln in out.splitlines():
-        if "REG" in ln:
-            print(os.path.basename(f)[-60:], ln.strip()[:200])
-    sass = subprocess.run(["cuobjdump", "-sass", f], capture_output=True, text=True).stdout
-    print("   LDL/STL:", sass.count("LDL"), sass.count("STL"), " HGMMA:", sass.count("HGMMA"))
 print("\n".join(rows))
