@@ -1,0 +1,37 @@
+"""Probe: hardware counters of our best llama8b-qkv kernel beside cuBLAS (what limits the mainloop?).
+
+GPU machine (Firecracker, ncu reads counters):
+    ncu --clock-control none --launch-skip 6 --launch-count 4 --section SpeedOfLight \
+        --section WarpStateStats --section MemoryWorkloadAnalysis_Tables --section ComputeWorkloadAnalysis \
+        python benchmarks/probes/ncu_probe.py
+The script warms up (compiles, loads), then calls ours and torch.matmul alternately; no L2 flush
+kernels, so every profiled launch is one of the two GEMMs.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from autocutlass.kernels.hopper_gemm import HopperGemmConfig as C, HopperGemmFamily
+from autocutlass.problem import Major, Problem
+
+m, n, k = 8192, 6144, 4096
+cfg = C(256, 128, 64) if len(sys.argv) < 2 else C.from_dict(eval(sys.argv[1]))  # noqa: S307 (probe input)
+fam = HopperGemmFamily(cache_dir=None)
+p = Problem(m=m, n=n, k=k, b_major=Major.COL)
+a = torch.randn(m, k, device="cuda").bfloat16()
+b = torch.randn(n, k, device="cuda").bfloat16().t()
+d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+run = fam.compile(cfg, p)
+for _ in range(3):  # launches 0..5: warm-up
+    run(a, b, d)
+    torch.matmul(a, b)
+torch.cuda.synchronize()
+for _ in range(2):  # launches 6..9: profiled
+    run(a, b, d)
+    torch.matmul(a, b)
+torch.cuda.synchronize()
+ref = torch.matmul(a, b)
+print("max abs diff", (d.float() - ref.float()).abs().max().item())
