@@ -22,19 +22,22 @@ def add_kernels_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.
     comp.add_argument("--family", default="hopper_gemm")
     comp.add_argument("--limit", type=int, default=None, help="compile at most N feasible configs (sampled)")
     comp.add_argument("--seed", type=int, default=0, help="sampling seed")
-    comp.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    comp.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "tf32"])
+    comp.add_argument("--shape", default="8192x8192x8192",
+                      help="MxNxK of the problem the space is built for (small outputs add split-K configs)")
     comp.add_argument("--layout", default="nt", help="A/B layout letters as in shapes.json ('nn', 'nt', 'tn', 'tt')")
     comp.add_argument("--workers", type=int, default=1, help="compile in N GPU-blind processes")
     comp.set_defaults(func=cmd_compile)
     return p
 
 
-def representative_problem(dtype: str = "bf16", layout: str = "nt") -> Problem:
-    """A large problem of the given class: every config of the family is judged on it."""
+def representative_problem(dtype: str = "bf16", layout: str = "nt", shape: str = "8192x8192x8192") -> Problem:
+    """A problem of the given class (large by default): every config of the family is judged on it."""
     letters = {"n": Major.ROW, "t": Major.COL}
     dt = DType(dtype)
+    m, n, k = (int(x) for x in shape.lower().split("x"))
     return Problem(
-        m=8192, n=8192, k=8192, a_dtype=dt, b_dtype=dt, d_dtype=dt,
+        m=m, n=n, k=k, a_dtype=dt, b_dtype=dt, d_dtype=DType.FP32 if dt is DType.TF32 else dt,
         a_major=letters[layout[0]], b_major=letters[layout[1]], epilogue=Epilogue(),
     )
 
@@ -72,7 +75,7 @@ def cmd_compile(ns: argparse.Namespace) -> int:
     from autocutlass.kernels import get_family
 
     fam = get_family(ns.family)
-    prob = representative_problem(ns.dtype, ns.layout)
+    prob = representative_problem(ns.dtype, ns.layout, ns.shape)
     feasible = [c for c in fam.space(prob) if fam.check(c, prob) is None]
     if ns.limit is not None and ns.limit < len(feasible):
         feasible = random.Random(ns.seed).sample(feasible, ns.limit)

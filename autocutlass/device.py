@@ -93,7 +93,9 @@ def dsl_version() -> str:
         return "none"
 
 
-KERNEL_SOURCE_NAMES = frozenset({"kernel.py", "plan.py", "compile.py", "config.py", "budgets.py"})
+KERNEL_SOURCE_NAMES = frozenset(
+    {"kernel.py", "plan.py", "compile.py", "config.py", "budgets.py", "wgmma_tf32.py", "reduce.py", "epilogue_math.py"}
+)
 """Files whose contents decide the generated code or the meaning of a config: the kernel itself,
 its compile-time plan, how it is compiled, the config it is keyed by and the hardware budgets.
 Feasibility rules, search seeds and the Python launcher are left out: changing them does not make

@@ -55,6 +55,26 @@ CASES = [
                                                          epilogue=Epilogue(bias=True, activation=Activation.SILU))),
     (C(128, 256, 64, split_k=2, cluster_m=2), Problem(m=500, n=512, k=2048, d_dtype=DType.FP32, c_dtype=DType.FP32,
                                                       epilogue=Epilogue(with_c=True))),
+    # workspace split-K (partials in slabs, then the reduce kernel): residues, batched, clusters, epilogues
+    (C(64, 128, 128, split_k=4, split_mode="workspace"), Problem(m=16, n=6144, k=4096, b_major=T)),
+    (C(128, 128, 64, split_k=3, split_mode="workspace"), Problem(m=257, n=392, k=1000)),
+    (C(64, 64, 64, split_k=4, split_mode="workspace"), Problem(m=30, n=200, k=64, b_major=T)),
+    (C(128, 96, 128, split_k=2, cluster_n=2, split_mode="workspace"), Problem(m=300, n=480, k=2056, l=3)),
+    (C(64, 128, 128, split_k=8, split_mode="workspace"), Problem(
+        m=128, n=4096, k=14336, b_major=T, c_dtype=DType.BF16,
+        epilogue=Epilogue(with_c=True, bias=True, activation=Activation.GELU_TANH))),
+    (C(128, 256, 64, split_k=2, cluster_m=2, split_mode="workspace"), Problem(
+        m=500, n=516, k=2048, b_major=T, d_dtype=DType.FP32, c_dtype=DType.FP32, epilogue=Epilogue(with_c=True))),
+    # tf32: K-major natively; row-major B / column-major A through a K-major copy; residues
+    (C(128, 256, 32), Problem(m=1000, n=1000, k=1000, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
+                              b_major=T)),
+    (C(128, 128, 64, cluster_m=2), Problem(m=257, n=392, k=200, a_dtype=DType.TF32, b_dtype=DType.TF32,
+                                           d_dtype=DType.FP32)),
+    (C(128, 128, 32, schedule="pingpong"), Problem(m=264, n=392, k=204, l=2, a_dtype=DType.TF32, b_dtype=DType.TF32,
+                                                   d_dtype=DType.FP32, a_major=T, b_major=T)),
+    (C(64, 128, 32, split_k=2, split_mode="workspace"), Problem(
+        m=7, n=520, k=2052, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32, b_major=T,
+        epilogue=Epilogue(bias=True, activation=Activation.RELU))),
 ]
 
 
@@ -93,6 +113,24 @@ def test_serial_split_k_is_bitwise_deterministic() -> None:
 
     prob = Problem(m=64, n=4096, k=8192, b_major=T)
     runner = HopperGemmFamily(cache_dir=None).compile(C(64, 128, 64, split_k=8), prob)
+    inputs = make_inputs(prob, device="cuda", seed=7)
+    outs = []
+    for _ in range(5):
+        d = torch.full_like(inputs.d, float("nan"))
+        runner(inputs.a, inputs.b, d)
+        outs.append(d)
+    torch.cuda.synchronize()
+    assert all(torch.equal(outs[0], o) for o in outs[1:])
+    assert not torch.isnan(outs[0]).any()
+
+
+def test_workspace_split_k_is_bitwise_deterministic() -> None:
+    import torch
+
+    from autocutlass.search.verify import make_inputs
+
+    prob = Problem(m=64, n=4096, k=8192, b_major=T)
+    runner = HopperGemmFamily(cache_dir=None).compile(C(64, 128, 64, split_k=8, split_mode="workspace"), prob)
     inputs = make_inputs(prob, device="cuda", seed=7)
     outs = []
     for _ in range(5):

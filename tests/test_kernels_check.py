@@ -34,8 +34,18 @@ def test_good_config_passes_and_plan_fits() -> None:
         (HopperGemmConfig(128, 128, 64, split_k=2, schedule=Schedule.PINGPONG), NT, "split_k"),
         (HopperGemmConfig(128, 128, 64, split_k=17), NT, "split_k"),
         (HopperGemmConfig(128, 128, 64), Problem(m=8, n=8, k=8, align_a=8), "8-byte aligned"),
-        (HopperGemmConfig(128, 128, 64), Problem(m=8, n=8, k=8, a_dtype=DType.TF32, b_dtype=DType.TF32,
-                                                 d_dtype=DType.FP32), "tf32"),
+        (HopperGemmConfig(128, 128, 128), Problem(m=8, n=8, k=8, a_dtype=DType.TF32, b_dtype=DType.TF32,
+                                                  d_dtype=DType.FP32), "32-bit (tf32) inputs is not one of"),
+        (HopperGemmConfig(128, 128, 32), Problem(m=8, n=8, k=8, a_dtype=DType.TF32, b_dtype=DType.TF32,
+                                                 d_dtype=DType.BF16), "tf32 GEMMs write fp32 D"),
+        (HopperGemmConfig(128, 128, 32), Problem(m=8, n=8, k=8), "tile_k=32 is for 32-bit"),
+        (HopperGemmConfig(128, 128, 64), Problem(m=8, n=8, k=8, a_dtype=DType.FP32, b_dtype=DType.FP32,
+                                                 d_dtype=DType.FP32), "served through tf32"),
+        (HopperGemmConfig(128, 128, 64, split_mode="workspace"), Problem(m=8, n=8, k=8), "needs split_k > 1"),
+        (HopperGemmConfig(128, 128, 64, split_k=2, split_mode="workspace", store="direct"), Problem(m=8, n=8, k=8),
+         "no effect in workspace"),
+        (HopperGemmConfig(64, 128, 64, split_k=16, split_mode="workspace"),
+         Problem(m=4096, n=8192, k=8192, l=8), "32-bit offsets"),
         (HopperGemmConfig(128, 128, 64), Problem(m=8, n=8, k=8, b_dtype=DType.FP16), "differ"),
     ],
 )
@@ -73,3 +83,32 @@ def test_problem_supported_reasons() -> None:
     fam = HopperGemmFamily()
     assert fam.supports(NT) is None
     assert "16" in (fam.supports(Problem(m=8, n=8, k=8, align_d=4)) or "")
+
+
+def test_tf32_operands_are_judged_k_major() -> None:
+    """A tf32 row-major B (N-contiguous) is served through a K-major copy: the rules see the
+    K-major kernel problem, and an unaligned N no longer matters (the copy is aligned)."""
+    from autocutlass.kernels.hopper_gemm.check import kernel_problem
+
+    tf = Problem(m=4096, n=4094, k=4096, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
+                 align_b=8, align_d=16)
+    kp = kernel_problem(tf)
+    assert (kp.a_major, kp.b_major, kp.align_b) == (Major.ROW, Major.COL, 16)
+    assert kernel_problem(NT) is NT
+    assert check(HopperGemmConfig(128, 256, 32), tf) is None
+    fam = HopperGemmFamily()
+    space = fam.space(tf)
+    assert {c.tile_k for c in space} == {32, 64}
+    assert all(c.tile_k < 128 for c in fam.seeds(tf))
+
+
+def test_workspace_split_k_plan_has_no_smem_epilogue() -> None:
+    base = HopperGemmConfig(64, 128, 128, split_k=4)
+    ws = HopperGemmConfig(64, 128, 128, split_k=4, split_mode="workspace")
+    p = Problem(m=16, n=6144, k=4096, b_major=Major.COL)
+    assert check(ws, p) is None
+    assert make_plan(ws, p).split_workspace and not make_plan(ws, p).smem_epilogue
+    assert make_plan(base, p).smem_epilogue and make_plan(ws, p).smem_bytes < make_plan(base, p).smem_bytes or \
+        make_plan(ws, p).stages >= make_plan(base, p).stages
+    modes = {(c.split_k > 1, c.split_mode.value) for c in HopperGemmFamily().space(p)}
+    assert modes == {(False, "serial"), (True, "serial"), (True, "workspace")}

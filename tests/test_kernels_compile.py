@@ -50,6 +50,30 @@ def test_epilogue_variants_and_batched_compile() -> None:
     assert _compile(make_plan(HopperGemmConfig(64, 128, 64), prob), 3) is not None
 
 
+@pytest.mark.parametrize(
+    "cfg,prob",
+    [
+        # tf32 (K-major natively; the row-major-B class compiles as its K-major kernel problem)
+        (HopperGemmConfig(128, 256, 32, cluster_m=2), Problem(m=4096, n=4096, k=4096, a_dtype=DType.TF32,
+                                                              b_dtype=DType.TF32, d_dtype=DType.FP32)),
+        (HopperGemmConfig(128, 128, 64, schedule="pingpong"), Problem(m=512, n=512, k=512, a_dtype=DType.TF32,
+                                                                      b_dtype=DType.TF32, d_dtype=DType.FP32,
+                                                                      b_major=Major.COL)),
+        # workspace split-K, with an epilogue the GEMM leaves to the reduce kernel
+        (HopperGemmConfig(64, 128, 128, split_k=4, split_mode="workspace"), Problem(
+            m=16, n=6144, k=4096, b_major=Major.COL, epilogue=Epilogue(bias=True, activation=Activation.SILU))),
+    ],
+    ids=["tf32-nn", "tf32-nt-pingpong", "splitk-workspace"],
+)
+def test_tf32_and_workspace_split_k_compile(cfg: HopperGemmConfig, prob: Problem) -> None:
+    from autocutlass.kernels.hopper_gemm.check import kernel_problem
+    from autocutlass.kernels.hopper_gemm.compile import _compile
+    from autocutlass.kernels.hopper_gemm.plan import make_plan
+
+    assert check(cfg, prob) is None
+    assert _compile(make_plan(cfg, kernel_problem(prob)), 2) is not None
+
+
 def test_disk_cache_serves_a_new_process(tmp_path: Path) -> None:
     from autocutlass.kernels.hopper_gemm.compile import STATS, get_compiled
 

@@ -8,32 +8,35 @@ callable). Only ``kernel``, ``compile`` and ``runner`` import the DSL, and only 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from autocutlass.kernels.base import GemmRunner, KernelFamily
-from autocutlass.kernels.hopper_gemm.check import check, problem_supported
+from autocutlass.kernels.hopper_gemm.check import TILE_K_32BIT, check, problem_supported
 from autocutlass.kernels.hopper_gemm.config import (
     CLUSTERS,
     SWIZZLE,
-    TILE_K,
     TUNED_SPLIT_K,
     TILE_M,
     TILE_N,
     HopperGemmConfig,
     Raster,
     Schedule,
+    SplitMode,
     Store,
 )
 from autocutlass.problem import Problem
 
-__all__ = ["HopperGemmConfig", "HopperGemmFamily", "Raster", "Schedule", "Store", "check"]
+__all__ = ["HopperGemmConfig", "HopperGemmFamily", "Raster", "Schedule", "SplitMode", "Store", "check"]
 
 SMALL_M_DIRECT_STORE = 256
 SPLIT_K_MAX_OUTPUT = 4096 * 4096
 """Output elements (M * N * L) up to which the space offers split-K."""
+
+TILE_K_16BIT = (64, 128)
 
 TUNED_STAGES = (0,)
 """The search space keeps stages at 'as many as fit': with one CTA per SM a deeper ring is never
@@ -55,19 +58,22 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
         the time and its missing barriers can pay; on large problems the TMA store measured
         8-10% faster (H200, 2026-11-21)."""
         stores = tuple(Store) if problem.m <= SMALL_M_DIRECT_STORE else (Store.TMA,)
+        tile_ks = TILE_K_32BIT if problem.a_dtype.bytes == 4 else TILE_K_16BIT
         out = [
             HopperGemmConfig(tm, tn, tk, cm, cn, st, sch, ras, sw, 1, sto)
             for tm, tn, tk, (cm, cn), st, sch, ras, sw, sto in itertools.product(
-                TILE_M, TILE_N, TILE_K, CLUSTERS, TUNED_STAGES, tuple(Schedule), tuple(Raster), SWIZZLE, stores
+                TILE_M, TILE_N, tile_ks, CLUSTERS, TUNED_STAGES, tuple(Schedule), tuple(Raster), SWIZZLE, stores
             )
         ]
         # Split-K where output tiles alone cannot fill the GPU (decode shapes, long K): the
-        # cooperative configs again, with the K loop split 2..8 ways.
+        # cooperative configs again, with the K loop split 2..8 ways, serial (either store) or
+        # through the workspace and the reduce kernel.
         if problem.m * problem.n * problem.l <= SPLIT_K_MAX_OUTPUT and problem.k >= 1024:
             out += [
-                HopperGemmConfig(tm, tn, tk, cm, cn, st, Schedule.COOPERATIVE, ras, 1, sk, sto)
-                for tm, tn, tk, (cm, cn), st, ras, sk, sto in itertools.product(
-                    TILE_M, TILE_N, TILE_K, CLUSTERS, TUNED_STAGES, tuple(Raster), TUNED_SPLIT_K[1:], stores
+                HopperGemmConfig(tm, tn, tk, cm, cn, st, Schedule.COOPERATIVE, ras, 1, sk, sto, mode)
+                for tm, tn, tk, (cm, cn), st, ras, sk, (sto, mode) in itertools.product(
+                    TILE_M, TILE_N, tile_ks, CLUSTERS, TUNED_STAGES, tuple(Raster), TUNED_SPLIT_K[1:],
+                    [(sto, SplitMode.SERIAL) for sto in stores] + [(Store.TMA, SplitMode.WORKSPACE)],
                 )
             ]
         return out
@@ -99,6 +105,8 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
                 c(128, 256, 64), c(128, 256, 64, cluster_n=2), c(128, 128, 64, schedule=pp, cluster_m=2),
             ]
         guesses += [c(128, 128, 64), c(64, 128, 64), c(64, 64, 64)]
+        if problem.a_dtype.bytes == 4:  # tf32: the same shapes with half the K elements per stage
+            guesses = [dataclasses.replace(g, tile_k=g.tile_k // 2) for g in guesses]
         out: list[HopperGemmConfig] = []
         for g in guesses:
             if g not in out and check(g, problem) is None:
@@ -126,4 +134,5 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
             config.tile_k,
             int(config.store is Store.DIRECT),
             config.split_k,
+            int(config.split_mode is SplitMode.WORKSPACE),
         )

@@ -6,6 +6,7 @@ A reason says what was required, the limit, and (where useful) what to try.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from autocutlass.kernels import budgets
@@ -18,12 +19,30 @@ from autocutlass.kernels.hopper_gemm.config import (
     TILE_N,
     HopperGemmConfig,
     Schedule,
+    SplitMode,
+    Store,
 )
 from autocutlass.kernels.hopper_gemm.plan import MAX_AUTO_STAGES, max_stages, smem_bill
 from autocutlass.problem import DType, Major, Op, Problem
 
-INPUT_DTYPES = (DType.BF16, DType.FP16)
+INPUT_DTYPES = (DType.BF16, DType.FP16, DType.TF32)
 OUTPUT_DTYPES = (DType.BF16, DType.FP16, DType.FP32)
+TILE_K_32BIT = (32, 64)
+"""tile_k for tf32 inputs: 32 elements are one 128-byte swizzle row, as 64 are for 16-bit types."""
+
+
+def kernel_problem(problem: Problem) -> Problem:
+    """The problem the kernel itself runs. tf32 WGMMA reads only K-major operands, so a tf32
+    operand that is M- or N-major is served through a K-major copy (``runner``): the kernel sees
+    K-major A (row-major) and B (column-major), with the copy's 16-byte-aligned rows."""
+    if problem.a_dtype is not DType.TF32:
+        return problem
+    changes: dict[str, object] = {}
+    if problem.a_major is not Major.ROW:
+        changes.update(a_major=Major.ROW, align_a=budgets.TMA_ALIGN_BYTES)
+    if problem.b_major is not Major.COL:
+        changes.update(b_major=Major.COL, align_b=budgets.TMA_ALIGN_BYTES)
+    return dataclasses.replace(problem, **changes) if changes else problem
 
 Rule = Callable[[HopperGemmConfig, Problem], "str | None"]
 
@@ -32,8 +51,8 @@ def problem_supported(problem: Problem) -> str | None:
     """Reasons that no config of the family can serve ``problem``."""
     if problem.op is not Op.GEMM:
         return f"op {problem.op.value!r} is not a GEMM"
-    if problem.a_dtype in (DType.TF32, DType.FP32) or problem.b_dtype in (DType.TF32, DType.FP32):
-        return "fp32/tf32 inputs are not served by hopper_gemm yet (bf16 and fp16 are)"
+    if problem.a_dtype is DType.FP32 or problem.b_dtype is DType.FP32:
+        return "fp32 inputs are served through tf32 (a_dtype = b_dtype = tf32); full fp32 GEMM is not in hopper_gemm"
     if problem.a_dtype not in INPUT_DTYPES:
         return f"A dtype {problem.a_dtype.value} is not one of {[d.value for d in INPUT_DTYPES]}"
     if problem.b_dtype != problem.a_dtype:
@@ -42,9 +61,12 @@ def problem_supported(problem: Problem) -> str | None:
         return f"D dtype {problem.d_dtype.value} is not one of {[d.value for d in OUTPUT_DTYPES]}"
     if problem.acc_dtype is not DType.FP32:
         return f"accumulator {problem.acc_dtype.value} is not fp32"
+    if problem.a_dtype is DType.TF32 and problem.d_dtype is not DType.FP32:
+        return f"tf32 GEMMs write fp32 D, not {problem.d_dtype.value}"
     if problem.epilogue.with_c and problem.c_dtype not in OUTPUT_DTYPES:
         return f"C dtype {problem.c_dtype} is not one of {[d.value for d in OUTPUT_DTYPES]}"
-    for name, align in (("A", problem.align_a), ("B", problem.align_b), ("D", problem.align_d)):
+    kp = kernel_problem(problem)
+    for name, align in (("A", kp.align_a), ("B", kp.align_b), ("D", kp.align_d)):
         if align < budgets.TMA_ALIGN_BYTES:
             return (
                 f"{name} is only {align}-byte aligned (base pointer or leading dimension); TMA needs "
@@ -67,6 +89,11 @@ def _domain(config: HopperGemmConfig, problem: Problem) -> str | None:
     for name, v, allowed in axes:
         if v not in allowed:
             return f"{name}={v} is not one of {allowed}"
+    if problem.a_dtype.bytes == 4:
+        if config.tile_k not in TILE_K_32BIT:
+            return f"tile_k={config.tile_k} for 32-bit (tf32) inputs is not one of {TILE_K_32BIT}"
+    elif config.tile_k == 32:
+        return "tile_k=32 is for 32-bit (tf32) inputs; 16-bit inputs use 64 or 128"
     if (config.cluster_m, config.cluster_n) not in CLUSTERS:
         return f"cluster {config.cluster_m}x{config.cluster_n} is not one of {CLUSTERS}"
     if config.stages != 0 and not 2 <= config.stages <= 12:
@@ -94,9 +121,24 @@ def _registers(config: HopperGemmConfig, problem: Problem) -> str | None:
     return None
 
 
+WORKSPACE_MAX_ELEMS = 2**31 - 1
+"""The workspace split-K slabs are indexed with 32-bit offsets."""
+
+
 def _split_k(config: HopperGemmConfig, problem: Problem) -> str | None:
     if config.split_k > 1 and config.schedule is Schedule.PINGPONG:
         return "split_k > 1 needs the cooperative schedule (ping-pong consumers cannot skip uneven K splits)"
+    if config.split_mode is SplitMode.WORKSPACE:
+        if config.split_k == 1:
+            return "split_mode=workspace needs split_k > 1 (with one split there is nothing to reduce)"
+        if config.store is Store.DIRECT:
+            return "store=direct has no effect in workspace split-K (partials are stored directly); use store=tma"
+        n_pad = -(-problem.n // 4) * 4
+        if config.split_k * problem.l * problem.m * n_pad > WORKSPACE_MAX_ELEMS:
+            return (
+                f"workspace split-K needs {config.split_k} x {problem.l} x {problem.m} x {n_pad} fp32 partials, "
+                f"more than the 2^31 its 32-bit offsets address: use split_mode=serial or fewer splits"
+            )
     return None
 
 
@@ -153,12 +195,14 @@ RULES: tuple[Rule, ...] = (_domain, _wgmma_shape, _registers, _split_k, _smem_la
 
 
 def check(config: HopperGemmConfig, problem: Problem) -> str | None:
-    """None if ``config`` can run ``problem``, else the first broken rule's reason."""
+    """None if ``config`` can run ``problem``, else the first broken rule's reason. The rules
+    judge the problem the kernel runs (``kernel_problem``: K-major operands for tf32)."""
     reason = problem_supported(problem)
     if reason is not None:
         return reason
+    kp = kernel_problem(problem)
     for rule in RULES:
-        reason = rule(config, problem)
+        reason = rule(config, kp)
         if reason is not None:
             return reason
     return None

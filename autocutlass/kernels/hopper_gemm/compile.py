@@ -108,7 +108,8 @@ def _compile(plan: Plan, rank: int) -> Any:
     workspace = counters = None
     if plan.split_k > 1:
         workspace = make_fake_tensor(cutlass.Float32, (cute.sym_int64(),), (1,), assumed_align=16)
-        counters = make_fake_tensor(cutlass.Int32, (cute.sym_int32(),), (1,), assumed_align=4)
+        if not plan.split_workspace:
+            counters = make_fake_tensor(cutlass.Int32, (cute.sym_int32(),), (1,), assumed_align=4)
     kernel = HopperGemmKernel(plan)
     try:
         return cute.compile(

@@ -33,6 +33,20 @@ class Store(StrEnum):
     DIRECT = "direct"
 
 
+class SplitMode(StrEnum):
+    """How the K splits of one output tile (split_k > 1) are summed.
+
+    SERIAL: in the GEMM kernel, through a per-tile turnstile in global memory: split s waits for
+    s - 1, adds its partial sum in an fp32 workspace, and the last split runs the epilogue.
+    WORKSPACE: every split writes its raw fp32 partial tile to its own slab of a workspace
+    (S, L, M, N) without waiting; a second kernel (``reduce``) sums the slabs in split order and
+    runs the epilogue. Both are bitwise deterministic.
+    """
+
+    SERIAL = "serial"
+    WORKSPACE = "workspace"
+
+
 class Raster(StrEnum):
     """Order in which the persistent scheduler walks output tiles (within a swizzle group)."""
 
@@ -42,14 +56,15 @@ class Raster(StrEnum):
 
 TILE_M = (64, 128, 256)
 TILE_N = (64, 96, 128, 160, 192, 208, 224, 256)
-TILE_K = (64, 128)
+TILE_K = (32, 64, 128)
+"""In elements: 64 or 128 for 16-bit inputs, 32 or 64 for tf32 (``check`` enforces which)."""
 CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
 STAGES = (0, 2, 3, 4, 5, 6, 7, 8)
 """0 means: as many as fit in shared memory."""
 SWIZZLE = (1, 2, 4, 8)
 SPLIT_K = tuple(range(1, 17))
-"""K split among this many CTAs per output tile (serial, in-order reduction through an fp32
-workspace: bitwise deterministic)."""
+"""K split among this many CTAs per output tile, summed in split order (``SplitMode``): bitwise
+deterministic."""
 TUNED_SPLIT_K = (1, 2, 3, 4, 8)
 """The split counts the search space offers (only for problems with few output tiles)."""
 
@@ -67,8 +82,10 @@ class HopperGemmConfig:
     swizzle: int = 1
     split_k: int = 1
     store: Store = Store.TMA
+    split_mode: SplitMode = SplitMode.SERIAL
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "split_mode", SplitMode(self.split_mode))
         object.__setattr__(self, "schedule", Schedule(self.schedule))
         object.__setattr__(self, "store", Store(self.store))
         object.__setattr__(self, "raster", Raster(self.raster))
@@ -100,6 +117,7 @@ class HopperGemmConfig:
         d["schedule"] = self.schedule.value
         d["raster"] = self.raster.value
         d["store"] = self.store.value
+        d["split_mode"] = self.split_mode.value
         return d
 
     @classmethod
@@ -112,6 +130,8 @@ class HopperGemmConfig:
         sched = "coop" if self.schedule is Schedule.COOPERATIVE else "pp"
         ras = "m" if self.raster is Raster.ALONG_M else "n"
         sk = f" sk{self.split_k}" if self.split_k != 1 else ""
+        if self.split_mode is SplitMode.WORKSPACE:
+            sk += "w"
         st = " direct" if self.store is Store.DIRECT else ""
         return (
             f"{self.tile_m}x{self.tile_n}x{self.tile_k} c{self.cluster_m}x{self.cluster_n}"
@@ -121,7 +141,8 @@ class HopperGemmConfig:
 
 def all_configs() -> Iterator[HopperGemmConfig]:
     """The full cartesian space (most of it infeasible for any given problem)."""
-    for tm, tn, tk, (cm, cn), st, sch, ras, sw, sk, sto in itertools.product(
-        TILE_M, TILE_N, TILE_K, CLUSTERS, STAGES, tuple(Schedule), tuple(Raster), SWIZZLE, SPLIT_K, tuple(Store)
+    for tm, tn, tk, (cm, cn), st, sch, ras, sw, sk, sto, mode in itertools.product(
+        TILE_M, TILE_N, TILE_K, CLUSTERS, STAGES, tuple(Schedule), tuple(Raster), SWIZZLE, SPLIT_K, tuple(Store),
+        tuple(SplitMode),
     ):
-        yield HopperGemmConfig(tm, tn, tk, cm, cn, st, sch, ras, sw, sk, sto)
+        yield HopperGemmConfig(tm, tn, tk, cm, cn, st, sch, ras, sw, sk, sto, mode)

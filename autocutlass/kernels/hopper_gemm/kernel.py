@@ -10,15 +10,24 @@ Roles inside one CTA (block of 128 * (1 + consumers) threads):
 * warpgroups 1.., the *consumers*: raise their register budget, run WGMMA (fp32 accumulators)
   over the ring, release stages as soon as their WGMMAs retire, then run the epilogue:
   ``D = act(alpha * acc + beta * C + bias)`` applied in registers (``_epilogue_math``),
-  converted to D's dtype, staged in shared memory with ``stmatrix`` and stored by TMA.
+  converted to D's dtype, staged in shared memory with ``stmatrix`` and stored by TMA (or stored
+  straight from registers: ``Store.DIRECT``).
 
   COOPERATIVE: the consumers split each tile along M and share the epilogue.
   PINGPONG: two consumers take alternate tiles of the CTA's sequence; each skips the other's
   K blocks in the ring and runs its own epilogue while the other computes.
 
+Split-K (``split_k`` > 1) walks (tile, split) work units. SERIAL: the splits of a tile meet at a
+turnstile in global memory and the last one runs the epilogue (``_reduce_splits``). WORKSPACE:
+each split stores its raw fp32 partial to its own slab and a second kernel (``reduce``) sums
+the slabs and runs the epilogue.
+
+Operands: bf16 / fp16 (any major), or tf32 (fp32 bits, K-major only: ``wgmma_tf32``; the runner
+copies other layouts to K-major first).
+
 Shapes are symbolic: one compiled kernel serves every M, N, K, L of its class. TMA zero-fills
-out-of-bounds loads and clips out-of-bounds stores, which handles every residue; the epilogue's
-C and bias loads are predicated on the output coordinates.
+out-of-bounds loads and clips out-of-bounds stores, which handles every residue; the epilogue
+reads C and bias at coordinates clamped into the matrix, and the direct stores are predicated.
 """
 
 from __future__ import annotations
@@ -34,18 +43,18 @@ import cutlass.utils as utils
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 
+from autocutlass.kernels.epilogue_math import activation
 from autocutlass.kernels.budgets import PRODUCER_REGS, SMEM_BUFFER_ALIGN, THREADS_PER_WARPGROUP
 from autocutlass.kernels.hopper_gemm.plan import Plan
-from autocutlass.problem import Activation, DType
+from autocutlass.kernels.hopper_gemm.wgmma_tf32 import make_tf32_tiled_mma
+from autocutlass.problem import DType
 
 CUTLASS_DTYPES = {
     DType.BF16: cutlass.BFloat16,
     DType.FP16: cutlass.Float16,
     DType.FP32: cutlass.Float32,
+    DType.TF32: cutlass.Float32,  # fp32 in memory; the MMA reads it as tf32
 }
-
-_GELU_K = 0.7071067811865476  # 1/sqrt(2)
-_GELU_TANH_K = 0.7978845608028654  # sqrt(2/pi)
 
 
 def _to_mkl(t: cute.Tensor, order: tuple[int, int, int]) -> cute.Tensor:
@@ -97,6 +106,10 @@ class HopperGemmKernel:
         mC = None
         if cutlass.const_expr(self.plan.with_c):
             mC = _to_mkl(c, (1, 2, 0))
+        if cutlass.const_expr(self.plan.a_dtype is DType.TF32):
+            # Same bits; typed tf32 so that TMA, shared memory and the MMA agree.
+            mA = cute.make_tensor(cute.recast_ptr(mA.iterator, dtype=cutlass.TFloat32), mA.layout)
+            mB = cute.make_tensor(cute.recast_ptr(mB.iterator, dtype=cutlass.TFloat32), mB.layout)
 
         self.a_dtype = mA.element_type
         self.b_dtype = mB.element_type
@@ -106,15 +119,18 @@ class HopperGemmKernel:
         self.b_layout = utils.LayoutEnum.from_tensor(mB)
         self.d_layout = utils.LayoutEnum.from_tensor(mD)
 
-        self.tiled_mma = sm90_utils.make_trivial_tiled_mma(
-            self.a_dtype,
-            self.b_dtype,
-            self.a_layout.sm90_mma_major_mode(),
-            self.b_layout.sm90_mma_major_mode(),
-            self.acc_dtype,
-            (self.plan.mma_atoms_m, 1, 1),
-            tiler_mn=(64, self.plan.tile_n),
-        )
+        if cutlass.const_expr(self.plan.a_dtype is DType.TF32):
+            self.tiled_mma = make_tf32_tiled_mma((self.plan.mma_atoms_m, 1, 1), self.plan.tile_n)
+        else:
+            self.tiled_mma = sm90_utils.make_trivial_tiled_mma(
+                self.a_dtype,
+                self.b_dtype,
+                self.a_layout.sm90_mma_major_mode(),
+                self.b_layout.sm90_mma_major_mode(),
+                self.acc_dtype,
+                (self.plan.mma_atoms_m, 1, 1),
+                tiler_mn=(64, self.plan.tile_n),
+            )
         self.cta_layout_mnk = cute.make_layout((*self.cluster_mn, 1))
         a_staged, b_staged, d_staged = self._smem_layouts()
 
@@ -135,7 +151,7 @@ class HopperGemmKernel:
         )
         grid = utils.StaticPersistentTileScheduler.get_grid_shape(sched_params, max_active_clusters)
 
-        if cutlass.const_expr(self.plan.direct_store):
+        if cutlass.const_expr(not self.plan.smem_epilogue):
 
             @cute.struct
             class SharedStorageDirect:
@@ -385,7 +401,7 @@ class HopperGemmKernel:
         # Output coordinates of every accumulator element, for predicated C / bias loads.
         cD = cute.local_tile(cute.make_identity_tensor(mD.shape), (p.tile_m, p.tile_n), (None, None, None))
 
-        if cutlass.const_expr(not p.direct_store):
+        if cutlass.const_expr(p.smem_epilogue):
             # Epilogue staging buffers; this group uses [group * epi_stages, (group + 1) * epi_stages).
             sD = storage.sD.get_tensor(d_staged.outer, swizzle=d_staged.inner)
             r2s_atom = sm90_utils.sm90_get_smem_store_op(
@@ -451,28 +467,37 @@ class HopperGemmKernel:
                 read.advance(k_tiles)
                 release.advance(k_tiles)
 
-            is_last = True
-            if cutlass.const_expr(p.split_k > 1):
-                is_last = self._reduce_splits(acc, mD, mWork, mCount, unit, group_tidx, epi_barrier)
+            tCcD = thr_mma_c.partition_C(cD[(None, None, tile[0], tile[1], tile[2])])
+            if cutlass.const_expr(p.split_workspace):
+                # ---- workspace split-K: the raw partial goes to slab (split, l); the reduce
+                # kernel sums the slabs and runs the epilogue.
+                mSlabs = self._workspace_slabs(mD, mWork)
+                slab = (unit[2] % p.split_k) * mD.shape[2] + tile[2]
+                self._store_fragment(acc, thr_mma_c, mSlabs, tCcD, (tile[0], tile[1], slab), mD.shape)
+            else:
+                is_last = True
+                if cutlass.const_expr(p.split_k > 1):
+                    is_last = self._reduce_splits(acc, mD, mWork, mCount, unit, group_tidx, epi_barrier)
 
-            if is_last:
-                # ---- epilogue math in registers
-                tCcD = thr_mma_c.partition_C(cD[(None, None, tile[0], tile[1], tile[2])])
-                self._epilogue_math(acc, tCcD, mD, mC, mBias, alpha, beta)
+                if is_last:
+                    # ---- epilogue math in registers
+                    self._epilogue_math(acc, tCcD, mD, mC, mBias, alpha, beta)
 
-                if cutlass.const_expr(p.direct_store):
-                    self._store_direct(acc, thr_mma_c, mD, tCcD, tile)
-                else:
-                    self._store_tma(acc, tRS_acc, tRS_chunk, tRS_out, chunk_size, r2s, tRS_sD, sD, gD, tma_d,
-                                    tile, tiles_done, group, warp_idx, store_warp, epi_barrier)
-                tiles_done += 1
+                    if cutlass.const_expr(p.direct_store):
+                        rD = cute.make_rmem_tensor(acc.shape, self.d_dtype)
+                        rD.store(acc.load().to(self.d_dtype))
+                        self._store_fragment(rD, thr_mma_c, mD, tCcD, tile, mD.shape)
+                    else:
+                        self._store_tma(acc, tRS_acc, tRS_chunk, tRS_out, chunk_size, r2s, tRS_sD, sD, gD, tma_d,
+                                        tile, tiles_done, group, warp_idx, store_warp, epi_barrier)
+                    tiles_done += 1
             if cutlass.const_expr(p.pingpong):
                 sched.advance_to_next_work(advance_count=2)
             else:
                 sched.advance_to_next_work()
             work = sched.get_current_work()
 
-        if cutlass.const_expr(not p.direct_store):
+        if cutlass.const_expr(p.smem_epilogue):
             if warp_idx == store_warp:
                 cute.arch.cp_async_bulk_wait_group(0, read=True)
 
@@ -517,22 +542,32 @@ class HopperGemmKernel:
         return is_last
 
     @cute.jit
-    def _store_direct(self, acc, thr_mma_c, mD, tCcD, tile):
-        """Registers -> global memory: each thread stores its fragment (pairs of adjacent columns)
-        with vector stores; tiles that cross M or N store element by element under a predicate."""
+    def _workspace_slabs(self, mD, mWork):
+        """The workspace of workspace-mode split-K as (M, N, S * L): slab s * L + l holds split s
+        of batch l, row-major with rows padded to a multiple of 4 elements (16 bytes), the layout
+        of the torch tensor (S, L, M, N_pad) the runner allocates."""
+        m, n, l = mD.shape
+        n_pad = (n + 3) // 4 * 4
+        layout = cute.make_layout((m, n, l * self.plan.split_k), stride=(n_pad, 1, m * n_pad))
+        return cute.make_tensor(mWork.iterator, layout)
+
+    @cute.jit
+    def _store_fragment(self, frag, thr_mma_c, mDst, tCcD, tile, extent):
+        """Registers -> global memory, no shared memory and no barriers: each thread stores its
+        accumulator-shaped fragment (already in ``mDst``'s dtype; pairs of adjacent columns) with
+        vector stores; tiles that cross M or N (``extent``) store element by element under a
+        predicate. Serves the direct store of D and the partials of workspace split-K."""
         p = self.plan
-        gD_real = cute.local_tile(mD, (p.tile_m, p.tile_n), (None, None, None))
-        tCgD = thr_mma_c.partition_C(gD_real[(None, None, tile[0], tile[1], tile[2])])
-        rD = cute.make_rmem_tensor(acc.shape, self.d_dtype)
-        rD.store(acc.load().to(self.d_dtype))
+        gDst = cute.local_tile(mDst, (p.tile_m, p.tile_n), (None, None, None))
+        tCgD = thr_mma_c.partition_C(gDst[(None, None, tile[0], tile[1], tile[2])])
         last = (tile[0] * p.tile_m + p.tile_m - 1, tile[1] * p.tile_n + p.tile_n - 1)
-        if cute.elem_less(last, (mD.shape[0], mD.shape[1])):
-            cute.autovec_copy(rD, tCgD)
+        if cute.elem_less(last, (extent[0], extent[1])):
+            cute.autovec_copy(frag, tCgD)
         else:
-            for i in cutlass.range_constexpr(cute.size(rD)):
+            for i in cutlass.range_constexpr(cute.size(frag)):
                 crd = tCcD[i]
-                if cute.elem_less((crd[0], crd[1]), (mD.shape[0], mD.shape[1])):
-                    tCgD[i] = rD[i]
+                if cute.elem_less((crd[0], crd[1]), (extent[0], extent[1])):
+                    tCgD[i] = frag[i]
 
     @cute.jit
     def _store_tma(self, acc, tRS_acc, tRS_chunk, tRS_out, chunk_size, r2s, tRS_sD, sD, gD, tma_d,
@@ -590,14 +625,4 @@ class HopperGemmKernel:
 
     @cute.jit
     def _activation(self, x):
-        act = self.plan.activation
-        if cutlass.const_expr(act == Activation.RELU):
-            x = cute.arch.fmax(x, cutlass.Float32(0.0))
-        elif cutlass.const_expr(act == Activation.GELU):
-            x = 0.5 * x * (1.0 + cute.math.erf(x * _GELU_K))
-        elif cutlass.const_expr(act == Activation.GELU_TANH):
-            x = 0.5 * x * (1.0 + cute.math.tanh(_GELU_TANH_K * (x + 0.044715 * x * x * x)))
-        elif cutlass.const_expr(act == Activation.SILU):
-            x = x / (1.0 + cute.math.exp(-x))
-        return x
-
+        return activation(x, self.plan.activation)

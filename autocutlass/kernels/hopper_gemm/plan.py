@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autocutlass.kernels import budgets
-from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig, Raster, Schedule, Store
+from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig, Raster, Schedule, SplitMode, Store
 from autocutlass.problem import Activation, DType, Major, Problem
 
 MAX_AUTO_STAGES = 8
@@ -45,7 +45,14 @@ class Plan:
     activation: Activation
     direct_store: bool
     split_k: int
+    split_workspace: bool
     smem_bytes: int
+
+    @property
+    def smem_epilogue(self) -> bool:
+        """The epilogue stages D in shared memory for a TMA store (not in direct-store mode, nor
+        in workspace split-K, whose partials go straight to global memory)."""
+        return not self.direct_store and not self.split_workspace
 
     @property
     def threads(self) -> int:
@@ -82,8 +89,12 @@ def epilogue_stages(config: HopperGemmConfig) -> int:
     return 4 if config.schedule is Schedule.COOPERATIVE else 2
 
 
+def split_workspace(config: HopperGemmConfig) -> bool:
+    return config.split_k > 1 and config.split_mode is SplitMode.WORKSPACE
+
+
 def epilogue_bytes(config: HopperGemmConfig, problem: Problem) -> int:
-    if config.store is Store.DIRECT:
+    if config.store is Store.DIRECT or split_workspace(config):
         return 0
     em, en = epilogue_tile(config)
     groups = 2 if config.schedule is Schedule.PINGPONG else 1
@@ -142,5 +153,6 @@ def make_plan(config: HopperGemmConfig, problem: Problem, smem_limit: int = budg
         activation=problem.epilogue.activation,
         direct_store=config.store is Store.DIRECT,
         split_k=config.split_k,
+        split_workspace=split_workspace(config),
         smem_bytes=smem_bill(config, problem, stages),
     )

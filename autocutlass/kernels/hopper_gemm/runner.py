@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from autocutlass.kernels import budgets
+from autocutlass.kernels.hopper_gemm.check import kernel_problem
 from autocutlass.kernels.hopper_gemm.compile import get_compiled
-from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig
+from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig, SplitMode
 from autocutlass.problem import Problem
 
 _clusters_lock = threading.Lock()
@@ -39,7 +40,9 @@ def max_active_clusters(device_index: int, cluster_size: int) -> int:
 class SplitKWorkspace:
     """Split-K scratch of one runner: an fp32 partial-sum buffer and zeroed int32 turnstiles,
     per (device, stream), grown on demand and reused across calls (never allocated per call).
-    The kernel leaves every turnstile at zero when it finishes."""
+    Serial mode: ``tiles`` tile slots and turnstiles (the kernel leaves every turnstile at zero
+    when it finishes). Workspace mode: ``S * L * M`` rows of ``N_pad`` partials (turnstiles
+    unused)."""
 
     def __init__(self) -> None:
         self._bufs: dict[tuple[int, int], tuple[Any, Any]] = {}
@@ -49,7 +52,7 @@ class SplitKWorkspace:
 
         key = (device.index or 0, torch.cuda.current_stream(device).cuda_stream)
         have = self._bufs.get(key)
-        if have is None or have[1].numel() < tiles:
+        if have is None or have[1].numel() < tiles or have[0].numel() < tiles * tile_elems:
             work = torch.empty(tiles * tile_elems, dtype=torch.float32, device=device)
             count = torch.zeros(tiles, dtype=torch.int32, device=device)
             have = (work, count)
@@ -57,17 +60,45 @@ class SplitKWorkspace:
         return have
 
 
+def k_major_copy(x: Any, rows_contiguous_k: bool) -> Any:
+    """A K-major copy of a tf32 operand whose rows are 16-byte aligned: A (.., M, K) as row-major,
+    B (.., K, N) as column-major (a transposed row-major buffer). The K extent is padded to a
+    multiple of 4 elements inside the buffer and sliced off, so TMA's alignment always holds."""
+    import torch
+
+    k = x.shape[-1] if rows_contiguous_k else x.shape[-2]
+    k_pad = -(-k // 4) * 4
+    if rows_contiguous_k:  # A: (.., M, K) -> row-major
+        buf = torch.empty((*x.shape[:-1], k_pad), dtype=x.dtype, device=x.device)
+        out = buf[..., :k]
+        out.copy_(x)
+        return out
+    # B: (.., K, N) -> buffer (.., N, K_pad) row-major, returned as its (.., K, N) transpose
+    buf = torch.empty((*x.shape[:-2], x.shape[-1], k_pad), dtype=x.dtype, device=x.device)
+    out = buf[..., :k]
+    out.copy_(x.transpose(-1, -2))
+    return out.transpose(-1, -2)
+
+
 class HopperGemmRunner:
     """GemmRunner for one (config, kernel class). See ``autocutlass.kernels.base`` for the
-    calling convention. Operands of rank 2 and 3 are served by separately compiled functions."""
+    calling convention. Operands of rank 2 and 3 are served by separately compiled functions.
+
+    tf32 operands that are not K-major (column-major A, row-major B) are copied to K-major
+    buffers on every call before the launch (``check.kernel_problem``): a memory-bound copy of
+    that operand, on the current stream."""
 
     def __init__(self, config: HopperGemmConfig, problem: Problem, cache_dir: Path | None) -> None:
         self.config = config
-        self.problem = problem
+        self.problem = kernel_problem(problem)
+        self._copy_a = self.problem.a_major is not problem.a_major
+        self._copy_b = self.problem.b_major is not problem.b_major
         self._cache_dir = cache_dir
         self._fns: dict[int, Any] = {}
         self._clusters: dict[int, int] = {}
         self._workspace = SplitKWorkspace() if config.split_k > 1 else None
+        self._slabs = config.split_k > 1 and config.split_mode is SplitMode.WORKSPACE
+        self._reduce: dict[int, Any] = {}
         self.prepare(3 if problem.l > 1 else 2)
 
     def prepare(self, rank: int) -> Any:
@@ -75,6 +106,14 @@ class HopperGemmRunner:
         if fn is None:
             fn = get_compiled(self.config, self.problem, rank, self._cache_dir)
             self._fns[rank] = fn
+            if self._slabs:
+                from autocutlass.kernels.hopper_gemm.reduce import get_reduce
+
+                p = self.problem
+                self._reduce[rank] = get_reduce(
+                    self.config.split_k, p.d_dtype, p.c_dtype if p.epilogue.with_c else None, p.epilogue.bias,
+                    p.epilogue.activation, rank, self._cache_dir,
+                )
         return fn
 
     def __call__(
@@ -89,6 +128,10 @@ class HopperGemmRunner:
         beta: float = 0.0,
     ) -> None:
         fn = self._fns.get(a.dim()) or self.prepare(a.dim())
+        if self._copy_a:
+            a = k_major_copy(a, rows_contiguous_k=True)
+        if self._copy_b:
+            b = k_major_copy(b, rows_contiguous_k=False)
         dev = d.get_device()
         clusters = self._clusters.get(dev)
         if clusters is None:
@@ -100,6 +143,17 @@ class HopperGemmRunner:
         cfg = self.config
         m, n = d.shape[-2], d.shape[-1]
         l = d.shape[0] if d.dim() == 3 else 1  # noqa: E741
+        if self._slabs:
+            # Workspace split-K: the GEMM writes S raw fp32 slabs (S, L, M, N_pad), then the
+            # reduce kernel sums them in split order and runs the epilogue into D.
+            if m * n * l == 0:
+                return
+            n_pad = -(-n // 4) * 4
+            work, _ = self._workspace.get(d.device, cfg.split_k * l * m, n_pad)
+            slabs = work[: cfg.split_k * l * m * n_pad].view(cfg.split_k, l, m, n_pad)
+            fn(a, b, d, c, bias, work, None, alpha, beta, clusters)  # C, bias: unused by the GEMM here
+            self._reduce[d.dim()](slabs, d, c, bias, alpha, beta)
+            return
         # Output tiles padded to whole clusters, as the kernel numbers them.
         tiles = (
             -(-m // (cfg.tile_m * cfg.cluster_m)) * cfg.cluster_m * -(-n // (cfg.tile_n * cfg.cluster_n)) * cfg.cluster_n * l
