@@ -23,6 +23,7 @@ SHAPES = {
         {"name": "linear", "M": 64, "N": 512, "K": 256, "dtype": "bf16", "layout": "nt"},
         {"name": "batched", "L": 4, "M": 128, "N": 128, "K": 64, "dtype": "fp16", "layout": "nn"},
         {"name": "tf32", "M": 256, "N": 256, "K": 256, "dtype": "fp32", "layout": "nn"},
+        {"name": "fp8", "M": 256, "N": 256, "K": 256, "dtype": "e4m3", "layout": "nt"},
     ],
 }
 
@@ -61,7 +62,7 @@ def test_bad_usage_exits(argv: list[str]) -> None:
 
 def test_load_cases_reads_the_suite_format(shapes: Path) -> None:
     cases = {c.name: c.problem for c in load_cases(shapes)}
-    assert list(cases) == ["square", "linear", "batched", "tf32"]
+    assert list(cases) == ["square", "linear", "batched", "tf32", "fp8"]
     assert cases["linear"].b_major is Major.COL and cases["linear"].a_major is Major.ROW
     assert cases["batched"].l == 4 and cases["batched"].a_dtype is DType.FP16
     assert cases["tf32"].a_dtype is DType.TF32 and cases["tf32"].d_dtype is DType.FP32
@@ -105,13 +106,14 @@ def test_run_tune_with_a_fake_evaluator(shapes: Path, tmp_path: Path, capsys: py
     assert run_tune(ns, make_evaluator=make, store=store) == 0
     assert len(made) == 1  # one evaluator serves every problem of a family
     out = capsys.readouterr().out
-    for name in ("square", "linear", "batched", "tf32"):
+    for name in ("square", "linear", "batched", "tf32", "fp8"):
         assert name in out
-    assert "skipped" in out and "fp32/tf32" in out  # the family does not serve tf32: said why
+    assert "skipped" in out and "e4m3" in out  # the family does not serve fp8: said why
     rows = {r["name"]: r for r in json.loads(out_json.read_text())}
     assert rows["square"]["trials"] == 5 and rows["square"]["vs_torch"] > 1
-    assert rows["tf32"]["config"] is None
-    assert len(store.bests()) == 3
+    assert rows["tf32"]["config"]["tile_k"] in (32, 64)  # tf32 is served, with 32-bit K tiles
+    assert rows["fp8"]["config"] is None
+    assert len(store.bests()) == 4
     # run again: resumes, evaluating only new configs
     assert run_tune(ns, make_evaluator=make, store=store) == 0
     for case in load_cases(shapes, only=["square", "linear", "batched"]):

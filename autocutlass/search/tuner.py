@@ -13,8 +13,16 @@
 4. Stops on the trial budget (candidates evaluated in this run), the seconds budget (no new
    submissions after it; in-flight ones finish), exhaustion, or early stop: ``patience``
    outcomes in a row without an improvement beyond the timing noise.
-5. torch is timed on the same inputs before and after the search (the faster counts).
-6. The winner is chosen among all ok trials (this run's, and with ``resume`` the sink's earlier
+5. Polish (hill climbing), unless the search was exhaustive or stopped on exhaustion or on a
+   budget the caller gave: from the incumbent (the fastest ok trial of this run, and with
+   ``resume`` of the sink's earlier ones), every feasible *neighbour* (a config that differs in
+   exactly one field of ``family.config_to_dict``) not evaluated yet is evaluated and recorded
+   like any trial; if one beats the incumbent (``timing.beats``), the fastest such becomes the
+   incumbent and its neighbours follow. It stops at a round without such an improvement, after
+   ``POLISH_MAX_TRIALS``, or on the caller's ``trials``/``seconds`` budget (polish trials count
+   against it; with the default budget they come on top of it).
+6. torch is timed on the same inputs before and after the search (the faster counts).
+7. The winner is chosen among all ok trials (this run's, and with ``resume`` the sink's earlier
    ones of the same hard key and family): the fastest, unless a simpler config is within the
    noise of it (``timing.beats``); then the simplest such config (``family.simplicity``).
    ``sink.record_best`` stores it.
@@ -27,9 +35,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from autocutlass.device import HardKey
@@ -51,7 +60,22 @@ DEFAULT_TRIALS = 64
 """Trial budget when neither ``trials`` nor ``seconds`` is given."""
 DEFAULT_PATIENCE = 24
 """Outcomes in a row without a significant improvement before the search stops early."""
+POLISH_MAX_TRIALS = 48
+"""Most candidates the polish (hill climbing after the main search, step 5 of the module doc)
+evaluates in one run. TPE with early stop can end one or two single-field moves short of a
+better config; each move costs a round (the incumbent's unevaluated feasible neighbours: about
+15-22 in the hopper_gemm space), so the cap covers about three rounds: two moves and the round
+that finds nothing better."""
 POLL_S = 1.0
+
+# why the main search stopped (``_Tuning.stopped_by``)
+_TRIAL_BUDGET = "trial budget"
+_TIME_BUDGET = "time budget"
+_EXHAUSTED = "space exhausted"
+_EARLY_STOP = "early stop"
+# why the polish stopped, besides the budgets above
+_LOCAL_OPTIMUM = "local optimum"
+_POLISH_CAP = "cap"
 
 
 # ---- interfaces ---------------------------------------------------------------------------------
@@ -157,11 +181,18 @@ class TuneProgress:
     elapsed_s: float
     last: TrialResult
     best: TrialResult | None
+    polishing: bool = False
+    """True for outcomes of the polish (hill climbing after the main search)."""
 
 
 @dataclass(frozen=True)
 class TuneResult:
-    """What one ``tune_problem`` call did and found."""
+    """What one ``tune_problem`` call did and found.
+
+    ``evaluated`` counts every candidate this run evaluated, ``polished`` of them in the polish.
+    ``stop_reason`` says why the main search stopped; when the polish ran, it goes on with
+    ``"; polish: N trials, M moves, <why it stopped>"``.
+    """
 
     problem: Problem
     family: str
@@ -180,6 +211,7 @@ class TuneResult:
     wall_s: float
     device: dict[str, Any] | None = None
     failures: tuple[TrialResult, ...] = field(default_factory=tuple)
+    polished: int = 0
 
     @property
     def best_config(self) -> dict[str, Any] | None:
@@ -238,6 +270,17 @@ def _prior_results(sink: TrialSink, problem: Problem, hard_key: HardKey, family:
     return out
 
 
+def differs_in_one_field(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """True when two config dicts have the same fields and exactly one of them differs."""
+    if a.keys() != b.keys():
+        return False
+    return sum(1 for name in a if a[name] != b[name]) == 1
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def _faster(a: Timing | None, b: Timing | None) -> Timing | None:
     if a is None or b is None:
         return a or b
@@ -263,13 +306,14 @@ def tune_problem(
 ) -> TuneResult:
     """Tune ``problem`` for ``family`` and record trials and the winner in ``sink``.
 
-    Budgets: ``trials`` (candidates evaluated in this run) and/or ``seconds`` (wall clock); with
-    neither, ``DEFAULT_TRIALS``; ``exhaustive`` evaluates every remaining feasible candidate
-    (a grid, no early stop; ``trials``/``seconds`` still apply if given). ``patience``: early-stop
-    window (default ``DEFAULT_PATIENCE``). ``evaluator``: defaults to a ``CandidatePipeline``
-    on CUDA device ``device_index``, closed on return); ``hard_key``: defaults to the evaluator's
-    device. Raises
-    ``UnsupportedProblem`` when no config of the family can serve the problem.
+    Budgets: ``trials`` (candidates evaluated in this run, polish included) and/or ``seconds``
+    (wall clock); with neither, ``DEFAULT_TRIALS`` for the main search and up to
+    ``POLISH_MAX_TRIALS`` more for the polish; ``exhaustive`` evaluates every remaining feasible
+    candidate (a grid, no early stop, no polish; ``trials``/``seconds`` still apply if given).
+    ``patience``: early-stop window (default ``DEFAULT_PATIENCE``). ``evaluator``: defaults to a
+    ``CandidatePipeline`` on CUDA device ``device_index``, closed on return); ``hard_key``:
+    defaults to the evaluator's device. Raises ``UnsupportedProblem`` when no config of the
+    family can serve the problem.
     """
     why = family.supports(problem)
     if why is not None:
@@ -313,7 +357,8 @@ class _Tuning:
             self.device = evaluator.device()
             hard_key = HardKey(**self.device["hard_key"])
         self.hard_key = hard_key
-        self.trials = DEFAULT_TRIALS if trials is None and seconds is None and not exhaustive else trials
+        self.default_budget = trials is None and seconds is None and not exhaustive
+        self.trials = DEFAULT_TRIALS if self.default_budget else trials
         self.seconds = seconds
         self.exhaustive = exhaustive
         self.resume = resume
@@ -340,6 +385,14 @@ class _Tuning:
         prior_ok = [r.timing for r in self.prior if r.ok and r.timing is not None]
         self.best_timing: Timing | None = min(prior_ok, key=lambda t: t.median_ms) if prior_ok else None
         self.stop_reason: str | None = None
+        self.stopped_by: str | None = None
+        self.polishing = False
+        self.polished = 0
+        self.polish_stop: str | None = None
+
+    def _stop(self, cause: str, reason: str | None = None) -> None:
+        self.stopped_by = cause
+        self.stop_reason = reason or cause
 
     def _simplicity(self, config: dict[str, Any]) -> tuple[int, ...]:
         return tuple(self.family.simplicity(self.family.config_from_dict(config)))
@@ -347,21 +400,36 @@ class _Tuning:
     def _elapsed(self) -> float:
         return time.monotonic() - self.t0
 
+    def _submit(self, cand: Candidate[Any]) -> None:
+        self.pending[cand.key] = cand
+        self.evaluator.submit(self.problem, cand.key, dict(cand.params))
+        self.submitted += 1
+
+    def _evaluate_until_idle(self, fill: Callable[[], None]) -> list[TrialResult]:
+        """Keep the evaluator filled by ``fill`` and record outcomes until nothing is in flight;
+        the results recorded meanwhile."""
+        start = len(self.results)
+        while True:
+            fill()
+            if self.evaluator.in_flight == 0:
+                return self.results[start:]
+            for outcome in self.evaluator.poll(POLL_S):
+                self._record(outcome)
+
     def _fill(self) -> None:
+        """Main search: submit the strategy's proposals until a budget, exhaustion or early stop."""
         while self.stop_reason is None and self.evaluator.in_flight < self.evaluator.capacity:
             if self.trials is not None and self.submitted >= self.trials:
-                self.stop_reason = "trial budget"
+                self._stop(_TRIAL_BUDGET)
                 return
             if self.seconds is not None and self._elapsed() >= self.seconds:
-                self.stop_reason = "time budget"
+                self._stop(_TIME_BUDGET)
                 return
             cand = self.strategy.propose()
             if cand is None:
-                self.stop_reason = "space exhausted"
+                self._stop(_EXHAUSTED)
                 return
-            self.pending[cand.key] = cand
-            self.evaluator.submit(self.problem, cand.key, dict(cand.params))
-            self.submitted += 1
+            self._submit(cand)
 
     def _record(self, o: EvalOutcome) -> None:
         cand = self.pending.pop(o.key)
@@ -373,7 +441,8 @@ class _Tuning:
         )  # fmt: skip
         result = TrialResult(o.key, dict(cand.params), o.state, o.reason, t, trial_id)
         self.results.append(result)
-        self.strategy.observe(cand, t.median_ms if t else None)
+        if not self.polishing:  # the strategy proposed it and waits for its outcome
+            self.strategy.observe(cand, t.median_ms if t else None)
         if t is not None and (self.best_timing is None or beats(t, self.best_timing)):
             self.best_timing = t
             self.since_improvement = 0
@@ -383,18 +452,80 @@ class _Tuning:
             self.since_improvement += 1
         if self.progress is not None:
             best, _ = select_winner(self.results, self._simplicity)
-            self.progress(TuneProgress(self.problem, len(self.results), self.planned, self._elapsed(), result, best))
+            self.progress(TuneProgress(self.problem, len(self.results), self.planned, self._elapsed(), result, best,
+                                       polishing=self.polishing))  # fmt: skip
         if self.patience is not None and self.since_improvement >= self.patience and self.stop_reason is None:
-            self.stop_reason = f"no improvement in {self.patience} trials"
+            self._stop(_EARLY_STOP, f"no improvement in {self.patience} trials")
+
+    # ---- polish -----------------------------------------------------------------------------
+    def _should_polish(self) -> bool:
+        """After an early stop, or after the default trial budget; not after exhaustion, an
+        exhaustive search, or a budget the caller gave."""
+        if self.exhaustive:
+            return False
+        if self.stopped_by == _TRIAL_BUDGET:
+            return self.default_budget
+        return self.stopped_by == _EARLY_STOP
+
+    def _incumbent(self) -> TrialResult | None:
+        """The fastest ok trial of this run (and, with ``resume``, of the earlier ones) in the space."""
+        pool = [r for r in (*self.prior, *self.results) if r.ok and self.space.get(r.key) is not None]
+        return min(pool, key=lambda r: (r.timing.median_ms, self._simplicity(r.config)), default=None)  # type: ignore[union-attr]
+
+    def _new_neighbours(self, incumbent: TrialResult) -> list[Candidate[Any]]:
+        """Feasible candidates one field away from ``incumbent``, not evaluated in this run nor
+        (with ``resume``) finished earlier; in the space's order."""
+        base = self.space.get(incumbent.key)
+        assert base is not None
+        done = self.finished | {r.key for r in self.results}
+        return [c for c in self.space.feasible if c.key not in done and differs_in_one_field(c.params, base.params)]
+
+    def _polish_allowance(self) -> int:
+        """Polish trials still allowed by the cap and by the caller's trial budget."""
+        left = POLISH_MAX_TRIALS - self.polished
+        if not self.default_budget and self.trials is not None:
+            left = min(left, self.trials - self.submitted)
+        return max(left, 0)
+
+    def _fill_polish(self, queue: deque[Candidate[Any]]) -> None:
+        """Submit the round's neighbours until the queue is empty or a polish limit is reached."""
+        while queue and self.polish_stop is None and self.evaluator.in_flight < self.evaluator.capacity:
+            if self.polished >= POLISH_MAX_TRIALS:
+                self.polish_stop = _POLISH_CAP
+            elif self._polish_allowance() == 0:
+                self.polish_stop = _TRIAL_BUDGET
+            elif self.seconds is not None and self._elapsed() >= self.seconds:
+                self.polish_stop = _TIME_BUDGET
+            else:
+                self._submit(queue.popleft())
+                self.polished += 1
+
+    def _polish(self) -> int:
+        """Hill climbing from the incumbent (step 5 of the module doc); the number of moves."""
+        incumbent = self._incumbent()
+        self.polishing = True
+        moves = 0
+        while incumbent is not None and incumbent.timing is not None:
+            queue = deque(self._new_neighbours(incumbent))
+            self.planned = self.submitted + min(len(queue), self._polish_allowance())
+            round_results = self._evaluate_until_idle(partial(self._fill_polish, queue))
+            better = [r for r in round_results if r.ok and r.timing is not None and beats(r.timing, incumbent.timing)]
+            if better:
+                incumbent = min(better, key=lambda r: (r.timing.median_ms, self._simplicity(r.config)))  # type: ignore[union-attr]
+                moves += 1
+            if self.polish_stop is not None:
+                break
+            if not better:
+                self.polish_stop = _LOCAL_OPTIMUM
+        return moves
 
     def run(self) -> TuneResult:
         before = self.evaluator.baseline(self.problem)
-        while True:
-            self._fill()
-            if self.evaluator.in_flight == 0:
-                break
-            for outcome in self.evaluator.poll(POLL_S):
-                self._record(outcome)
+        self._evaluate_until_idle(self._fill)
+        stop_reason = self.stop_reason or "done"
+        if self._should_polish() and self._incumbent() is not None:
+            moves = self._polish()
+            stop_reason += f"; polish: {_plural(self.polished, 'trial')}, {_plural(moves, 'move')}, {self.polish_stop}"
         after = self.evaluator.baseline(self.problem)
         torch_timing = _faster(before.timing if before.state == OK else None, after.timing if after.state == OK else None)
         pool = list(self.results)
@@ -422,10 +553,11 @@ class _Tuning:
             space_size=len(self.space),
             feasible=len(self.space.feasible),
             skipped=len(self.finished),
-            stop_reason=self.stop_reason or "done",
+            stop_reason=stop_reason,
             wall_s=self._elapsed(),
             device=self.device,
             failures=tuple(r for r in self.results if not r.ok),
+            polished=self.polished,
         )
 
 
@@ -440,6 +572,7 @@ def result_row(result: TuneResult) -> dict[str, Any]:
         "vs_torch": result.vs_torch,
         "median_ms": best.timing.median_ms if best and best.timing else None,
         "trials": result.evaluated,
+        "polished": result.polished,
         "states": dict(result.states),
         "strategy": result.strategy,
         "stop": result.stop_reason,
@@ -451,12 +584,14 @@ __all__ = [
     "DEFAULT_PATIENCE",
     "DEFAULT_TRIALS",
     "GRID_MAX",
+    "POLISH_MAX_TRIALS",
     "Evaluator",
     "PriorTrial",
     "TrialResult",
     "TrialSink",
     "TuneProgress",
     "TuneResult",
+    "differs_in_one_field",
     "result_row",
     "select_winner",
     "tune_problem",
