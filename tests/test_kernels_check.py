@@ -39,6 +39,8 @@ def test_good_config_passes_and_plan_fits() -> None:
         (HopperGemmConfig(128, 128, 32), Problem(m=8, n=8, k=8, a_dtype=DType.TF32, b_dtype=DType.TF32,
                                                  d_dtype=DType.BF16), "tf32 GEMMs write fp32 D"),
         (HopperGemmConfig(128, 128, 32), Problem(m=8, n=8, k=8), "tile_k=32 is for 32-bit"),
+        (HopperGemmConfig(128, 208, 32), Problem(m=8, n=8, k=8, a_dtype=DType.TF32, b_dtype=DType.TF32,
+                                                 d_dtype=DType.FP32), "compiler aborts"),
         (HopperGemmConfig(128, 128, 64), Problem(m=8, n=8, k=8, a_dtype=DType.FP32, b_dtype=DType.FP32,
                                                  d_dtype=DType.FP32), "served through tf32"),
         (HopperGemmConfig(128, 128, 64, split_mode="workspace"), Problem(m=8, n=8, k=8), "needs split_k > 1"),

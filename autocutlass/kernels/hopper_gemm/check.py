@@ -27,6 +27,8 @@ from autocutlass.problem import DType, Major, Op, Problem
 
 INPUT_DTYPES = (DType.BF16, DType.FP16, DType.TF32)
 OUTPUT_DTYPES = (DType.BF16, DType.FP16, DType.FP32)
+TF32_BAD_TILE_N = (208,)
+"""tf32 tile widths the DSL's compiler cannot build (checked for every TILE_N on 4.8.1)."""
 TILE_K_32BIT = (32, 64)
 """tile_k for tf32 inputs: 32 elements are one 128-byte swizzle row, as 64 are for 16-bit types."""
 
@@ -104,6 +106,11 @@ def _domain(config: HopperGemmConfig, problem: Problem) -> str | None:
 def _wgmma_shape(config: HopperGemmConfig, problem: Problem) -> str | None:
     if config.tile_n % 8:
         return f"tile_n={config.tile_n} is not a multiple of 8 (WGMMA N step for 16-bit types)"
+    if problem.a_dtype is DType.TF32 and config.tile_n in TF32_BAD_TILE_N:
+        return (
+            f"tile_n={config.tile_n} with tf32: nvidia-cutlass-dsl 4.8.1's compiler aborts on it "
+            f"(SIGABRT, no message; seen 2026-11-21); use 192 or 224"
+        )
     if config.wg_tile_m % budgets.WGMMA_M:
         return f"each consumer's tile_m={config.wg_tile_m} is not a multiple of {budgets.WGMMA_M} (WGMMA M)"
     if config.schedule is Schedule.PINGPONG and config.tile_m > 128:
