@@ -1,6 +1,7 @@
 """Probe: where the tf32 time goes. square-4k fp32 through tf32, ours vs torch (cuBLAS TF32), for
 B row-major ('nn': our runner copies B to K-major first) and B column-major ('nt': no copy), plus
-the copy alone. GPU machine: python benchmarks/probes/tf32_probe.py"""
+the copy alone (torch's transposing copy_ and our transpose kernel).
+GPU machine: python benchmarks/probes/tf32_probe.py"""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import torch
 
 from autocutlass.kernels.hopper_gemm import HopperGemmConfig as C, HopperGemmFamily
 from autocutlass.kernels.hopper_gemm.runner import k_major_copy
+from autocutlass.kernels.transpose import get_transpose
 from autocutlass.problem import DType, Major, Problem
 from autocutlass.search.timing import time_callable
 
 torch.backends.cuda.matmul.fp32_precision = "tf32"
 fam = HopperGemmFamily(cache_dir=None)
+tr = get_transpose(2, None)
 flush = 2 * torch.cuda.get_device_properties(0).L2_cache_size
 m = n = k = 4096
 a = torch.randn(m, k, device="cuda")
@@ -24,7 +27,8 @@ cfgs = [C(128, 256, 32, swizzle=8), C(128, 256, 32, cluster_m=2, raster="along_n
 tf = lambda ms: 2 * m * n * k / ms / 1e9  # noqa: E731
 rows = [f"torch nn {tf(time_callable(lambda: torch.matmul(a, b_nn), flush_bytes=flush).median_ms):6.0f}",
         f"torch nt {tf(time_callable(lambda: torch.matmul(a, b_nt), flush_bytes=flush).median_ms):6.0f}",
-        f"copy of B to K-major: {time_callable(lambda: k_major_copy(b_nn, False), flush_bytes=flush).median_ms * 1e3:.1f} us"]
+        (f"copy of B to K-major: torch {time_callable(lambda: k_major_copy(b_nn, False), flush_bytes=flush).median_ms * 1e3:.1f} us"
+         f", ours {time_callable(lambda: k_major_copy(b_nn, False, tr), flush_bytes=flush).median_ms * 1e3:.1f} us")]
 for cfg in cfgs:
     line = [cfg.short()]
     for name, bb, major in (("nn", b_nn, Major.ROW), ("nt", b_nt, Major.COL)):

@@ -60,23 +60,60 @@ class SplitKWorkspace:
         return have
 
 
-def k_major_copy(x: Any, rows_contiguous_k: bool) -> Any:
+TRANSPOSE_TILE = 64
+"""``autocutlass.kernels.transpose.TILE`` (not imported here: that module loads the DSL)."""
+TRANSPOSE_MAX_CTAS = 2**31 - 1
+"""The transpose kernel's flat grid: ceil(C/TILE) * ceil(R/TILE) * L CTAs must fit in it."""
+
+
+def transpose_accepts(src: Any) -> bool:
+    """Whether ``autocutlass.kernels.transpose`` can read ``src`` ((.., R, C), C contiguous):
+    fp32, unit last stride, every other stride a multiple of 4 elements and a 16-byte-aligned
+    base (its 16-byte loads), 32-bit extents and a grid that fits. A source that is not is
+    copied by torch."""
+    import torch
+
+    if src.dtype != torch.float32 or src.dim() not in (2, 3) or src.stride(-1) != 1:
+        return False
+    if any(s % 4 for s in src.stride()[:-1]) or src.data_ptr() % 16:
+        return False
+    r, c = src.shape[-2], src.shape[-1]
+    batches = src.shape[0] if src.dim() == 3 else 1
+    t = TRANSPOSE_TILE
+    return max(r, c, batches) < 2**31 and -(-r // t) * -(-c // t) * batches <= TRANSPOSE_MAX_CTAS
+
+
+def k_major_copy(x: Any, rows_contiguous_k: bool, transpose: Any | None = None) -> Any:
     """A K-major copy of a tf32 operand whose rows are 16-byte aligned: A (.., M, K) as row-major,
     B (.., K, N) as column-major (a transposed row-major buffer). The K extent is padded to a
-    multiple of 4 elements inside the buffer and sliced off, so TMA's alignment always holds."""
+    multiple of 4 elements inside the buffer and sliced off, so TMA's alignment always holds.
+
+    ``transpose`` is the compiled ``autocutlass.kernels.transpose`` function of ``x``'s rank (or
+    None). It does the copy when the source it reads meets its requirements
+    (``transpose_accepts``: fp32, strides other than the contiguous one multiples of 4 elements,
+    16-byte-aligned base); otherwise, or without it, torch's ``copy_`` of a transposed view does
+    (about a quarter of the copy bandwidth). The destination always meets them: a fresh buffer
+    whose rows are padded to a multiple of 4. Both run on the current stream."""
     import torch
 
     k = x.shape[-1] if rows_contiguous_k else x.shape[-2]
     k_pad = -(-k // 4) * 4
-    if rows_contiguous_k:  # A: (.., M, K) -> row-major
+    if rows_contiguous_k:  # A: (.., M, K), M contiguous -> row-major
         buf = torch.empty((*x.shape[:-1], k_pad), dtype=x.dtype, device=x.device)
         out = buf[..., :k]
-        out.copy_(x)
+        src = x.transpose(-1, -2)  # (.., K, M), M contiguous: out[.., m, k] = src[.., k, m]
+        if transpose is not None and out.numel() > 0 and transpose_accepts(src):
+            transpose(src, out)
+        else:  # e.g. M not a multiple of 4: A's (K, M) rows are not 16-byte aligned
+            out.copy_(x)
         return out
-    # B: (.., K, N) -> buffer (.., N, K_pad) row-major, returned as its (.., K, N) transpose
+    # B: (.., K, N), N contiguous -> buffer (.., N, K_pad) row-major, returned as its (.., K, N) transpose
     buf = torch.empty((*x.shape[:-2], x.shape[-1], k_pad), dtype=x.dtype, device=x.device)
-    out = buf[..., :k]
-    out.copy_(x.transpose(-1, -2))
+    out = buf[..., :k]  # out[.., n, k] = x[.., k, n]
+    if transpose is not None and out.numel() > 0 and transpose_accepts(x):
+        transpose(x, out)
+    else:  # e.g. N not a multiple of 4: B's (K, N) rows are not 16-byte aligned
+        out.copy_(x.transpose(-1, -2))
     return out.transpose(-1, -2)
 
 
@@ -86,7 +123,8 @@ class HopperGemmRunner:
 
     tf32 operands that are not K-major (column-major A, row-major B) are copied to K-major
     buffers on every call before the launch (``check.kernel_problem``): a memory-bound copy of
-    that operand, on the current stream."""
+    that operand, on the current stream, by our transpose kernel (``k_major_copy``), fetched
+    once per rank in ``prepare``."""
 
     def __init__(self, config: HopperGemmConfig, problem: Problem, cache_dir: Path | None) -> None:
         self.config = config
@@ -99,6 +137,7 @@ class HopperGemmRunner:
         self._workspace = SplitKWorkspace() if config.split_k > 1 else None
         self._slabs = config.split_k > 1 and config.split_mode is SplitMode.WORKSPACE
         self._reduce: dict[int, Any] = {}
+        self._transpose: dict[int, Any] = {}
         self.prepare(3 if problem.l > 1 else 2)
 
     def prepare(self, rank: int) -> Any:
@@ -114,6 +153,10 @@ class HopperGemmRunner:
                     self.config.split_k, p.d_dtype, p.c_dtype if p.epilogue.with_c else None, p.epilogue.bias,
                     p.epilogue.activation, rank, self._cache_dir,
                 )
+            if self._copy_a or self._copy_b:
+                from autocutlass.kernels.transpose import get_transpose
+
+                self._transpose[rank] = get_transpose(rank, self._cache_dir)
         return fn
 
     def __call__(
@@ -129,9 +172,9 @@ class HopperGemmRunner:
     ) -> None:
         fn = self._fns.get(a.dim()) or self.prepare(a.dim())
         if self._copy_a:
-            a = k_major_copy(a, rows_contiguous_k=True)
+            a = k_major_copy(a, rows_contiguous_k=True, transpose=self._transpose.get(a.dim()))
         if self._copy_b:
-            b = k_major_copy(b, rows_contiguous_k=False)
+            b = k_major_copy(b, rows_contiguous_k=False, transpose=self._transpose.get(b.dim()))
         dev = d.get_device()
         clusters = self._clusters.get(dev)
         if clusters is None:
