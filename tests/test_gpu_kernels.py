@@ -106,31 +106,14 @@ def test_one_compiled_kernel_serves_many_shapes() -> None:
     assert STATS.compiled == before
 
 
-def test_serial_split_k_is_bitwise_deterministic() -> None:
+@pytest.mark.parametrize("mode", ["serial", "workspace"])
+def test_split_k_is_bitwise_deterministic(mode: str) -> None:
     import torch
 
     from autocutlass.search.verify import make_inputs
 
     prob = Problem(m=64, n=4096, k=8192, b_major=T)
-    runner = HopperGemmFamily(cache_dir=None).compile(C(64, 128, 64, split_k=8), prob)
-    inputs = make_inputs(prob, device="cuda", seed=7)
-    outs = []
-    for _ in range(5):
-        d = torch.full_like(inputs.d, float("nan"))
-        runner(inputs.a, inputs.b, d)
-        outs.append(d)
-    torch.cuda.synchronize()
-    assert all(torch.equal(outs[0], o) for o in outs[1:])
-    assert not torch.isnan(outs[0]).any()
-
-
-def test_workspace_split_k_is_bitwise_deterministic() -> None:
-    import torch
-
-    from autocutlass.search.verify import make_inputs
-
-    prob = Problem(m=64, n=4096, k=8192, b_major=T)
-    runner = HopperGemmFamily(cache_dir=None).compile(C(64, 128, 64, split_k=8, split_mode="workspace"), prob)
+    runner = HopperGemmFamily(cache_dir=None).compile(C(64, 128, 64, split_k=8, split_mode=mode), prob)
     inputs = make_inputs(prob, device="cuda", seed=7)
     outs = []
     for _ in range(5):

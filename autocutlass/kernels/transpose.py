@@ -50,10 +50,10 @@ refuse a call that breaks it):
   ``ceil(C/64) * ceil(R/64) * L < 2**31`` (``hopper_gemm.runner.transpose_accepts`` checks all
   of the above but the overlap before calling).
 
-Shapes are symbolic: one compile per rank (2 or 3) serves every (L, R, C). The compile and cache
-functions mirror ``hopper_gemm/reduce.py``: an in-process dict and an on-disk
-``<cache>/transpose32-<key>.o`` written atomically and loaded with ``cute.runtime.load_module``;
-a corrupt entry is reported, removed and recompiled. The key covers the rank, the tile, the DSL
+Shapes are symbolic: one compile per rank (2 or 3) serves every (L, R, C). Compiled functions
+are cached by ``kernels.object_cache.ObjectCache``: in the process and on disk as
+``<cache>/transpose32-<key>.o`` (written atomically; a corrupt entry is reported, removed and
+recompiled). The key covers the rank, the tile, the DSL
 version, ``kernel_source_hash()``, the target architecture and the hash of this file itself
 (``own_source_hash``): this file is not one of ``device.KERNEL_SOURCE_NAMES`` (it changes no
 GEMM's code), so without its own hash an edited kernel could be served from a stale cache entry.
@@ -76,11 +76,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import logging
 import os
-import tempfile
-import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -94,8 +90,8 @@ from cutlass import cute
 
 from autocutlass.device import dsl_version, kernel_source_hash
 from autocutlass.errors import KernelCompileError
+from autocutlass.kernels.object_cache import ObjectCache
 
-log = logging.getLogger("autocutlass")
 
 FUNCTION_NAME = "autocutlass_transpose32"
 TILE = 64
@@ -112,8 +108,6 @@ ALIGN = 4
 """Elements of 16 bytes: strides of src and dst must be multiples of this."""
 RANKS = (2, 3)
 
-_lock = threading.Lock()
-_memory: dict[str, Any] = {}
 
 
 # ------------------------------------------------------------------------------------ the kernel
@@ -303,47 +297,9 @@ def _compile(rank: int, ptx_dir: Path | None = None) -> Any:
         raise KernelCompileError(f"DSL compile failed for the rank-{rank} transpose: {type(e).__name__}: {e}") from e
 
 
-def _disk_path(cache_dir: Path, key: str) -> Path:
-    return cache_dir / f"transpose32-{key}.o"
-
-
-def _load_from_disk(path: Path) -> Any | None:
-    """The cached function at ``path``, or None (missing, or corrupt: then reported and removed)."""
-    if not path.is_file():
-        return None
-    try:
-        module = cute.runtime.load_module(str(path), enable_tvm_ffi=True)
-        return getattr(module, FUNCTION_NAME)
-    except Exception as e:  # noqa: BLE001 - a corrupt cache entry is a miss, reported once
-        log.warning("compiled-kernel cache entry %s is unusable (%s: %s); recompiling", path, type(e).__name__, e)
-        try:
-            path.unlink()
-        except OSError:
-            pass
-        return None
-
-
-def _save_to_disk(fn: Any, path: Path) -> None:
-    """Export ``fn`` to ``path`` atomically (temp file in the same folder, then ``os.replace``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp.o")
-    os.close(fd)
-    try:
-        fn.export_to_c(tmp, function_name=FUNCTION_NAME)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-@dataclass
-class TransposeStats:
-    compiled: int = 0
-    disk_hits: int = 0
-    memory_hits: int = 0
-
-
-STATS = TransposeStats()
+_CACHE = ObjectCache("transpose32", FUNCTION_NAME)
+_memory = _CACHE.memory
+STATS = _CACHE.stats
 
 
 def get_transpose(rank: int, cache_dir: Path | None) -> Any:
@@ -356,28 +312,4 @@ def get_transpose(rank: int, cache_dir: Path | None) -> Any:
     Raises ValueError for another rank and KernelCompileError when the DSL fails.
     """
     key = transpose_compile_key(rank)
-    fn = _memory.get(key)
-    if fn is not None:
-        STATS.memory_hits += 1
-        return fn
-    with _lock:
-        fn = _memory.get(key)
-        if fn is not None:
-            return fn
-        path = _disk_path(cache_dir, key) if cache_dir is not None else None
-        if path is not None:
-            fn = _load_from_disk(path)
-            if fn is not None:
-                STATS.disk_hits += 1
-        if fn is None:
-            fn = _compile(rank)
-            STATS.compiled += 1
-            if path is not None:
-                try:
-                    _save_to_disk(fn, path)
-                    loaded = _load_from_disk(path)
-                    fn = loaded if loaded is not None else fn
-                except OSError as e:
-                    log.warning("cannot write compiled-kernel cache %s: %s", path, e)
-        _memory[key] = fn
-        return fn
+    return _CACHE.get(key, cache_dir, lambda: _compile(rank))

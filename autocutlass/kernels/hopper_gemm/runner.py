@@ -40,21 +40,20 @@ def max_active_clusters(device_index: int, cluster_size: int) -> int:
 class SplitKWorkspace:
     """Split-K scratch of one runner: an fp32 partial-sum buffer and zeroed int32 turnstiles,
     per (device, stream), grown on demand and reused across calls (never allocated per call).
-    Serial mode: ``tiles`` tile slots and turnstiles (the kernel leaves every turnstile at zero
-    when it finishes). Workspace mode: ``S * L * M`` rows of ``N_pad`` partials (turnstiles
-    unused)."""
+    Serial mode: a tile slot and a turnstile per output tile (the kernel leaves every turnstile
+    at zero when it finishes). Workspace mode: ``S * L * M * N_pad`` partials, no turnstiles."""
 
     def __init__(self) -> None:
         self._bufs: dict[tuple[int, int], tuple[Any, Any]] = {}
 
-    def get(self, device: Any, tiles: int, tile_elems: int) -> tuple[Any, Any]:
+    def get(self, device: Any, partials: int, turnstiles: int) -> tuple[Any, Any]:
         import torch
 
         key = (device.index or 0, torch.cuda.current_stream(device).cuda_stream)
         have = self._bufs.get(key)
-        if have is None or have[1].numel() < tiles or have[0].numel() < tiles * tile_elems:
-            work = torch.empty(tiles * tile_elems, dtype=torch.float32, device=device)
-            count = torch.zeros(tiles, dtype=torch.int32, device=device)
+        if have is None or have[0].numel() < partials or have[1].numel() < turnstiles:
+            work = torch.empty(partials, dtype=torch.float32, device=device)
+            count = torch.zeros(turnstiles, dtype=torch.int32, device=device)
             have = (work, count)
             self._bufs[key] = have
         return have
@@ -192,7 +191,7 @@ class HopperGemmRunner:
             if m * n * l == 0:
                 return
             n_pad = -(-n // 4) * 4
-            work, _ = self._workspace.get(d.device, cfg.split_k * l * m, n_pad)
+            work, _ = self._workspace.get(d.device, cfg.split_k * l * m * n_pad, 0)
             slabs = work[: cfg.split_k * l * m * n_pad].view(cfg.split_k, l, m, n_pad)
             fn(a, b, d, c, bias, work, None, alpha, beta, clusters)  # C, bias: unused by the GEMM here
             self._reduce[d.dim()](slabs, d, c, bias, alpha, beta)
@@ -201,5 +200,5 @@ class HopperGemmRunner:
         tiles = (
             -(-m // (cfg.tile_m * cfg.cluster_m)) * cfg.cluster_m * -(-n // (cfg.tile_n * cfg.cluster_n)) * cfg.cluster_n * l
         )
-        work, count = self._workspace.get(d.device, tiles, cfg.tile_m * cfg.tile_n)
+        work, count = self._workspace.get(d.device, tiles * cfg.tile_m * cfg.tile_n, tiles)
         fn(a, b, d, c, bias, work, count, alpha, beta, clusters)
