@@ -65,6 +65,22 @@ CASES = [
         epilogue=Epilogue(with_c=True, bias=True, activation=Activation.GELU_TANH))),
     (C(128, 256, 64, split_k=2, cluster_m=2, split_mode="workspace"), Problem(
         m=500, n=516, k=2048, b_major=T, d_dtype=DType.FP32, c_dtype=DType.FP32, epilogue=Epilogue(with_c=True))),
+    # swap_ab (D^T = B^T A^T, D written column-major): narrow tiles, residues, every layout,
+    # batched, clusters, ping-pong, direct store, serial split-K, C / bias (along D's columns) / activation
+    (C(128, 16, 128, swap_ab=True), Problem(m=16, n=6144, k=4096, b_major=T)),
+    (C(64, 16, 128, swap_ab=True, split_k=11), Problem(m=13, n=6144, k=4096, b_major=T)),
+    (C(128, 32, 64, swap_ab=True, cluster_n=2), Problem(m=50, n=1000, k=1000, b_major=T)),
+    (C(128, 64, 64, swap_ab=True), Problem(m=100, n=520, k=300, a_major=T, b_major=R, l=2)),
+    (C(128, 16, 64, swap_ab=True, cluster_m=2), Problem(m=1, n=4096, k=1000)),
+    (C(64, 32, 64, swap_ab=True, schedule="pingpong"), Problem(m=24, n=904, k=520, a_major=T, b_major=T)),
+    (C(128, 16, 128, swap_ab=True, store="direct"), Problem(
+        m=9, n=1032, k=1024, b_major=T, c_dtype=DType.BF16,
+        epilogue=Epilogue(with_c=True, bias=True, activation=Activation.SILU))),
+    (C(128, 64, 128, swap_ab=True, split_k=4), Problem(
+        m=64, n=2048, k=8192, b_major=T, d_dtype=DType.FP32, c_dtype=DType.FP32,
+        epilogue=Epilogue(with_c=True, bias=True, activation=Activation.GELU))),
+    (C(128, 128, 64, swap_ab=True), Problem(m=128, n=4096, k=512, b_major=T, a_dtype=DType.FP16, b_dtype=DType.FP16,
+                                            d_dtype=DType.FP16, epilogue=Epilogue(bias=True))),
     # tf32: K-major natively; row-major B / column-major A through a K-major copy; residues
     (C(128, 256, 32), Problem(m=1000, n=1000, k=1000, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
                               b_major=T)),

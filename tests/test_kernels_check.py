@@ -114,3 +114,57 @@ def test_workspace_split_k_plan_has_no_smem_epilogue() -> None:
         make_plan(ws, p).stages >= make_plan(base, p).stages
     modes = {(c.split_k > 1, c.split_mode.value) for c in HopperGemmFamily().space(p)}
     assert modes == {(False, "serial"), (True, "serial"), (True, "workspace")}
+
+
+def test_swapped_problem_flips_operands_and_majors() -> None:
+    from autocutlass.kernels.hopper_gemm.check import kernel_problem, swapped
+
+    p = Problem(m=16, n=6144, k=4096, b_major=Major.COL, align_a=8)
+    s = swapped(p)
+    # A' = B^T (N, K): K-contiguous since B was; B' = A^T (K, M): K-contiguous since A was
+    assert (s.m, s.n, s.k) == (6144, 16, 4096)
+    assert s.a_major is Major.ROW and s.b_major is Major.COL
+    assert s.align_a == 16 and s.align_b == 8
+    assert swapped(s) == p
+    q = Problem(m=16, n=512, k=64, a_major=Major.COL, b_major=Major.ROW)
+    assert (swapped(q).a_major, swapped(q).b_major) == (Major.COL, Major.ROW)
+    swap = HopperGemmConfig(128, 16, 128, swap_ab=True)
+    assert kernel_problem(p, swap) == s and kernel_problem(p, HopperGemmConfig()) == p
+    assert make_plan(swap, s).swap_ab and not make_plan(HopperGemmConfig(), p).swap_ab
+
+
+def test_swap_ab_rules() -> None:
+    decode = Problem(m=16, n=6144, k=4096, b_major=Major.COL)
+    assert check(HopperGemmConfig(128, 16, 128, swap_ab=True), decode) is None
+    # the rules judge the swapped problem: tile_n 16 covers the 16 tokens, tile_m the weight rows
+    assert check(HopperGemmConfig(64, 16, 128, split_k=11, swap_ab=True), decode) is None
+    why = check(HopperGemmConfig(64, 16, 128, split_k=2, split_mode="workspace", swap_ab=True), decode)
+    assert why is not None and "serial" in why
+    tf = Problem(m=16, n=512, k=512, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32, b_major=Major.COL)
+    why = check(HopperGemmConfig(64, 16, 64, swap_ab=True), tf)
+    assert why is not None and "16-bit" in why
+    # B' multicast over cluster_m splits the narrow tile_n: 16 -> 8-row slices are whole atoms
+    assert check(HopperGemmConfig(128, 16, 128, cluster_m=2, swap_ab=True), decode) is None
+    with pytest.raises(TypeError):
+        HopperGemmConfig(swap_ab=1)  # type: ignore[arg-type]
+
+
+def test_decode_space_has_swapped_and_balanced_split_configs() -> None:
+    from autocutlass.kernels.hopper_gemm import split_counts, swap_tile_ns
+
+    fam = HopperGemmFamily()
+    decode = Problem(m=16, n=6144, k=4096, b_major=Major.COL)
+    space = fam.space(decode)
+    swapped_cfgs = [c for c in space if c.swap_ab and check(c, decode) is None]
+    assert swapped_cfgs and {c.tile_n for c in swapped_cfgs} == {16}
+    assert any(c.split_k == 11 for c in swapped_cfgs)  # 96 tiles x 11 = 8 waves of 132
+    assert len(space) == len(set(space))
+    assert not any(c.swap_ab for c in fam.space(NT))  # large problems: no swapped configs
+    assert not any(c.tile_n < 64 for c in fam.space(NT))  # nor narrow tiles
+    assert swap_tile_ns(16) == (16,) and swap_tile_ns(64) == (64, 32) and swap_tile_ns(100) == (128, 64)
+    assert split_counts(6144, 16, 1, 64, 16) == (2, 3, 4, 8, 11, 12)
+    for s in split_counts(6144, 16, 1, 64, 16)[4:]:
+        units = 96 * s
+        assert units / (-(-units // 132) * 132) >= 0.95
+    seeds = fam.seeds(decode)
+    assert any(c.swap_ab for c in seeds[:3]) and all(check(c, decode) is None for c in seeds)

@@ -62,16 +62,36 @@ def test_epilogue_variants_and_batched_compile() -> None:
         # workspace split-K, with an epilogue the GEMM leaves to the reduce kernel
         (HopperGemmConfig(64, 128, 128, split_k=4, split_mode="workspace"), Problem(
             m=16, n=6144, k=4096, b_major=Major.COL, epilogue=Epilogue(bias=True, activation=Activation.SILU))),
+        # swap_ab: column-major D through the stmatrix + TMA epilogue, with C, bias and split-K
+        (HopperGemmConfig(64, 16, 128, split_k=11, swap_ab=True), Problem(
+            m=16, n=6144, k=4096, b_major=Major.COL, c_dtype=DType.BF16,
+            epilogue=Epilogue(with_c=True, bias=True, activation=Activation.GELU))),
     ],
-    ids=["tf32-nn", "tf32-nt-pingpong", "splitk-workspace"],
+    ids=["tf32-nn", "tf32-nt-pingpong", "splitk-workspace", "swap-ab-splitk-epilogue"],
 )
-def test_tf32_and_workspace_split_k_compile(cfg: HopperGemmConfig, prob: Problem) -> None:
+def test_tf32_workspace_split_k_and_swap_ab_compile(cfg: HopperGemmConfig, prob: Problem) -> None:
     from autocutlass.kernels.hopper_gemm.check import kernel_problem
     from autocutlass.kernels.hopper_gemm.compile import _compile
     from autocutlass.kernels.hopper_gemm.plan import make_plan
 
     assert check(cfg, prob) is None
-    assert _compile(make_plan(cfg, kernel_problem(prob)), 2) is not None
+    plan = make_plan(cfg, kernel_problem(prob, cfg))
+    assert plan.swap_ab is cfg.swap_ab
+    assert _compile(plan, 2) is not None
+
+
+def test_sampled_decode_configs_compile() -> None:
+    """A sample of the decode space, swapped and not, narrow tiles included."""
+    from autocutlass.kernels.hopper_gemm.check import kernel_problem
+    from autocutlass.kernels.hopper_gemm.compile import _compile
+    from autocutlass.kernels.hopper_gemm.plan import make_plan
+
+    prob = Problem(m=16, n=6144, k=4096, b_major=Major.COL)
+    feasible = [c for c in HopperGemmFamily().space(prob) if check(c, prob) is None]
+    rng = random.Random(11)
+    sample = rng.sample([c for c in feasible if c.swap_ab], 2) + rng.sample([c for c in feasible if not c.swap_ab], 1)
+    for cfg in sample:
+        assert _compile(make_plan(cfg, kernel_problem(prob, cfg)), 2) is not None, cfg.short()
 
 
 def test_disk_cache_serves_a_new_process(tmp_path: Path) -> None:

@@ -7,10 +7,8 @@ that file atomically (a temp file in the same folder, then ``os.replace``) and l
 One lock per cache serialises builds; a memory hit takes no lock. The caller's ``key`` must
 cover everything the generated code depends on (DSL version, sources, class, target arch).
 
-Used by ``autocutlass.kernels.transpose``. ``hopper_gemm.compile`` and ``hopper_gemm.reduce``
-still carry their own copies of these steps: both files are part of the kernel-source hash of
-tuning records, so moving them onto this module retires the shipped tuning databases and waits
-for the next re-tune.
+Used by ``hopper_gemm.compile`` (the GEMM), ``hopper_gemm.reduce`` (split-K reduce) and
+``transpose``.
 """
 
 from __future__ import annotations

@@ -14,10 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from autocutlass.kernels import budgets
 from autocutlass.kernels.base import GemmRunner, KernelFamily
 from autocutlass.kernels.hopper_gemm.check import TILE_K_32BIT, check, problem_supported
 from autocutlass.kernels.hopper_gemm.config import (
     CLUSTERS,
+    SPLIT_K,
     SWIZZLE,
     TUNED_SPLIT_K,
     TILE_M,
@@ -35,6 +37,40 @@ __all__ = ["HopperGemmConfig", "HopperGemmFamily", "Raster", "Schedule", "SplitM
 SMALL_M_DIRECT_STORE = 256
 SPLIT_K_MAX_OUTPUT = 4096 * 4096
 """Output elements (M * N * L) up to which the space offers split-K."""
+SPLIT_K_MIN_K = 1024
+TILE_N_WIDE = tuple(t for t in TILE_N if t >= 64)
+TILE_N_NARROW = tuple(t for t in TILE_N if t < 64)
+NARROW_N = 64
+"""Problems with N up to this also get the narrow tiles (TILE_N_NARROW)."""
+SWAP_AB_MAX_M = 128
+SWAP_AB_MIN_N = 256
+"""Decode GEMMs (M <= SWAP_AB_MAX_M tokens, N >= SWAP_AB_MIN_N) also get ``swap_ab`` configs."""
+BALANCED_SPLITS_MAX = 2
+BALANCE_MIN = 0.95
+
+
+def swap_tile_ns(tokens: int) -> tuple[int, ...]:
+    """tile_n of a swapped decode GEMM: the narrowest of 16, 32, 64, 128 that holds every token,
+    and half of it (two tile columns) when that is at least 16."""
+    full = next((t for t in (16, 32, 64, 128) if t >= tokens), 128)
+    return (full, full // 2) if full >= 32 else (full,)
+
+
+def split_counts(m: int, n: int, l: int, tile_m: int, tile_n: int, sms: int = budgets.SM_COUNT_SM90) -> tuple[int, ...]:  # noqa: E741
+    """Split-K counts for a tile shape: TUNED_SPLIT_K (without 1), plus up to BALANCED_SPLITS_MAX
+    other counts up to 16 whose work units (tiles x splits) fill whole waves of ``sms`` CTAs to at
+    least BALANCE_MIN, e.g. 48 tiles x 11 splits = 4 waves of 132 exactly."""
+    tiles = -(-m // tile_m) * -(-n // tile_n) * l
+    extra = []
+    for s in SPLIT_K:
+        if s in TUNED_SPLIT_K or s == 1:
+            continue
+        units = tiles * s
+        if units / (-(-units // sms) * sms) >= BALANCE_MIN:
+            extra.append(s)
+        if len(extra) == BALANCED_SPLITS_MAX:
+            break
+    return tuple(TUNED_SPLIT_K[1:]) + tuple(extra)
 
 TILE_K_16BIT = (64, 128)
 
@@ -56,27 +92,54 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
         """Tiles x clusters x schedules x raster/swizzle at stages = as many as fit. The direct
         (shared-memory-free) store joins only for small M, where the epilogue is a small part of
         the time and its missing barriers can pay; on large problems the TMA store measured
-        8-10% faster (H200, 2026-11-21)."""
+        8-10% faster (H200, 2026-11-21). Narrow tiles (tile_n 16, 32) join for narrow outputs.
+
+        Split-K joins where output tiles alone cannot fill the GPU (decode shapes, long K): the
+        cooperative configs again, with the K loop split ``split_counts`` ways, serial (either
+        store) or through the workspace and the reduce kernel. Decode GEMMs (M <= 128, 16-bit)
+        also get the swapped kernel (``swap_ab``: the weight's rows on WGMMA's 64-row side, the
+        tokens as a narrow tile_n), with and without serial split-K."""
         stores = tuple(Store) if problem.m <= SMALL_M_DIRECT_STORE else (Store.TMA,)
         tile_ks = TILE_K_32BIT if problem.a_dtype.bytes == 4 else TILE_K_16BIT
+        tile_ns = TILE_N_WIDE + (TILE_N_NARROW if problem.n <= NARROW_N else ())
         out = [
             HopperGemmConfig(tm, tn, tk, cm, cn, st, sch, ras, sw, 1, sto)
             for tm, tn, tk, (cm, cn), st, sch, ras, sw, sto in itertools.product(
-                TILE_M, TILE_N, tile_ks, CLUSTERS, TUNED_STAGES, tuple(Schedule), tuple(Raster), SWIZZLE, stores
+                TILE_M, tile_ns, tile_ks, CLUSTERS, TUNED_STAGES, tuple(Schedule), tuple(Raster), SWIZZLE, stores
             )
         ]
-        # Split-K where output tiles alone cannot fill the GPU (decode shapes, long K): the
-        # cooperative configs again, with the K loop split 2..8 ways, serial (either store) or
-        # through the workspace and the reduce kernel.
-        if problem.m * problem.n * problem.l <= SPLIT_K_MAX_OUTPUT and problem.k >= 1024:
-            out += [
-                HopperGemmConfig(tm, tn, tk, cm, cn, st, Schedule.COOPERATIVE, ras, 1, sk, sto, mode)
-                for tm, tn, tk, (cm, cn), st, ras, sk, (sto, mode) in itertools.product(
-                    TILE_M, TILE_N, tile_ks, CLUSTERS, TUNED_STAGES, tuple(Raster), TUNED_SPLIT_K[1:],
-                    [(sto, SplitMode.SERIAL) for sto in stores] + [(Store.TMA, SplitMode.WORKSPACE)],
-                )
-            ]
+        if problem.m * problem.n * problem.l <= SPLIT_K_MAX_OUTPUT and problem.k >= SPLIT_K_MIN_K:
+            modes = [(sto, SplitMode.SERIAL) for sto in stores] + [(Store.TMA, SplitMode.WORKSPACE)]
+            for tm, tn in itertools.product(TILE_M, tile_ns):
+                splits = split_counts(problem.m, problem.n, problem.l, tm, tn)
+                out += [
+                    HopperGemmConfig(tm, tn, tk, cm, cn, st, Schedule.COOPERATIVE, ras, 1, sk, sto, mode)
+                    for tk, (cm, cn), st, ras, sk, (sto, mode) in itertools.product(
+                        tile_ks, CLUSTERS, TUNED_STAGES, tuple(Raster), splits, modes
+                    )
+                ]
+        if problem.m <= SWAP_AB_MAX_M and problem.a_dtype.bytes == 2 and problem.n >= SWAP_AB_MIN_N:
+            out += self._swapped_space(problem, stores, tile_ks)
         return out
+
+    @staticmethod
+    def _swapped_space(problem: Problem, stores: tuple[Store, ...], tile_ks: tuple[int, ...]) -> list[HopperGemmConfig]:
+        """The ``swap_ab`` configs of a decode GEMM: kernel M = the problem's N (tile_m 64 or
+        128), kernel N = the token count (the narrowest tile_n that holds it, and half of that);
+        one raster order (the swapped problem has one or two tile columns)."""
+        m_k, n_k = problem.n, problem.m  # the swapped problem's M and N
+        out: list[HopperGemmConfig] = []
+        for tm, tn in itertools.product((64, 128), swap_tile_ns(n_k)):
+            splits = (1,)
+            if problem.k >= SPLIT_K_MIN_K:
+                splits += split_counts(m_k, n_k, problem.l, tm, tn)
+            for tk, (cm, cn), sto, sk in itertools.product(tile_ks, CLUSTERS, stores, splits):
+                out.append(HopperGemmConfig(tm, tn, tk, cm, cn, 0, Schedule.COOPERATIVE, Raster.ALONG_M, 1, sk, sto,
+                                            SplitMode.SERIAL, swap_ab=True))  # fmt: skip
+                if sk == 1 and tm == 128:
+                    out.append(HopperGemmConfig(tm // 2, tn, tk, cm, cn, 0, Schedule.PINGPONG, Raster.ALONG_M, 1, 1,
+                                                sto, swap_ab=True))  # fmt: skip
+        return list(dict.fromkeys(out))
 
     def check(self, config: HopperGemmConfig, problem: Problem) -> str | None:
         return check(config, problem)
@@ -104,6 +167,15 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
                 c(256, 128, 64), c(256, 128, 64, cluster_m=2, swizzle=4), c(256, 128, 64, cluster_n=2, swizzle=4),
                 c(128, 256, 64), c(128, 256, 64, cluster_n=2), c(128, 128, 64, schedule=pp, cluster_m=2),
             ]
+        if problem.m <= SWAP_AB_MAX_M and problem.a_dtype.bytes == 2 and problem.n >= SWAP_AB_MIN_N:
+            # The swapped kernel: weight rows on WGMMA's M side, tokens as a narrow tile_n; with
+            # the split count that fills whole waves, and with the tokens multicast (cluster_m 2).
+            tn = swap_tile_ns(problem.m)[0]
+            balanced = split_counts(problem.n, problem.m, problem.l, 64, tn)[len(TUNED_SPLIT_K) - 1:]
+            swaps = [c(128, tn, 128, swap_ab=True), c(128, tn, 128, cluster_m=2, swap_ab=True)]
+            if balanced and problem.k >= SPLIT_K_MIN_K:
+                swaps.insert(1, c(64, tn, 128, split_k=balanced[0], swap_ab=True))
+            guesses = guesses[:1] + swaps + guesses[1:]
         guesses += [c(128, 128, 64), c(64, 128, 64), c(64, 64, 64)]
         if problem.a_dtype.bytes == 4:  # tf32: the same shapes with half the K elements per stage
             guesses = [dataclasses.replace(g, tile_k=g.tile_k // 2) for g in guesses]
@@ -135,4 +207,5 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
             int(config.store is Store.DIRECT),
             config.split_k,
             int(config.split_mode is SplitMode.WORKSPACE),
+            int(config.swap_ab),
         )

@@ -33,10 +33,29 @@ TILE_K_32BIT = (32, 64)
 """tile_k for tf32 inputs: 32 elements are one 128-byte swizzle row, as 64 are for 16-bit types."""
 
 
-def kernel_problem(problem: Problem) -> Problem:
-    """The problem the kernel itself runs. tf32 WGMMA reads only K-major operands, so a tf32
-    operand that is M- or N-major is served through a K-major copy (``runner``): the kernel sees
-    K-major A (row-major) and B (column-major), with the copy's 16-byte-aligned rows."""
+def _flip(major: Major) -> Major:
+    return Major.COL if major is Major.ROW else Major.ROW
+
+
+def swapped(problem: Problem) -> Problem:
+    """The problem D^T = B^T A^T that a ``swap_ab`` config runs: M and N trade places, A' = B^T
+    and B' = A^T (each transposed view flips its major), alignments follow their operands. The
+    kernel writes D' = D^T, which is column-major (M'-contiguous): ``Plan.swap_ab`` tells it so,
+    and that a bias runs along the kernel's rows."""
+    return dataclasses.replace(
+        problem, m=problem.n, n=problem.m, a_major=_flip(problem.b_major), b_major=_flip(problem.a_major),
+        align_a=problem.align_b, align_b=problem.align_a,
+    )  # fmt: skip
+
+
+def kernel_problem(problem: Problem, config: HopperGemmConfig | None = None) -> Problem:
+    """The problem the kernel itself runs for ``config`` (None: any config without ``swap_ab``).
+
+    ``swap_ab`` swaps the operands (``swapped``). tf32 WGMMA reads only K-major operands, so a
+    tf32 operand that is M- or N-major is served through a K-major copy (``runner``): the kernel
+    sees K-major A (row-major) and B (column-major), with the copy's 16-byte-aligned rows."""
+    if config is not None and config.swap_ab:
+        problem = swapped(problem)
     if problem.a_dtype is not DType.TF32:
         return problem
     changes: dict[str, object] = {}
@@ -132,6 +151,16 @@ WORKSPACE_MAX_ELEMS = 2**31 - 1
 """The workspace split-K slabs are indexed with 32-bit offsets."""
 
 
+def _swap_ab(config: HopperGemmConfig, problem: Problem) -> str | None:
+    if not config.swap_ab:
+        return None
+    if problem.a_dtype is DType.TF32:
+        return "swap_ab is for 16-bit inputs (tf32 operands are copied to K-major; swap the copies instead)"
+    if config.split_mode is SplitMode.WORKSPACE and config.split_k > 1:
+        return "swap_ab writes D column-major; the workspace reduce kernel writes row-major D: use split_mode=serial"
+    return None
+
+
 def _split_k(config: HopperGemmConfig, problem: Problem) -> str | None:
     if config.split_k > 1 and config.schedule is Schedule.PINGPONG:
         return "split_k > 1 needs the cooperative schedule (ping-pong consumers cannot skip uneven K splits)"
@@ -198,16 +227,17 @@ def _shared_memory(config: HopperGemmConfig, problem: Problem) -> str | None:
     return None
 
 
-RULES: tuple[Rule, ...] = (_domain, _wgmma_shape, _registers, _split_k, _smem_layout, _multicast, _shared_memory)
+RULES: tuple[Rule, ...] = (_domain, _swap_ab, _wgmma_shape, _registers, _split_k, _smem_layout, _multicast, _shared_memory)
 
 
 def check(config: HopperGemmConfig, problem: Problem) -> str | None:
     """None if ``config`` can run ``problem``, else the first broken rule's reason. The rules
-    judge the problem the kernel runs (``kernel_problem``: K-major operands for tf32)."""
+    judge the problem the kernel runs (``kernel_problem``: swapped for ``swap_ab``, K-major
+    operands for tf32)."""
     reason = problem_supported(problem)
     if reason is not None:
         return reason
-    kp = kernel_problem(problem)
+    kp = kernel_problem(problem, config)
     for rule in RULES:
         reason = rule(config, kp)
         if reason is not None:

@@ -4,9 +4,9 @@
   alignment), so one compiled function serves every shape of its class.
 * The TVM-FFI calling convention takes torch tensors directly (about 5 us per call) and reads
   the stream from torch's current stream.
-* In-process cache: a dict keyed by the compile key. On-disk cache: the exported object file
-  ``<cache>/kernels/<key>.o``, written atomically (temp file + ``os.replace``) and loaded with
-  ``cute.runtime.load_module``; a corrupt file is reported, removed and recompiled.
+* Caches (``kernels.object_cache.ObjectCache``): in the process, keyed by the compile key, and
+  on disk as the exported object ``<cache>/hopper_gemm-<key>.o``, written atomically and loaded
+  with ``cute.runtime.load_module``; a corrupt file is reported, removed and recompiled.
 
 The compile key covers the config, the kernel class, the operand rank, the DSL version, the
 content hash of our kernel sources and the target architecture.
@@ -16,28 +16,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
-import tempfile
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from autocutlass.device import dsl_version, kernel_source_hash
 from autocutlass.errors import CantImplement, KernelCompileError
-from autocutlass.kernels.hopper_gemm.check import check
+from autocutlass.kernels.hopper_gemm.check import check, kernel_problem
 from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig
 from autocutlass.kernels.hopper_gemm.plan import Plan, make_plan
+from autocutlass.kernels.object_cache import ObjectCache
 from autocutlass.problem import DType, Major, Problem
-
-log = logging.getLogger("autocutlass")
 
 ARCH = "sm_90a"
 FUNCTION_NAME = "autocutlass_hopper_gemm"
-
-_lock = threading.Lock()
-_memory: dict[str, Any] = {}
 
 
 def target_arch() -> str:
@@ -96,15 +89,17 @@ def _compile(plan: Plan, rank: int) -> Any:
     ab_align = 16 // plan.a_dtype.bytes
     a = _fake_operand(ab, (s.m, s.k), plan.a_major is Major.ROW, rank, ab_align, s.l)
     b = _fake_operand(ab, (s.k, s.n), plan.b_major is Major.ROW, rank, ab_align, s.l)
-    d = _fake_operand(dd, (s.m, s.n), True, rank, 16 // plan.d_dtype.bytes, s.l)
+    # D and C are row-major, or column-major (the transposed views of the swapped problem).
+    d = _fake_operand(dd, (s.m, s.n), not plan.swap_ab, rank, 16 // plan.d_dtype.bytes, s.l)
     c = None
     if plan.with_c:
         assert plan.c_dtype is not None
         c_align = max(1, 4 // plan.c_dtype.bytes)
-        c = _fake_operand(CUTLASS_DTYPES[plan.c_dtype], (s.m, s.n), True, rank, c_align, s.l)
+        c = _fake_operand(CUTLASS_DTYPES[plan.c_dtype], (s.m, s.n), not plan.swap_ab, rank, c_align, s.l)
     bias = None
     if plan.bias:
-        bias = make_fake_tensor(dd if plan.d_dtype is not DType.FP32 else cutlass.Float32, (s.n,), (1,), assumed_align=4)
+        bias_len = s.m if plan.swap_ab else s.n  # one value per output column of the caller's D
+        bias = make_fake_tensor(dd if plan.d_dtype is not DType.FP32 else cutlass.Float32, (bias_len,), (1,), assumed_align=4)
     workspace = counters = None
     if plan.split_k > 1:
         workspace = make_fake_tensor(cutlass.Float32, (cute.sym_int64(),), (1,), assumed_align=16)
@@ -131,77 +126,16 @@ def _compile(plan: Plan, rank: int) -> Any:
         raise KernelCompileError(f"DSL compile failed for {plan}: {type(e).__name__}: {e}") from e
 
 
-def _disk_path(cache_dir: Path, key: str) -> Path:
-    return cache_dir / f"hopper_gemm-{key}.o"
-
-
-def _load_from_disk(path: Path) -> Any | None:
-    if not path.is_file():
-        return None
-    import cutlass.cute as cute
-
-    try:
-        module = cute.runtime.load_module(str(path), enable_tvm_ffi=True)
-        return getattr(module, FUNCTION_NAME)
-    except Exception as e:  # noqa: BLE001 - a corrupt cache entry is a miss, reported once
-        log.warning("compiled-kernel cache entry %s is unusable (%s: %s); recompiling", path, type(e).__name__, e)
-        try:
-            path.unlink()
-        except OSError:
-            pass
-        return None
-
-
-def _save_to_disk(fn: Any, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp.o")
-    os.close(fd)
-    try:
-        fn.export_to_c(tmp, function_name=FUNCTION_NAME)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-@dataclass
-class CompileStats:
-    compiled: int = 0
-    disk_hits: int = 0
-    memory_hits: int = 0
-
-
-STATS = CompileStats()
+_CACHE = ObjectCache("hopper_gemm", FUNCTION_NAME)
+_memory = _CACHE.memory
+STATS = _CACHE.stats
 
 
 def get_compiled(config: HopperGemmConfig, problem: Problem, rank: int, cache_dir: Path | None) -> Any:
-    """The compiled TVM-FFI function for (config, class of problem, rank): memory, disk, or compile."""
+    """The compiled TVM-FFI function for (config, class of ``problem``, rank): memory, disk, or
+    compile. ``problem`` is the caller's problem; the kernel runs ``kernel_problem(problem, config)``."""
     reason = check(config, problem)
     if reason is not None:
         raise CantImplement(reason)
     key = compile_key(config, problem, rank)
-    fn = _memory.get(key)
-    if fn is not None:
-        STATS.memory_hits += 1
-        return fn
-    with _lock:
-        fn = _memory.get(key)
-        if fn is not None:
-            return fn
-        path = _disk_path(cache_dir, key) if cache_dir is not None else None
-        if path is not None:
-            fn = _load_from_disk(path)
-            if fn is not None:
-                STATS.disk_hits += 1
-        if fn is None:
-            fn = _compile(make_plan(config, problem), rank)
-            STATS.compiled += 1
-            if path is not None:
-                try:
-                    _save_to_disk(fn, path)
-                    loaded = _load_from_disk(path)
-                    fn = loaded if loaded is not None else fn
-                except OSError as e:
-                    log.warning("cannot write compiled-kernel cache %s: %s", path, e)
-        _memory[key] = fn
-        return fn
+    return _CACHE.get(key, cache_dir, lambda: _compile(make_plan(config, kernel_problem(problem, config)), rank))

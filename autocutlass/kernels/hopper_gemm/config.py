@@ -55,7 +55,9 @@ class Raster(StrEnum):
 
 
 TILE_M = (64, 128, 256)
-TILE_N = (64, 96, 128, 160, 192, 208, 224, 256)
+TILE_N = (16, 32, 64, 96, 128, 160, 192, 208, 224, 256)
+"""16 and 32 are for narrow outputs, chiefly the swapped decode GEMM (``swap_ab``), whose N is
+the token count."""
 TILE_K = (32, 64, 128)
 """In elements: 64 or 128 for 16-bit inputs, 32 or 64 for tf32 (``check`` enforces which)."""
 CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
@@ -83,6 +85,10 @@ class HopperGemmConfig:
     split_k: int = 1
     store: Store = Store.TMA
     split_mode: SplitMode = SplitMode.SERIAL
+    swap_ab: bool = False
+    """Run D^T = B^T A^T: the kernel's M is the problem's N (a decode GEMM's weight rows fill
+    WGMMA's 64-row side; the few tokens become the kernel's N) and D is written column-major.
+    Tiles, clusters and split-K then refer to the swapped problem."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "split_mode", SplitMode(self.split_mode))
@@ -93,6 +99,8 @@ class HopperGemmConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool):
                 raise TypeError(f"HopperGemmConfig.{name} must be int, got {v!r}")
+        if not isinstance(self.swap_ab, bool):
+            raise TypeError(f"HopperGemmConfig.swap_ab must be bool, got {self.swap_ab!r}")
 
     @property
     def cluster_size(self) -> int:
@@ -133,16 +141,17 @@ class HopperGemmConfig:
         if self.split_mode is SplitMode.WORKSPACE:
             sk += "w"
         st = " direct" if self.store is Store.DIRECT else ""
+        sw = " swap" if self.swap_ab else ""
         return (
             f"{self.tile_m}x{self.tile_n}x{self.tile_k} c{self.cluster_m}x{self.cluster_n}"
-            f" s{self.stages} {sched} {ras}/{self.swizzle}{sk}{st}"
+            f" s{self.stages} {sched} {ras}/{self.swizzle}{sk}{st}{sw}"
         )
 
 
 def all_configs() -> Iterator[HopperGemmConfig]:
     """The full cartesian space (most of it infeasible for any given problem)."""
-    for tm, tn, tk, (cm, cn), st, sch, ras, sw, sk, sto, mode in itertools.product(
+    for tm, tn, tk, (cm, cn), st, sch, ras, sw, sk, sto, mode, swap in itertools.product(
         TILE_M, TILE_N, TILE_K, CLUSTERS, STAGES, tuple(Schedule), tuple(Raster), SWIZZLE, SPLIT_K, tuple(Store),
-        tuple(SplitMode),
+        tuple(SplitMode), (False, True),
     ):
-        yield HopperGemmConfig(tm, tn, tk, cm, cn, st, sch, ras, sw, sk, sto, mode)
+        yield HopperGemmConfig(tm, tn, tk, cm, cn, st, sch, ras, sw, sk, sto, mode, swap)

@@ -23,7 +23,9 @@ each split stores its raw fp32 partial to its own slab and a second kernel (``re
 the slabs and runs the epilogue.
 
 Operands: bf16 / fp16 (any major), or tf32 (fp32 bits, K-major only: ``wgmma_tf32``; the runner
-copies other layouts to K-major first).
+copies other layouts to K-major first). D and C are row-major, or column-major when the plan runs
+the swapped problem D^T = B^T A^T (``swap_ab``: decode GEMMs put the weight's rows on WGMMA's
+64-row side); the stmatrix staging, the TMA store and the bias index follow.
 
 Shapes are symbolic: one compiled kernel serves every M, N, K, L of its class. TMA zero-fills
 out-of-bounds loads and clips out-of-bounds stores, which handles every residue; the epilogue
@@ -202,12 +204,18 @@ class HopperGemmKernel:
         b_staged = cute.tile_to_shape(
             b_atom, (p.tile_n, p.tile_k, p.stages), order=(0, 1, 2) if b_kmajor else (1, 0, 2)
         )
+        # D is row-major, or column-major in the swapped problem: the staging buffer's swizzle
+        # atom runs along D's contiguous dimension.
+        d_m_major = self.d_layout.is_m_major_c()
         d_atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
-            sm90_utils.get_smem_layout_atom(self.d_layout, self.d_dtype, p.epi_n), self.d_dtype
+            sm90_utils.get_smem_layout_atom(self.d_layout, self.d_dtype, p.epi_m if d_m_major else p.epi_n),
+            self.d_dtype,
         )
         # Ping-pong: each consumer owns half of the staging buffers.
         epi_buffers = p.epi_stages * (2 if p.pingpong else 1)
-        d_staged = cute.tile_to_shape(d_atom, (p.epi_m, p.epi_n, epi_buffers), order=(0, 1, 2))
+        d_staged = cute.tile_to_shape(
+            d_atom, (p.epi_m, p.epi_n, epi_buffers), order=(1, 0, 2) if d_m_major else (0, 1, 2)
+        )
         return a_staged, b_staged, d_staged
 
     @staticmethod
@@ -615,11 +623,15 @@ class HopperGemmKernel:
             if cutlass.const_expr(p.with_c or p.bias):
                 crd = tCcD[i]
                 n_in = cutlass.min(crd[1], n_last)
+                m_in = cutlass.min(crd[0], m_last)
                 if cutlass.const_expr(p.with_c):
-                    m_in = cutlass.min(crd[0], m_last)
                     x = x + beta * mC[m_in, n_in, crd[2]].to(cutlass.Float32)
                 if cutlass.const_expr(p.bias):
-                    x = x + mBias[n_in].to(cutlass.Float32)
+                    # One value per column of the caller's D: the kernel's rows when swapped.
+                    if cutlass.const_expr(p.swap_ab):
+                        x = x + mBias[m_in].to(cutlass.Float32)
+                    else:
+                        x = x + mBias[n_in].to(cutlass.Float32)
             x = self._activation(x)
             acc[i] = x
 

@@ -46,6 +46,9 @@ class Plan:
     direct_store: bool
     split_k: int
     split_workspace: bool
+    swap_ab: bool
+    """The kernel runs the swapped problem (``check.swapped``): D (and C) arrive transposed,
+    i.e. column-major, and the bias runs along the kernel's rows."""
     smem_bytes: int
 
     @property
@@ -122,7 +125,8 @@ def max_stages(config: HopperGemmConfig, problem: Problem, smem_limit: int) -> i
 
 
 def make_plan(config: HopperGemmConfig, problem: Problem, smem_limit: int = budgets.SM90_SMEM_PER_BLOCK_OPTIN) -> Plan:
-    """Derive the plan. Assumes ``check`` accepted the pair (it calls this for the stage math)."""
+    """Derive the plan for the problem the kernel runs (``check.kernel_problem(p, config)``).
+    Assumes ``check`` accepted the pair (it calls this for the stage math)."""
     fit = max_stages(config, problem, smem_limit)
     stages = min(fit, MAX_AUTO_STAGES) if config.stages == 0 else config.stages
     em, en = epilogue_tile(config)
@@ -154,5 +158,6 @@ def make_plan(config: HopperGemmConfig, problem: Problem, smem_limit: int = budg
         direct_store=config.store is Store.DIRECT,
         split_k=config.split_k,
         split_workspace=split_workspace(config),
+        swap_ab=config.swap_ab,
         smem_bytes=smem_bill(config, problem, stages),
     )

@@ -35,9 +35,9 @@ checks refuse a call that breaks it; tests/test_gpu_reduce.py sees N and M misma
 
 Shapes are symbolic: one compile serves every (L, M, N) of a class (split count, D dtype,
 C dtype or no C, bias or not, activation, rank of D). The compile and cache functions mirror
-``compile.py``: an in-process dict and an on-disk ``<cache>/splitk_reduce-<key>.o`` written
-atomically and loaded with ``cute.runtime.load_module``; a corrupt entry is reported, removed
-and recompiled. The key covers the class, the DSL version, ``kernel_source_hash()`` and the
+``compile.py`` (``kernels.object_cache.ObjectCache``): in the process and on disk as
+``<cache>/splitk_reduce-<key>.o``, written atomically and loaded with
+``cute.runtime.load_module``; a corrupt entry is reported, removed and recompiled. The key covers the class, the DSL version, ``kernel_source_hash()`` and the
 target architecture.
 
 This module imports the DSL at module level (it sets ``CUTE_DSL_ARCH`` to sm_90a first unless it
@@ -49,10 +49,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
-import tempfile
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,9 +64,8 @@ from cutlass import cute
 from autocutlass.device import dsl_version, kernel_source_hash
 from autocutlass.errors import KernelCompileError
 from autocutlass.kernels.epilogue_math import epilogue_value
+from autocutlass.kernels.object_cache import ObjectCache
 from autocutlass.problem import Activation, DType
-
-log = logging.getLogger("autocutlass")
 
 FUNCTION_NAME = "autocutlass_splitk_reduce"
 THREADS = 256
@@ -81,10 +77,6 @@ WS_ALIGN = 4
 D_DTYPES = (DType.BF16, DType.FP16, DType.FP32)
 
 CUTLASS_DTYPES = {DType.BF16: cutlass.BFloat16, DType.FP16: cutlass.Float16, DType.FP32: cutlass.Float32}
-
-_lock = threading.Lock()
-_memory: dict[str, Any] = {}
-
 
 def vector_width(d_dtype: DType) -> int:
     """Columns of D per thread: 16 bytes of D."""
@@ -302,47 +294,9 @@ def _compile(cls: ReduceClass) -> Any:
         raise KernelCompileError(f"DSL compile failed for split-K reduce {cls}: {type(e).__name__}: {e}") from e
 
 
-def _disk_path(cache_dir: Path, key: str) -> Path:
-    return cache_dir / f"splitk_reduce-{key}.o"
-
-
-def _load_from_disk(path: Path) -> Any | None:
-    """The cached function at ``path``, or None (missing, or corrupt: then reported and removed)."""
-    if not path.is_file():
-        return None
-    try:
-        module = cute.runtime.load_module(str(path), enable_tvm_ffi=True)
-        return getattr(module, FUNCTION_NAME)
-    except Exception as e:  # noqa: BLE001 - a corrupt cache entry is a miss, reported once
-        log.warning("compiled-kernel cache entry %s is unusable (%s: %s); recompiling", path, type(e).__name__, e)
-        try:
-            path.unlink()
-        except OSError:
-            pass
-        return None
-
-
-def _save_to_disk(fn: Any, path: Path) -> None:
-    """Export ``fn`` to ``path`` atomically (temp file in the same folder, then ``os.replace``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp.o")
-    os.close(fd)
-    try:
-        fn.export_to_c(tmp, function_name=FUNCTION_NAME)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-@dataclass
-class ReduceStats:
-    compiled: int = 0
-    disk_hits: int = 0
-    memory_hits: int = 0
-
-
-STATS = ReduceStats()
+_CACHE = ObjectCache("splitk_reduce", FUNCTION_NAME)
+_memory = _CACHE.memory
+STATS = _CACHE.stats
 
 
 def get_reduce(
@@ -366,28 +320,4 @@ def get_reduce(
     """
     cls = ReduceClass(splits, d_dtype, c_dtype, bias, activation, rank)
     key = reduce_compile_key(splits, d_dtype, c_dtype, bias, activation, rank)
-    fn = _memory.get(key)
-    if fn is not None:
-        STATS.memory_hits += 1
-        return fn
-    with _lock:
-        fn = _memory.get(key)
-        if fn is not None:
-            return fn
-        path = _disk_path(cache_dir, key) if cache_dir is not None else None
-        if path is not None:
-            fn = _load_from_disk(path)
-            if fn is not None:
-                STATS.disk_hits += 1
-        if fn is None:
-            fn = _compile(cls)
-            STATS.compiled += 1
-            if path is not None:
-                try:
-                    _save_to_disk(fn, path)
-                    loaded = _load_from_disk(path)
-                    fn = loaded if loaded is not None else fn
-                except OSError as e:
-                    log.warning("cannot write compiled-kernel cache %s: %s", path, e)
-        _memory[key] = fn
-        return fn
+    return _CACHE.get(key, cache_dir, lambda: _compile(cls))

@@ -120,6 +120,9 @@ class HopperGemmRunner:
     """GemmRunner for one (config, kernel class). See ``autocutlass.kernels.base`` for the
     calling convention. Operands of rank 2 and 3 are served by separately compiled functions.
 
+    A ``swap_ab`` config runs the swapped problem on transposed views of the same tensors
+    (A' = B^T, B' = A^T, D' = D^T, C' = C^T): no copies.
+
     tf32 operands that are not K-major (column-major A, row-major B) are copied to K-major
     buffers on every call before the launch (``check.kernel_problem``): a memory-bound copy of
     that operand, on the current stream, by our transpose kernel (``k_major_copy``), fetched
@@ -127,9 +130,12 @@ class HopperGemmRunner:
 
     def __init__(self, config: HopperGemmConfig, problem: Problem, cache_dir: Path | None) -> None:
         self.config = config
-        self.problem = kernel_problem(problem)
-        self._copy_a = self.problem.a_major is not problem.a_major
-        self._copy_b = self.problem.b_major is not problem.b_major
+        self.user_problem = problem
+        self.problem = kernel_problem(problem, config)
+        self._swap = config.swap_ab
+        # tf32 copies (never together with swap_ab: ``check`` rejects that pair).
+        self._copy_a = not self._swap and self.problem.a_major is not problem.a_major
+        self._copy_b = not self._swap and self.problem.b_major is not problem.b_major
         self._cache_dir = cache_dir
         self._fns: dict[int, Any] = {}
         self._clusters: dict[int, int] = {}
@@ -142,7 +148,7 @@ class HopperGemmRunner:
     def prepare(self, rank: int) -> Any:
         fn = self._fns.get(rank)
         if fn is None:
-            fn = get_compiled(self.config, self.problem, rank, self._cache_dir)
+            fn = get_compiled(self.config, self.user_problem, rank, self._cache_dir)
             self._fns[rank] = fn
             if self._slabs:
                 from autocutlass.kernels.hopper_gemm.reduce import get_reduce
@@ -174,6 +180,11 @@ class HopperGemmRunner:
             a = k_major_copy(a, rows_contiguous_k=True, transpose=self._transpose.get(a.dim()))
         if self._copy_b:
             b = k_major_copy(b, rows_contiguous_k=False, transpose=self._transpose.get(b.dim()))
+        if self._swap:
+            # D^T = B^T A^T: transposed views, no copies; D^T and C^T are column-major.
+            a, b, d = b.transpose(-1, -2), a.transpose(-1, -2), d.transpose(-1, -2)
+            if c is not None:
+                c = c.transpose(-1, -2)
         dev = d.get_device()
         clusters = self._clusters.get(dev)
         if clusters is None:
