@@ -11,7 +11,8 @@ problem. An interrupted run resumes where it stopped (finished trials are in the
 One worker pipeline (compile children + one benchmark child on the GPU) serves every problem;
 this process never touches the GPU itself. Output: a progress bar on stderr, then a table on
 stdout: per problem the best config, its TFLOP/s, torch.matmul's TFLOP/s measured in the same
-run on the same inputs with the same timing protocol, the ratio, trials and wall time.
+run on the same inputs with the same timing protocol (in the finals' interleaved rounds when they
+ran), the ratio, trials and wall time; ``--json`` rows also list the finalists and their times.
 
 ``add_tune_parser(subparsers)`` registers the command; its handler returns the exit code (0
 success, 1 database error or bad shapes file).
@@ -226,6 +227,7 @@ def _row(case: Case, family: KernelFamily[Any], r: TuneResult) -> dict[str, Any]
         "trials": r.evaluated,
         "failed": failed,
         "states": dict(r.states),
+        "finals": [{"config_label": _config_label(family, c), "median_ms": t.median_ms} for c, t in r.finals],
         "strategy": r.strategy,
         "stop": r.stop_reason,
         "wall_s": r.wall_s,
@@ -236,7 +238,7 @@ def _row(case: Case, family: KernelFamily[Any], r: TuneResult) -> dict[str, Any]
 def _skipped_row(case: Case, why: str) -> dict[str, Any]:
     return {"name": case.name, "problem": case.problem.describe(), "family": None, "config": None,
             "config_label": "skipped", "median_ms": None, "tflops": None, "torch_tflops": None, "vs_torch": None,
-            "trials": 0, "failed": 0, "states": {}, "strategy": None, "stop": None, "wall_s": 0.0, "note": why}  # fmt: skip
+            "trials": 0, "failed": 0, "states": {}, "finals": [], "strategy": None, "stop": None, "wall_s": 0.0, "note": why}  # fmt: skip
 
 
 _HEADERS = ("case", "problem", "best config", "TFLOP/s", "torch TFLOP/s", "x torch", "trials", "wall s")

@@ -8,14 +8,15 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 from autocutlass.device import HardKey
 from autocutlass.kernels.base import GemmRunner, KernelFamily
 from autocutlass.problem import Problem
 from autocutlass.search.space import config_key
-from autocutlass.search.timing import Timing
-from autocutlass.search.workers import EvalOutcome
+from autocutlass.search.timing import Timing, summarize
+from autocutlass.search.workers import EvalOutcome, FinalsOutcome
 
 HARD_KEY = HardKey(gpu_name="Fake GPU", cc="9.0", sm_count=132, dsl_version="0", kernel_hash="fake", protocol_version=1)
 
@@ -70,18 +71,33 @@ def timing(ms: float, spread: float = 0.0) -> Timing:
     return Timing(ms, ms - spread / 2, ms + spread / 2, 20)
 
 
+def search_stop(stop_reason: str) -> str:
+    """A ``TuneResult.stop_reason`` without its finals note: why the search and the polish stopped."""
+    return stop_reason.split("; finals: ")[0]
+
+
 Score = Callable[[dict[str, Any]], "float | tuple[str, str]"]
 """params -> median ms, or (state, reason) for a failure."""
 
 
 class FakeEvaluator:
-    """In-process ``Evaluator``: outcomes come from ``score``; records what it was asked."""
+    """In-process ``Evaluator``: outcomes come from ``score``; records what it was asked.
 
-    def __init__(self, score: Score, capacity: int = 3, torch_ms: float = 1.0) -> None:
+    The finals time a config at ``finals_score`` (default: ``score``) and torch at
+    ``finals_torch_ms`` (default: ``torch_ms``); ``finals_fail`` makes them return None (as the
+    pipeline does on a timeout or a crash). ``finals_calls`` records the configs of each call.
+    """
+
+    def __init__(self, score: Score, capacity: int = 3, torch_ms: float = 1.0, *, finals_score: Score | None = None,
+                 finals_torch_ms: float | None = None, finals_fail: bool = False) -> None:  # fmt: skip
         self.score = score
         self._capacity = capacity
         self.torch_ms = torch_ms
+        self.finals_score = finals_score or score
+        self.finals_torch_ms = torch_ms if finals_torch_ms is None else finals_torch_ms
+        self.finals_fail = finals_fail
         self.submitted: list[dict[str, Any]] = []
+        self.finals_calls: list[list[dict[str, Any]]] = []
         self._queue: list[tuple[str, dict[str, Any]]] = []
 
     @property
@@ -111,6 +127,21 @@ class FakeEvaluator:
 
     def baseline(self, problem: Problem) -> EvalOutcome:
         return EvalOutcome("torch", {}, "ok", None, timing(self.torch_ms))
+
+    def finals(self, problem: Problem, configs: list[dict[str, Any]], rounds: int) -> FinalsOutcome | None:
+        assert not self._queue, "finals while candidates are in flight"
+        self.finals_calls.append([dict(c) for c in configs])
+        if self.finals_fail:
+            return None
+        entries = []
+        for params in configs:
+            s = self.finals_score(params)
+            if isinstance(s, tuple):
+                entries.append(EvalOutcome(config_key(params), dict(params), s[0], s[1]))
+            else:
+                entries.append(EvalOutcome(config_key(params), dict(params), "ok", None, Timing(s, s, s, rounds)))
+        return FinalsOutcome(tuple(entries), Timing(self.finals_torch_ms, self.finals_torch_ms,
+                                                    self.finals_torch_ms, rounds), rounds)  # fmt: skip
 
     def device(self) -> dict[str, Any]:
         return {"device": {"gpu_name": HARD_KEY.gpu_name}, "hard_key": asdict(HARD_KEY)}
@@ -195,12 +226,46 @@ def make_fake_compile_handler() -> Callable[[dict[str, Any]], dict[str, Any]]:
     return handle
 
 
+def _fake_final(req: dict[str, Any]) -> dict[str, Any]:
+    """The ``final`` request: the first misbehaving config's mode decides the whole reply ('crash',
+    'hang', 'fault'); 'wrong' is a wrong_result entry; others are timed like a bench request, in
+    interleaved rounds."""
+    from autocutlass.search.handlers import interleaved_rounds
+
+    modes = [_behaviour(c) for c in req["configs"]]
+    if "crash" in modes:
+        os._exit(139)
+    if "hang" in modes:
+        time.sleep(60)
+    if "fault" in modes:
+        return {"state": "crash", "reason": "CUDA fault: illegal address", "entries": None, "torch": None, "exit": True}
+    entries: list[dict[str, Any]] = []
+    timers: list[Callable[[], float | None]] = []
+    owners: list[int] = []
+    for config, mode in zip(req["configs"], modes, strict=True):
+        if mode == "wrong":
+            entries.append({"state": "wrong_result", "reason": "relative error 1.0", "timing": None, "round_ms": []})
+            continue
+        entries.append({"state": "ok", "reason": None, "timing": None, "round_ms": []})
+        owners.append(len(entries) - 1)
+        timers.append(partial(float, 1.0 + config.get("tile", 0) / 1000))
+    timers.append(partial(float, 2.0))
+    per = interleaved_rounds(timers, req["rounds"])
+    for i, ms in zip(owners, per[:-1], strict=True):
+        assert ms is not None  # the fake's timers never fail
+        entries[i].update(round_ms=ms, timing=summarize(ms).as_dict())
+    torch_ms = per[-1] or []
+    return {"state": "ok", "entries": entries, "torch": {"timing": summarize(torch_ms).as_dict(), "round_ms": torch_ms}}
+
+
 def make_fake_bench_handler() -> Callable[[dict[str, Any]], dict[str, Any]]:
     """mode 'crash' exits the process; 'hang' sleeps; 'fault' reports a CUDA fault; 'wrong' is wrong."""
 
     def handle(req: dict[str, Any]) -> dict[str, Any]:
         if req["op"] == "device":
             return {"device": {"gpu_name": HARD_KEY.gpu_name}, "hard_key": asdict(HARD_KEY)}
+        if req["op"] == "final":
+            return _fake_final(req)
         mode = _behaviour(req["config"])
         if mode == "crash":
             os._exit(139)

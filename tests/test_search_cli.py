@@ -111,6 +111,11 @@ def test_run_tune_with_a_fake_evaluator(shapes: Path, tmp_path: Path, capsys: py
     assert "skipped" in out and "e4m3" in out  # the family does not serve fp8: said why
     rows = {r["name"]: r for r in json.loads(out_json.read_text())}
     assert rows["square"]["trials"] == 5 and rows["square"]["vs_torch"] > 1
+    # the finals: the four fastest of the five, head to head; the winner's time is theirs
+    finals = rows["square"]["finals"]
+    assert len(finals) == 4 and all(isinstance(f["config_label"], str) for f in finals)
+    assert rows["square"]["median_ms"] in [f["median_ms"] for f in finals]
+    assert rows["square"]["stop"].endswith("; finals: 4 configs x 5 rounds") and rows["fp8"]["finals"] == []
     assert rows["tf32"]["config"]["tile_k"] in (32, 64)  # tf32 is served, with 32-bit K tiles
     assert rows["fp8"]["config"] is None
     assert len(store.bests()) == 4

@@ -1,5 +1,6 @@
 """GPU tests of the search layer: the timing protocol, verification on CUDA tensors, a CUDA fault
-contained in a worker, and one small problem tuned end to end with the real family and pipeline."""
+contained in a worker, the finals of two configs in the real benchmark child, and one small
+problem tuned end to end with the real family and pipeline."""
 
 from __future__ import annotations
 
@@ -66,6 +67,26 @@ def test_cuda_fault_is_contained_in_the_worker() -> None:
     assert float((x * 2).sum()) == 16.0  # still usable
 
 
+def test_finals_of_two_configs_in_the_real_benchmark_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from autocutlass.kernels import get_family
+    from autocutlass.search.workers import CandidatePipeline
+
+    monkeypatch.setenv("AUTOCUTLASS_CACHE_DIR", str(tmp_path / "cache"))  # the bench child compiles itself
+    fam = get_family("hopper_gemm")
+    p = Problem(m=256, n=512, k=256, b_major=Major.COL)
+    configs = [fam.config_to_dict(c) for c in fam.seeds(p)[:2]]
+    assert len(configs) == 2
+    with CandidatePipeline(fam.name, compile_workers=1) as pipe:
+        out = pipe.finals(p, configs, rounds=3)
+    assert out is not None and out.rounds == 3
+    assert [e.params for e in out.entries] == configs
+    for e in out.entries:
+        assert e.state == "ok", (e.params, e.state, e.reason)
+        assert e.timing is not None and e.timing.n == 3
+        assert 0 < e.timing.p20_ms <= e.timing.median_ms <= e.timing.p80_ms
+    assert out.torch is not None and out.torch.n == 3 and out.torch.median_ms > 0
+
+
 def test_tune_one_small_problem_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from autocutlass.db import TuningStore
     from autocutlass.kernels import get_family
@@ -80,6 +101,10 @@ def test_tune_one_small_problem_end_to_end(tmp_path: Path, monkeypatch: pytest.M
     assert r.best is not None, [(f.config, f.state, f.reason) for f in r.failures]
     assert r.states.get("wrong_result", 0) == 0, [(f.config, f.reason) for f in r.failures]
     assert r.torch is not None and r.vs_torch is not None
+    if r.states.get("ok", 0) >= 2:  # the finals decided, and the recorded best has their timing
+        from autocutlass.search.tuner import FINAL_ROUNDS
+
+        assert r.finals and r.best.timing is not None and r.best.timing.n == FINAL_ROUNDS, r.stop_reason
     rec = store.lookup(p, r.hard_key)
     assert rec is not None and rec.config == r.best.config
     assert len(store.trials(p, r.hard_key)) == 4

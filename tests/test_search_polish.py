@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _search_fakes import HARD_KEY, FakeConfig, FakeEvaluator, FakeFamily, MemorySink
+from _search_fakes import HARD_KEY, FakeConfig, FakeEvaluator, FakeFamily, MemorySink, search_stop
 
 from autocutlass.db import TuningStore
 from autocutlass.problem import Problem
@@ -64,7 +64,7 @@ def test_polish_climbs_two_moves_from_where_tpe_stopped_to_the_optimum() -> None
     # the premise: seeded TPE stopped early at the seed, without seeing the two better configs
     assert r.strategy == "tpe" and main[0] == INCUMBENT
     assert STEP not in main and OPTIMUM not in main, "TPE found the optimum itself: pick another seed"
-    assert r.stop_reason == f"no improvement in {tuner.DEFAULT_PATIENCE} trials; polish: {r.polished} trials, 2 moves, local optimum"  # fmt: skip
+    assert search_stop(r.stop_reason) == f"no improvement in {tuner.DEFAULT_PATIENCE} trials; polish: {r.polished} trials, 2 moves, local optimum"  # fmt: skip
     # the polish: INCUMBENT -> STEP -> OPTIMUM, then OPTIMUM's neighbours certify a local optimum
     assert r.best is not None and r.best.config == OPTIMUM and not r.best.earlier
     polish = ev.submitted[len(main) :]
@@ -103,7 +103,7 @@ def test_polish_respects_an_explicit_trial_budget() -> None:
     main = main_phase(r, ev)
     # early stop after at most 1 + 6 + capacity trials, so round one (<= 14) fits in the budget
     assert len(main) <= 1 + 6 + ev.capacity and STEP not in main
-    assert r.stop_reason == f"no improvement in 6 trials; polish: {r.polished} trials, 1 move, trial budget"
+    assert search_stop(r.stop_reason) == f"no improvement in 6 trials; polish: {r.polished} trials, 1 move, trial budget"
     assert r.polished == 25 - len(main)  # polish trials count against the budget
     assert r.evaluated == len(ev.submitted) == len(sink.records) == 25
     # round one found STEP; the budget ran out early in round two, before OPTIMUM
@@ -115,7 +115,7 @@ def test_no_polish_when_the_main_search_used_up_an_explicit_trial_budget() -> No
     ev = FakeEvaluator(landscape)
     r = tune_problem(P, family(), MemorySink(), trials=5, evaluator=ev, hard_key=HARD_KEY, seed=0)
     assert r.polished == 0 and r.evaluated == len(ev.submitted) == 5
-    assert r.stop_reason == "trial budget"
+    assert search_stop(r.stop_reason) == "trial budget"
 
 
 def test_polish_respects_a_seconds_budget(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -123,8 +123,8 @@ def test_polish_respects_a_seconds_budget(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(tuner._Tuning, "_elapsed", lambda self: float(len(self.results)))
     ev = FakeEvaluator(landscape)
     r = tune_problem(P, family(), MemorySink(), seconds=20, patience=6, evaluator=ev, hard_key=HARD_KEY, seed=0)
-    assert r.stop_reason.startswith("no improvement in 6 trials; polish: ")
-    assert r.stop_reason.endswith(", time budget")
+    assert search_stop(r.stop_reason).startswith("no improvement in 6 trials; polish: ")
+    assert search_stop(r.stop_reason).endswith(", time budget")
     assert r.evaluated - r.polished < 20 <= r.evaluated <= 20 + ev.capacity
 
 
@@ -132,7 +132,7 @@ def test_polish_stops_at_its_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tuner, "POLISH_MAX_TRIALS", 5)
     ev = FakeEvaluator(landscape)
     r = tune_problem(P, family(), MemorySink(), patience=6, evaluator=ev, hard_key=HARD_KEY, seed=0)
-    assert r.polished == 5 and r.stop_reason.endswith("polish: 5 trials, 0 moves, cap")
+    assert r.polished == 5 and search_stop(r.stop_reason).endswith("polish: 5 trials, 0 moves, cap")
     assert r.evaluated == len(ev.submitted) == len(main_phase(r, ev)) + 5
 
 
@@ -140,7 +140,7 @@ def test_no_polish_when_exhaustive() -> None:
     fam = family()
     ev = FakeEvaluator(landscape)
     r = tune_problem(P, fam, MemorySink(), exhaustive=True, evaluator=ev, hard_key=HARD_KEY)
-    assert r.strategy == "grid" and r.stop_reason == "space exhausted" and r.polished == 0
+    assert r.strategy == "grid" and search_stop(r.stop_reason) == "space exhausted" and r.polished == 0
     assert r.evaluated == r.feasible == len(ev.submitted) == len(fam.space(P))
     assert r.best is not None and r.best.config == OPTIMUM
 
@@ -149,7 +149,7 @@ def test_no_polish_when_a_small_grid_covers_the_space() -> None:
     ev = FakeEvaluator(landscape)
     fam = FakeFamily(seeds=[FakeConfig(64, 2, "a")])  # 24 configs, a grid within the default budget
     r = tune_problem(P, fam, MemorySink(), evaluator=ev, hard_key=HARD_KEY)
-    assert r.strategy == "grid" and r.stop_reason == "space exhausted" and r.polished == 0
+    assert r.strategy == "grid" and search_stop(r.stop_reason) == "space exhausted" and r.polished == 0
     assert r.evaluated == r.feasible
 
 
@@ -159,8 +159,8 @@ def test_a_grid_that_stops_early_is_polished() -> None:
                      seeds=[FakeConfig(**INCUMBENT)])  # fmt: skip
     ev = FakeEvaluator(landscape)
     r = tune_problem(P, fam, MemorySink(), patience=2, evaluator=ev, hard_key=HARD_KEY, seed=3)
-    assert r.strategy == "grid" and r.stop_reason.startswith("no improvement in 2 trials; polish: ")
-    assert r.stop_reason.endswith(", 2 moves, local optimum")
+    assert r.strategy == "grid" and search_stop(r.stop_reason).startswith("no improvement in 2 trials; polish: ")
+    assert search_stop(r.stop_reason).endswith(", 2 moves, local optimum")
     assert OPTIMUM not in main_phase(r, ev) and r.evaluated < r.feasible
     assert r.best is not None and r.best.config == OPTIMUM
 
@@ -186,7 +186,7 @@ def test_failing_neighbours_neither_stop_the_polish_nor_win() -> None:
     main = main_phase(r, ev)
     assert not any(f in main for f in (crash, wrong, timeout, no_compile, STEP, OPTIMUM))
     assert r.best is not None and r.best.config == OPTIMUM
-    assert r.stop_reason.endswith(", 2 moves, local optimum")
+    assert search_stop(r.stop_reason).endswith(", 2 moves, local optimum")
     assert {"crash": 1, "wrong_result": 1, "timeout": 1, "compile_error": 1}.items() <= r.states.items()
     states = {rec.config_key: rec.state for rec in sink.records}
     assert states[config_key(crash)] == "crash" and states[config_key(timeout)] == "timeout"
@@ -206,6 +206,6 @@ def test_resume_polishes_from_the_earlier_incumbent_and_evaluates_nothing_twice(
     second = FakeEvaluator(landscape)
     r2 = tune_problem(P, fam, store, evaluator=second, hard_key=HARD_KEY, seed=1)
     assert r2.skipped == r1.evaluated and r2.polished == 0
-    assert r2.stop_reason.endswith("; polish: 0 trials, 0 moves, local optimum")
+    assert search_stop(r2.stop_reason).endswith("; polish: 0 trials, 0 moves, local optimum")
     assert {config_key(p) for p in first.submitted}.isdisjoint(config_key(p) for p in second.submitted)
     assert r2.best is not None and r2.best.earlier and r2.best.config == OPTIMUM

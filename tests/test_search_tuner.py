@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _search_fakes import HARD_KEY, FakeConfig, FakeEvaluator, FakeFamily, MemorySink, timing
+from _search_fakes import HARD_KEY, FakeConfig, FakeEvaluator, FakeFamily, MemorySink, search_stop, timing
 
 from autocutlass.db import TuningStore
 from autocutlass.errors import UnsupportedProblem
@@ -38,7 +38,7 @@ def test_infeasible_configs_never_reach_evaluation_nor_consume_budget() -> None:
     assert all(fam.check(fam.config_from_dict(p), P) is None for p in ev.submitted)
     assert len({config_key(p) for p in ev.submitted}) == 12  # no repeats
     assert sum(r.rejections.values()) > 0  # TPE sampled infeasible configs; they were rejected for free
-    assert r.best is not None and r.stop_reason == "trial budget"
+    assert r.best is not None and search_stop(r.stop_reason) == "trial budget"
     assert sink.best[P.key()][0] == r.best.config
 
 
@@ -48,7 +48,7 @@ def test_small_space_is_a_grid_and_exhaustive_evaluates_every_feasible_config() 
     r = tune_problem(P, fam, MemorySink(), exhaustive=True, evaluator=ev, hard_key=HARD_KEY)
     assert r.strategy == "grid"
     assert r.evaluated == r.feasible == len(ev.submitted)
-    assert r.stop_reason == "space exhausted"
+    assert search_stop(r.stop_reason) == "space exhausted"
     assert ev.submitted[0] == {"tile": 32, "stages": 2, "mode": "a"}  # the seed first
 
 
@@ -56,8 +56,8 @@ def test_early_stop_when_nothing_improves() -> None:
     ev = FakeEvaluator(lambda p: 1.0)  # all equal: nothing ever improves after the first
     r = tune_problem(P, big_family(), MemorySink(), trials=100, patience=5, evaluator=ev, hard_key=HARD_KEY)
     # the polish then evaluates the incumbent's neighbours once, finds nothing better and stops
-    assert r.stop_reason.startswith("no improvement in 5 trials; polish: ")
-    assert r.stop_reason.endswith(", 0 moves, local optimum")
+    assert search_stop(r.stop_reason).startswith("no improvement in 5 trials; polish: ")
+    assert search_stop(r.stop_reason).endswith(", 0 moves, local optimum")
     # the first outcome is the improvement; 5 more without one stop submissions; in-flight ones finish
     assert 6 <= r.evaluated - r.polished <= 6 + ev.capacity
 
@@ -72,7 +72,7 @@ def test_exhaustive_never_stops_early() -> None:
 def test_seconds_budget() -> None:
     ev = FakeEvaluator(by_tile)
     r = tune_problem(P, big_family(), MemorySink(), seconds=1e-9, evaluator=ev, hard_key=HARD_KEY)
-    assert r.stop_reason == "time budget" and r.evaluated == 0 and r.best is None
+    assert search_stop(r.stop_reason) == "time budget" and r.evaluated == 0 and r.best is None
 
 
 def test_resume_skips_finished_config_keys() -> None:

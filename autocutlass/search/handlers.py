@@ -6,17 +6,26 @@ legitimately have become states: ``CantImplement`` -> cant_implement, ``KernelCo
 compile_error, a wrong or NaN output -> wrong_result, a CUDA fault -> crash (and this process
 exits, since its CUDA context is lost). Any other exception is a bug and reaches the parent as
 ``WorkerError``.
+
+The *finals* (``op: "final"``) time a few configs and torch head to head: each participant is
+timed once per round, the rounds alternate the order (``round_order``), so that a clock or power
+drift over the seconds the finals take lands on every participant alike instead of on whoever
+runs last; a participant's result is the median of its per-round medians.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from autocutlass.errors import CantImplement, KernelCompileError
 from autocutlass.problem import DType, Problem
+
+if TYPE_CHECKING:
+    from autocutlass.search.timing import Timing
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -59,6 +68,34 @@ def make_compile_handler() -> Handler:
     return handle
 
 
+def round_order(n: int, r: int) -> list[int]:
+    """The order in which participants ``0..n-1`` are timed in round ``r`` (from 0) of the finals:
+    forward in even rounds, backward in odd ones, so that each participant's average position,
+    and with it its share of any drift along a round, is the same."""
+    order = list(range(n))
+    return order if r % 2 == 0 else order[::-1]
+
+
+def interleaved_rounds(timers: Sequence[Callable[[], float | None]], rounds: int) -> list[list[float] | None]:
+    """Run ``rounds`` rounds of ``timers`` in ``round_order``; per timer, the milliseconds it
+    returned in each round, or None once it returned None (a failure: it is dropped from the
+    remaining rounds, and its caller knows why)."""
+    if rounds < 1:
+        raise ValueError(f"finals need at least one round, got {rounds}")
+    results: list[list[float] | None] = [[] for _ in timers]
+    for r in range(rounds):
+        for i in round_order(len(timers), r):
+            ms = results[i]
+            if ms is None:
+                continue
+            t = timers[i]()
+            if t is None:
+                results[i] = None
+            else:
+                ms.append(t)
+    return results
+
+
 def _fault_types() -> tuple[type[BaseException], ...]:
     """Exception types that mean "the GPU faulted" (illegal address, launch failure, ...)."""
     import torch
@@ -90,6 +127,8 @@ class BenchHandler:
             return self._device()
         if op == "bench":
             return self._bench(request)
+        if op == "final":
+            return self._final(request)
         raise ValueError(f"benchmark worker got request {op!r}")
 
     def _select_device(self, index: int) -> None:
@@ -125,19 +164,25 @@ class BenchHandler:
         self._flush_bytes = 2 * l2
         self._problem_key = problem.key()
 
+    def _torch_timing(self, problem: Problem) -> Timing:
+        """torch on the prepared inputs, timed like a candidate; TF32 problems under TF32 precision."""
+        from autocutlass.search.timing import time_callable
+        from autocutlass.search.verify import fp32_matmul_precision, torch_baseline
+
+        precision = "tf32" if problem.a_dtype is DType.TF32 else "ieee"
+        with fp32_matmul_precision(precision):
+            return time_callable(torch_baseline(problem, self._inputs), flush_bytes=self._flush_bytes)
+
     def _bench(self, request: dict[str, Any]) -> dict[str, Any]:
         from autocutlass.search.timing import time_callable
-        from autocutlass.search.verify import check_output, fp32_matmul_precision, torch_baseline, verify
+        from autocutlass.search.verify import check_output, verify
 
         problem = Problem.from_dict(request["problem"])
         self._prepare(problem)
         inputs, ref = self._inputs, self._ref
-        precision = "tf32" if problem.a_dtype is DType.TF32 else "ieee"
         try:
             if request["config"] is None:
-                with fp32_matmul_precision(precision):
-                    timing = time_callable(torch_baseline(problem, inputs), flush_bytes=self._flush_bytes)
-                return {"state": "ok", "reason": None, "timing": timing.as_dict()}
+                return {"state": "ok", "reason": None, "timing": self._torch_timing(problem).as_dict()}
             runner, failure = _compile(_family(request["family"]), request["config"], problem)
             if runner is None:
                 return failure
@@ -151,6 +196,59 @@ class BenchHandler:
             return {"state": "ok", "reason": None, "timing": timing.as_dict()}
         except _fault_types() as e:
             return {"state": "crash", "reason": f"CUDA fault: {type(e).__name__}: {e}", "timing": None, "exit": True}
+
+    # ---- finals -----------------------------------------------------------------------------
+    def _final(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Verify every config, then time them and torch in interleaved rounds (module doc)."""
+        from autocutlass.search.timing import summarize
+        from autocutlass.search.verify import verify
+
+        problem = Problem.from_dict(request["problem"])
+        self._prepare(problem)
+        family = _family(request["family"])
+        entries: list[dict[str, Any]] = [
+            {"state": "ok", "reason": None, "timing": None, "round_ms": []} for _ in request["configs"]
+        ]
+        try:
+            timers: list[Callable[[], float | None]] = []
+            owners: list[int] = []
+            for i, config in enumerate(request["configs"]):
+                runner, failure = _compile(family, config, problem)
+                if runner is None:
+                    entries[i].update(state=failure["state"], reason=failure["reason"])
+                    continue
+                ok, reason = verify(runner, problem, self._inputs, self._ref)
+                if not ok:
+                    entries[i].update(state="wrong_result", reason=reason)
+                    continue
+                timers.append(partial(self._time_finalist, runner, problem, entries[i]))
+                owners.append(i)
+            timers.append(lambda: self._torch_timing(problem).median_ms)
+            per_timer = interleaved_rounds(timers, int(request["rounds"]))
+        except _fault_types() as e:
+            return {"state": "crash", "reason": f"CUDA fault: {type(e).__name__}: {e}", "entries": None,
+                    "torch": None, "exit": True}  # fmt: skip
+        for i, ms in zip(owners, per_timer[:-1], strict=True):
+            if ms is not None:
+                entries[i].update(timing=summarize(ms).as_dict(), round_ms=ms)
+        torch_ms = per_timer[-1] or []
+        torch = {"timing": summarize(torch_ms).as_dict() if torch_ms else None, "round_ms": torch_ms}
+        return {"state": "ok", "entries": entries, "torch": torch}
+
+    def _time_finalist(self, runner: Any, problem: Problem, entry: dict[str, Any]) -> float | None:
+        """One round of one finalist: its median ms, or None (and ``entry`` says why) when what it
+        wrote is wrong. D is poisoned first, since the previous participant left a correct D."""
+        from autocutlass.search.timing import time_callable
+        from autocutlass.search.verify import check_output
+
+        inputs = self._inputs
+        inputs.poison()
+        timing = time_callable(lambda: inputs.run(runner), flush_bytes=self._flush_bytes)
+        ok, reason = check_output(problem, inputs.d, self._ref)
+        if not ok:
+            entry.update(state="wrong_result", reason=f"after timing: {reason}", timing=None, round_ms=[])
+            return None
+        return float(timing.median_ms)
 
 
 def make_bench_handler() -> Handler:

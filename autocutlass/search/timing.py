@@ -26,8 +26,9 @@ Protocol, version 1 (``time_callable``):
 **Noise and ties** (``beats``): ``a`` beats ``b`` only when ``b.median - a.median`` exceeds the
 noise, which is the larger of half the wider p20..p80 spread of the two and ``NOISE_FLOOR_REL``
 of ``b``'s median (run-to-run drift on H100/H200 is a few percent; a 1% floor keeps a lucky
-sample from deciding). Candidates that do not beat each other are a tie, and the tuner gives a
-tie to the simpler config (``KernelFamily.simplicity``).
+sample from deciding). Candidates that do not beat each other are a tie; during the search, and
+when no finals decide, the tuner gives a tie to the simpler config (``KernelFamily.simplicity``).
+The finals (``tuner``, step 7) time the fastest few again, interleaved, and judge ties on that.
 """
 
 from __future__ import annotations

@@ -21,11 +21,21 @@
    incumbent and its neighbours follow. It stops at a round without such an improvement, after
    ``POLISH_MAX_TRIALS``, or on the caller's ``trials``/``seconds`` budget (polish trials count
    against it; with the default budget they come on top of it).
-6. torch is timed on the same inputs before and after the search (the faster counts).
-7. The winner is chosen among all ok trials (this run's, and with ``resume`` the sink's earlier
-   ones of the same hard key and family): the fastest, unless a simpler config is within the
-   noise of it (``timing.beats``); then the simplest such config (``family.simplicity``).
-   ``sink.record_best`` stores it.
+6. torch is timed on the same inputs before and after the search (the faster counts, unless
+   the finals time it).
+7. Finals: the pool is every ok trial (this run's, and with ``resume`` the sink's earlier ones of
+   the same hard key and family that are in the space). Its ``FINALISTS`` fastest distinct
+   configs, when there are at least two, are timed again head to head with torch
+   (``Evaluator.finals``: ``FINAL_ROUNDS`` rounds, the order reversed every other round). One
+   timing per candidate cannot rank near-equal configs: the per-call spread of a large GEMM is
+   3-7% on an H200, and a single window also catches a different clock (the GPU is power-limited)
+   than the next candidate's. The finals do not count as trials and come on top of every budget.
+8. The winner: with finals, the fastest finals median, unless a simpler config
+   (``family.simplicity``) is within ``FINALS_TIE_REL`` of it; a finalist that failed in the
+   finals cannot win. Without finals (one ok config, or the finals failed or are not supported by
+   the evaluator): ``select_winner`` over the pool, the fastest unless a simpler config is within
+   the noise of it (``timing.beats``). ``sink.record_best`` stores the winner with its finals
+   timing when it has one (and the id of its trial, whose recorded timing is the search's).
 
 The sink is a ``TrialSink``: ``autocutlass.db.TuningStore`` satisfies it (search/ does not
 import db/).
@@ -37,18 +47,19 @@ import logging
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from autocutlass.device import HardKey
 from autocutlass.errors import UnsupportedProblem
 from autocutlass.kernels.base import KernelFamily
+from autocutlass.keys import config_key
 from autocutlass.problem import Problem
 from autocutlass.search.space import Candidate, SearchSpace
 from autocutlass.search.strategy import GridStrategy, TpeStrategy, make_strategy
 from autocutlass.search.timing import Timing, beats
-from autocutlass.search.workers import OK, CandidatePipeline, EvalOutcome
+from autocutlass.search.workers import OK, CandidatePipeline, EvalOutcome, FinalsOutcome
 
 log = logging.getLogger("autocutlass")
 
@@ -66,6 +77,17 @@ evaluates in one run. TPE with early stop can end one or two single-field moves 
 better config; each move costs a round (the incumbent's unevaluated feasible neighbours: about
 15-22 in the hopper_gemm space), so the cap covers about three rounds: two moves and the round
 that finds nothing better."""
+FINALISTS = 4
+"""Configs in the finals (step 7 of the module doc): the pool's fastest distinct ones. In the
+shipped H200 database (14 problems) at most four ok trials of a problem are within 1% of its
+fastest, the band where one timing cannot rank them."""
+FINAL_ROUNDS = 5
+"""Rounds of the finals; each participant (the finalists and torch) is timed once per round."""
+FINALS_TIE_REL = 0.005
+"""A simpler config wins the finals only when its finals median is within this fraction of the
+fastest's. Half the search's 1% noise floor: the rounds spread clock and power drift over every
+finalist alike, which the search's one window per candidate could not, and the 1% floor handed
+ties to 1x1 clusters that are measurably slower in a sustained run."""
 POLL_S = 1.0
 
 # why the main search stopped (``_Tuning.stopped_by``)
@@ -149,6 +171,11 @@ class Evaluator(Protocol):
     def submit(self, problem: Problem, key: str, params: dict[str, Any]) -> None: ...
     def poll(self, timeout_s: float) -> list[EvalOutcome]: ...
     def baseline(self, problem: Problem) -> EvalOutcome: ...
+    def finals(self, problem: Problem, configs: list[dict[str, Any]], rounds: int) -> FinalsOutcome | None:
+        """Time ``configs`` and torch head to head (only when nothing is in flight); None when the
+        finals did not finish. Optional: the tuner falls back to ``select_winner`` without it."""
+        ...
+
     def device(self) -> dict[str, Any]: ...
 
 
@@ -191,7 +218,11 @@ class TuneResult:
 
     ``evaluated`` counts every candidate this run evaluated, ``polished`` of them in the polish.
     ``stop_reason`` says why the main search stopped; when the polish ran, it goes on with
-    ``"; polish: N trials, M moves, <why it stopped>"``.
+    ``"; polish: N trials, M moves, <why it stopped>"``, and when finals were due with
+    ``"; finals: N configs x R rounds"`` (or why they did not decide). ``finals`` holds the
+    finalists that finished the finals, with their finals timings, in finals order (fastest by the
+    search first); empty when no finals ran. With finals, ``best`` and ``runner_up`` carry their
+    finals timings and ``torch`` is torch's timing in the same rounds.
     """
 
     problem: Problem
@@ -212,6 +243,7 @@ class TuneResult:
     device: dict[str, Any] | None = None
     failures: tuple[TrialResult, ...] = field(default_factory=tuple)
     polished: int = 0
+    finals: tuple[tuple[dict[str, Any], Timing], ...] = field(default_factory=tuple)
 
     @property
     def best_config(self) -> dict[str, Any] | None:
@@ -238,11 +270,12 @@ class TuneResult:
 def select_winner(
     results: Sequence[TrialResult], simplicity: Callable[[dict[str, Any]], tuple[int, ...]]
 ) -> tuple[TrialResult | None, TrialResult | None]:
-    """(winner, runner-up) among the ok results.
+    """(winner, runner-up) among the ok results, by their search timings.
 
     The winner is the simplest config (then the fastest) among those the fastest one does not
     *beat* (``timing.beats``: faster by more than the noise), so a config must beat a simpler one
-    by more than the noise to win. The runner-up is the fastest of the others.
+    by more than the noise to win. The runner-up is the fastest of the others. The tuner uses it
+    for progress reports and when no finals decide (``select_finals_winner``).
     """
     ok = sorted((r for r in results if r.ok), key=lambda r: (r.timing.median_ms, simplicity(r.config)))  # type: ignore[union-attr]
     if not ok:
@@ -253,6 +286,49 @@ def select_winner(
     winner = min(tied, key=lambda r: (simplicity(r.config), r.timing.median_ms))  # type: ignore[union-attr]
     others = [r for r in ok if r.key != winner.key]
     return winner, (others[0] if others else None)
+
+
+def finalists(
+    results: Sequence[TrialResult], simplicity: Callable[[dict[str, Any]], tuple[int, ...]], n: int = FINALISTS
+) -> list[TrialResult]:
+    """The ``n`` fastest distinct ok configs of ``results`` (each by its fastest trial), fastest
+    first; a config timed in two runs is one finalist, not two seats."""
+    ok = sorted((r for r in results if r.ok), key=lambda r: (r.timing.median_ms, simplicity(r.config)))  # type: ignore[union-attr]
+    by_key: dict[str, TrialResult] = {}
+    for r in ok:
+        by_key.setdefault(r.key, r)
+    return list(by_key.values())[:n]
+
+
+def select_finals_winner(
+    timed: Sequence[tuple[TrialResult, Timing]],
+    simplicity: Callable[[dict[str, Any]], tuple[int, ...]],
+    tie_rel: float = FINALS_TIE_REL,
+) -> tuple[TrialResult | None, TrialResult | None]:
+    """(winner, runner-up) of the finals, each with its finals timing.
+
+    The winner is the fastest finals median, unless simpler configs are within ``tie_rel`` of it;
+    then the simplest of those (then the fastest). The runner-up is the fastest of the others.
+    """
+    ranked = sorted((replace(r, timing=t) for r, t in timed), key=lambda r: (r.timing.median_ms, simplicity(r.config)))  # type: ignore[union-attr]
+    if not ranked:
+        return None, None
+    limit = ranked[0].timing.median_ms * (1.0 + tie_rel)  # type: ignore[union-attr]
+    tied = [r for r in ranked if r.timing.median_ms <= limit]  # type: ignore[union-attr]
+    winner = min(tied, key=lambda r: (simplicity(r.config), r.timing.median_ms))  # type: ignore[union-attr]
+    others = [r for r in ranked if r.key != winner.key]
+    return winner, (others[0] if others else None)
+
+
+@dataclass(frozen=True)
+class _Finals:
+    """What the finals of one tuning gave: the finalists that finished with their finals timings,
+    the keys of those that failed, torch's finals timing, and the note for ``stop_reason``."""
+
+    timed: tuple[tuple[TrialResult, Timing], ...] = ()
+    failed: frozenset[str] = frozenset()
+    torch: Timing | None = None
+    note: str = ""
 
 
 # ---- the loop -----------------------------------------------------------------------------------
@@ -519,6 +595,40 @@ class _Tuning:
                 self.polish_stop = _LOCAL_OPTIMUM
         return moves
 
+    # ---- finals -----------------------------------------------------------------------------
+    def _pool(self) -> list[TrialResult]:
+        """The trials the winner is chosen from: this run's, and with ``resume`` the sink's earlier
+        ones (read again: this run's are in the sink now) that are in the space."""
+        pool = list(self.results)
+        if self.resume:
+            mine = {r.trial_id for r in self.results}
+            pool += [r for r in _prior_results(self.sink, self.problem, self.hard_key, self.family.name)
+                     if r.trial_id not in mine and self.space.get(r.key) is not None]  # fmt: skip
+        return pool
+
+    def _finals(self, pool: Sequence[TrialResult]) -> _Finals:
+        """Step 7 of the module doc: the pool's fastest distinct configs head to head."""
+        contenders = finalists(pool, self._simplicity)
+        if len(contenders) < 2:
+            return _Finals()
+        run = getattr(self.evaluator, "finals", None)
+        if run is None:
+            return _Finals(note="; finals: not supported by the evaluator")
+        outcome: FinalsOutcome | None = run(self.problem, [dict(c.config) for c in contenders], FINAL_ROUNDS)
+        if outcome is None:
+            return _Finals(note="; finals: did not finish, the search timings decide")
+        timed, failed = [], []
+        for c, e in zip(contenders, outcome.entries, strict=True):
+            if e.state == OK and e.timing is not None:
+                timed.append((c, e.timing))
+            else:
+                failed.append(c.key)
+                log.warning("finals: %s failed (%s): %s", c.config, e.state, e.reason)
+        note = f"; finals: {len(contenders)} configs x {outcome.rounds} rounds"
+        if failed:
+            note += f" ({len(failed)} failed)"
+        return _Finals(tuple(timed), frozenset(failed), outcome.torch, note)
+
     def run(self) -> TuneResult:
         before = self.evaluator.baseline(self.problem)
         self._evaluate_until_idle(self._fill)
@@ -528,12 +638,14 @@ class _Tuning:
             stop_reason += f"; polish: {_plural(self.polished, 'trial')}, {_plural(moves, 'move')}, {self.polish_stop}"
         after = self.evaluator.baseline(self.problem)
         torch_timing = _faster(before.timing if before.state == OK else None, after.timing if after.state == OK else None)
-        pool = list(self.results)
-        if self.resume:
-            mine = {r.trial_id for r in self.results}
-            pool += [r for r in _prior_results(self.sink, self.problem, self.hard_key, self.family.name)
-                     if r.trial_id not in mine and self.space.get(r.key) is not None]  # fmt: skip
-        winner, runner_up = select_winner(pool, self._simplicity)
+        pool = self._pool()
+        finals = self._finals(pool)
+        stop_reason += finals.note
+        if finals.timed:
+            winner, runner_up = select_finals_winner(finals.timed, self._simplicity)
+        else:
+            winner, runner_up = select_winner([r for r in pool if r.key not in finals.failed], self._simplicity)
+        torch_timing = finals.torch or torch_timing
         if winner is not None and winner.timing is not None:
             self.sink.record_best(
                 self.problem, self.hard_key, self.family.name, winner.config, winner.timing.median_ms,
@@ -558,6 +670,7 @@ class _Tuning:
             device=self.device,
             failures=tuple(r for r in self.results if not r.ok),
             polished=self.polished,
+            finals=tuple((dict(r.config), t) for r, t in finals.timed),
         )
 
 
@@ -574,6 +687,7 @@ def result_row(result: TuneResult) -> dict[str, Any]:
         "trials": result.evaluated,
         "polished": result.polished,
         "states": dict(result.states),
+        "finals": [{"config_key": config_key(c), "median_ms": t.median_ms} for c, t in result.finals],
         "strategy": result.strategy,
         "stop": result.stop_reason,
         "wall_s": result.wall_s,
@@ -583,6 +697,9 @@ def result_row(result: TuneResult) -> dict[str, Any]:
 __all__ = [
     "DEFAULT_PATIENCE",
     "DEFAULT_TRIALS",
+    "FINALISTS",
+    "FINALS_TIE_REL",
+    "FINAL_ROUNDS",
     "GRID_MAX",
     "POLISH_MAX_TRIALS",
     "Evaluator",
@@ -592,7 +709,9 @@ __all__ = [
     "TuneProgress",
     "TuneResult",
     "differs_in_one_field",
+    "finalists",
     "result_row",
+    "select_finals_winner",
     "select_winner",
     "tune_problem",
 ]

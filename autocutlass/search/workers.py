@@ -24,7 +24,18 @@ Request kinds (handled by ``autocutlass.search.handlers``)::
     {"op": "bench", "family": str, "problem": dict, "config": dict | None, "device": int}
         -> {"state": str, "reason": str | None, "timing": dict | None, "exit"?: bool}
         (config None: torch on the same inputs)
+    {"op": "final", "family": str, "problem": dict, "configs": [dict, ...], "rounds": int, "device": int}
+        -> {"state": "ok", "entries": [{"state": str, "reason": str | None, "timing": dict | None,
+                                        "round_ms": [float, ...]}, ...],
+            "torch": {"timing": dict | None, "round_ms": [float, ...]}}
+        or {"state": "crash", "reason": str, "entries": None, "torch": None, "exit": True}
+        (the finals: each config verified, then it and torch timed once per round, the order
+        reversed every other round; entries in request order, a failed config has no timing;
+        a timing is the median and p20/p80 of the per-round medians, n = rounds)
     {"op": "device", "device": int} -> {"device": dict, "hard_key": dict}
+
+``CandidatePipeline.finals`` sends the finals request and returns a ``FinalsOutcome``, or None
+when the finals did not finish (timeout, death, CUDA fault): the tuner then decides without them.
 """
 
 from __future__ import annotations
@@ -45,6 +56,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Literal
 
+from autocutlass.keys import config_key
 from autocutlass.problem import Problem
 from autocutlass.search.timing import Timing
 
@@ -70,6 +82,12 @@ DEFAULT_COMPILE_TIMEOUT_S = 120.0
 DEFAULT_BENCH_TIMEOUT_S = 60.0
 DEFAULT_BASELINE_TIMEOUT_S = 600.0
 """The first benchmark request of a problem also builds its inputs and reference."""
+FINALS_TIMEOUT_S = 60.0
+FINALS_TIMEOUT_PER_TIMING_S = 3.0
+"""The finals' deadline: ``FINALS_TIMEOUT_S`` (inputs, loading the kernels) plus this much per
+participant (configs and torch) per round. One timing (``time_callable``: warm-up, ~100 ms of
+timed calls) takes a fraction of a second; the margin is for a kernel the cache lacks (compiled
+in the benchmark child, 1-5 s), not a hang."""
 LOG_TAIL_CHARS = 1500
 
 
@@ -337,6 +355,42 @@ def _bench_outcome(key: str, params: dict[str, Any], reply: Reply, compile_s: fl
 
 
 @dataclass(frozen=True)
+class FinalsOutcome:
+    """The finals (see the module doc): one outcome per config in request order (key, params,
+    state, reason, and when ok the timing over the rounds), and torch's timing over the same
+    rounds (None if it could not be timed)."""
+
+    entries: tuple[EvalOutcome, ...]
+    torch: Timing | None
+    rounds: int
+
+
+def _finals_outcome(configs: list[dict[str, Any]], rounds: int, reply: Reply) -> FinalsOutcome | None:
+    """The finals reply as a ``FinalsOutcome``; None (and a warning) when they did not finish."""
+    if reply.kind != "result":
+        log.warning("finals: benchmark worker %s: %s", reply.kind, reply.reason)
+        return None
+    r = reply.result or {}
+    if r.get("state") == CRASH:
+        log.warning("finals: %s", r.get("reason"))
+        return None
+    entries = r.get("entries")
+    if r.get("state") != OK or not isinstance(entries, list) or len(entries) != len(configs):
+        raise WorkerError(f"benchmark worker returned a malformed finals reply: {r!r}"[:500])
+    outcomes = []
+    for params, e in zip(configs, entries, strict=True):
+        state = str(e["state"])
+        if state not in STATES:
+            raise WorkerError(f"benchmark worker returned unknown state {state!r}")
+        timing = Timing.from_dict(e["timing"]) if state == OK and e.get("timing") else None
+        if state == OK and timing is None:
+            raise WorkerError("benchmark worker returned an ok finals entry without a timing")
+        outcomes.append(EvalOutcome(config_key(params), dict(params), state, e.get("reason"), timing))
+    torch = (r.get("torch") or {}).get("timing")
+    return FinalsOutcome(tuple(outcomes), Timing.from_dict(torch) if torch else None, rounds)
+
+
+@dataclass(frozen=True)
 class _Job:
     problem: dict[str, Any]
     key: str
@@ -437,6 +491,20 @@ class CandidatePipeline:
         The first benchmark request of a problem builds its inputs, hence the longer timeout."""
         request = self._bench_request(problem.as_dict(), None)
         return _bench_outcome("torch", {}, self._bench_call(request, self.baseline_timeout_s), None)
+
+    def finals(self, problem: Problem, configs: list[dict[str, Any]], rounds: int) -> FinalsOutcome | None:
+        """Time ``configs`` and torch head to head in ``rounds`` interleaved rounds (the ``final``
+        request of the module doc); None when the finals did not finish (timeout, the child died,
+        a CUDA fault), so that the caller decides without them. Only with nothing in flight."""
+        if self.in_flight:
+            raise RuntimeError("finals need an idle pipeline; drain it first")
+        if rounds < 1:
+            raise ValueError(f"finals need at least one round, got {rounds}")
+        configs = [dict(c) for c in configs]
+        request = {"op": "final", "family": self.family_name, "problem": problem.as_dict(), "configs": configs,
+                   "rounds": rounds, "device": self.device_index}  # fmt: skip
+        timeout_s = FINALS_TIMEOUT_S + FINALS_TIMEOUT_PER_TIMING_S * (len(configs) + 1) * rounds
+        return _finals_outcome(configs, rounds, self._bench_call(request, timeout_s))
 
     def _bench_request(self, problem: dict[str, Any], params: dict[str, Any] | None) -> dict[str, Any]:
         return {"op": "bench", "family": self.family_name, "problem": problem, "config": params,
