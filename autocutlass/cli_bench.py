@@ -356,7 +356,8 @@ def assemble_report(
         "schema": SCHEMA_VERSION,
         **meta,
         "protocol": (
-            "autocutlass.search.timing v1 per side and round (L2 flushed before every timed call, CUDA events, "
+            "autocutlass.search.timing v1 per side and round (L2 flushed before every timed call, by writing or "
+            "reading a buffer of twice its size as settings.flush says, CUDA events, "
             "median); sides alternate, order reversed every other round; ratio = median over rounds of "
             "baseline_ms / autocutlass_ms (> 1: autocutlass faster); autocutlass called as matmul(a, b, out=d), "
             "torch as torch.matmul(a, b, out=d), torch.compile(mode='max-autotune-no-cudagraphs') of a @ b as "
@@ -585,6 +586,10 @@ def add_bench_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Ar
     p.add_argument("--compute-roof", type=_compute_roof, metavar="T16[,TF32]",
                    default=(COMPUTE_ROOF_16BIT_TFLOPS, COMPUTE_ROOF_16BIT_TFLOPS / 2),
                    help="dense TFLOP/s of bf16/fp16 [and tf32] (default 790,395; tf32 default: half)")  # fmt: skip
+    p.add_argument("--flush", choices=["write", "read"], default="write",
+                   help="L2 flush before each timed call: 'write' (the tuner's protocol v1; leaves dirty lines whose "
+                        "write-back the timed call pays) or 'read' (leaves clean lines); see "
+                        "autocutlass.search.timing.FLUSH_KINDS")  # fmt: skip
     p.add_argument("--bandwidth-roof", type=positive_float, default=None, metavar="TBPS",
                    help="memory bandwidth in TB/s (default: measured by a device-to-device copy, "
                         "bytes read + written)")  # fmt: skip
@@ -646,7 +651,7 @@ def run_bench(ns: argparse.Namespace, cases: Sequence[BenchCase]) -> int:
     if ns.bandwidth_roof is not None:
         bw, bw_source = ns.bandwidth_roof, "given (--bandwidth-roof)"
     else:
-        bw = _measure_bandwidth(flush)
+        bw = _measure_bandwidth(flush, ns.flush)
         bw_source = f"measured: device-to-device copy of {COPY_BYTES >> 20} MiB, bytes read + written"
     roofs = Roofs(bandwidth_tbps=bw, bandwidth_source=bw_source, tflops_16bit=ns.compute_roof[0],
                   tflops_tf32=ns.compute_roof[1])  # fmt: skip
@@ -656,7 +661,7 @@ def run_bench(ns: argparse.Namespace, cases: Sequence[BenchCase]) -> int:
                      "kernel_source_hash": kernel_source_hash(), "driver": dev.driver_version,
                      "autocutlass": autocutlass.__version__},
         "settings": {"shapes": str(ns.shapes), "only": ns.only, "vs": list(ns.vs), "policy": policy,
-                     "rounds": ns.rounds, "db": settings.db_url, "cache_dir": str(settings.cache_dir),
+                     "rounds": ns.rounds, "flush": ns.flush, "db": settings.db_url, "cache_dir": str(settings.cache_dir),
                      "tune_trials": settings.tune_trials, "tune_seconds": settings.tune_seconds},
     }  # fmt: skip
     json_path, png_path = out_dir / "bench.json", out_dir / "bench.png"
@@ -669,7 +674,7 @@ def run_bench(ns: argparse.Namespace, cases: Sequence[BenchCase]) -> int:
 
     with autocutlass.policy(policy):
         for i, case in enumerate(cases, 1):
-            measured = None if case.skip else _measure_case(case, ns.vs, ns.rounds, flush, policy)
+            measured = None if case.skip else _measure_case(case, ns.vs, ns.rounds, flush, policy, ns.flush)
             rows.append(case_row(case, roofs, measured))
             _progress(i, len(cases), rows[-1])
             report()
@@ -699,7 +704,7 @@ def _progress(i: int, n: int, row: Mapping[str, Any]) -> None:
     print(f"[{i}/{n}] {row['name']}: {msg}", file=sys.stderr, flush=True)
 
 
-def _measure_bandwidth(flush_bytes: int) -> float:
+def _measure_bandwidth(flush_bytes: int, flush_kind: str = "write") -> float:
     """TB/s of a device-to-device copy (bytes read + bytes written), timed by the protocol."""
     import torch
 
@@ -707,13 +712,14 @@ def _measure_bandwidth(flush_bytes: int) -> float:
 
     src = torch.empty(COPY_BYTES, dtype=torch.uint8, device="cuda").fill_(1)
     dst = torch.empty_like(src)
-    t = time_callable(lambda: dst.copy_(src), flush_bytes=flush_bytes)
+    t = time_callable(lambda: dst.copy_(src), flush_bytes=flush_bytes, flush_kind=flush_kind)
     del src, dst
     torch.cuda.empty_cache()
     return 2 * COPY_BYTES / (t.median_ms * 1e-3) / 1e12
 
 
-def _measure_case(case: BenchCase, vs: Sequence[str], rounds: int, flush_bytes: int, policy: str) -> Measured:
+def _measure_case(case: BenchCase, vs: Sequence[str], rounds: int, flush_bytes: int, policy: str,
+                  flush_kind: str = "write") -> Measured:
     """Verify autocutlass's first call on one case, then time every side ``rounds`` times."""
     import contextlib
 
@@ -760,7 +766,7 @@ def _measure_case(case: BenchCase, vs: Sequence[str], rounds: int, flush_bytes: 
         for r in range(rounds):
             order = list(fns) if r % 2 == 0 else list(reversed(fns))
             for side in order:
-                times[side].append(time_callable(fns[side], flush_bytes=flush_bytes).median_ms)
+                times[side].append(time_callable(fns[side], flush_bytes=flush_bytes, flush_kind=flush_kind).median_ms)
     return Measured(path=path, stats_delta=delta, tune_or_lookup_s=first_s, verified=True, rounds_ms=times,
                     compile_first_call_s=compile_s)  # fmt: skip
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import sys
 import time
 from collections import Counter
 from typing import Any
@@ -27,8 +28,28 @@ def add_kernels_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.
                       help="MxNxK of the problem the space is built for (small outputs add split-K configs)")
     comp.add_argument("--layout", default="nt", help="A/B layout letters as in shapes.json ('nn', 'nt', 'tn', 'tt')")
     comp.add_argument("--workers", type=int, default=1, help="compile in N GPU-blind processes")
+    comp.add_argument("--filter", action="append", default=[], type=_field_filter, metavar="FIELD=V1[,V2..]",
+                      help="keep configs whose FIELD is one of the values, e.g. swap_ab=true or tile_n=16,32 "
+                           "(repeatable; all must hold)")  # fmt: skip
     comp.set_defaults(func=cmd_compile)
     return p
+
+
+def _field_filter(text: str) -> tuple[str, frozenset[str]]:
+    field, sep, values = text.partition("=")
+    if not sep or not field.strip() or not values.strip():
+        raise argparse.ArgumentTypeError(f"expected FIELD=V1[,V2..], got {text!r}")
+    return field.strip(), frozenset(v.strip().lower() for v in values.split(",") if v.strip())
+
+
+def keep_config(config: dict[str, Any], filters: list[tuple[str, frozenset[str]]]) -> bool:
+    """Whether a config dict passes every ``--filter`` (values compared as lower-case text)."""
+    for field, values in filters:
+        if field not in config:
+            raise ValueError(f"--filter: the family's configs have no field {field!r}; fields: {sorted(config)}")
+        if str(config[field]).lower() not in values:
+            return False
+    return True
 
 
 def representative_problem(dtype: str = "bf16", layout: str = "nt", shape: str = "8192x8192x8192") -> Problem:
@@ -77,6 +98,11 @@ def cmd_compile(ns: argparse.Namespace) -> int:
     fam = get_family(ns.family)
     prob = representative_problem(ns.dtype, ns.layout, ns.shape)
     feasible = [c for c in fam.space(prob) if fam.check(c, prob) is None]
+    try:
+        feasible = [c for c in feasible if keep_config(fam.config_to_dict(c), ns.filter)]
+    except ValueError as e:
+        print(f"autocutlass kernels compile: error: {e}", file=sys.stderr)
+        return 2
     if ns.limit is not None and ns.limit < len(feasible):
         feasible = random.Random(ns.seed).sample(feasible, ns.limit)
     t0 = time.perf_counter()

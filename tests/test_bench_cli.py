@@ -72,7 +72,7 @@ def test_defaults(shapes: Path) -> None:
     ns = parser().parse_args(["bench", "--shapes", str(shapes)])
     assert ns.vs == ("torch",) and ns.rounds == 5 and ns.first_call and ns.policy is None
     assert ns.out is None and ns.only is None and ns.bandwidth_roof is None
-    assert ns.compute_roof == (790.0, 395.0) and callable(ns.func)
+    assert ns.compute_roof == (790.0, 395.0) and callable(ns.func) and ns.flush == "write"
 
 
 def test_options(shapes: Path) -> None:
@@ -86,11 +86,13 @@ def test_options(shapes: Path) -> None:
     assert ns.compute_roof == (800.0, 400.0) and ns.bandwidth_roof == 4.5
     assert parser().parse_args(["bench", "--shapes", "f", "--compute-roof", "800,420"]).compute_roof == (800.0, 420.0)
     assert parser().parse_args(["bench", "--shapes", "f", "--vs", "compile"]).vs == ("torch", "compile")
+    assert parser().parse_args(["bench", "--shapes", "f", "--flush", "read"]).flush == "read"
 
 
 @pytest.mark.parametrize("argv", [
     [], ["--shapes", "f", "--vs", "cublas"], ["--shapes", "f", "--rounds", "0"], ["--shapes", "f", "--policy", "x"],
     ["--shapes", "f", "--compute-roof", "1,2,3"], ["--shapes", "f", "--bandwidth-roof", "-1"],
+    ["--shapes", "f", "--flush", "zero"],
 ])  # fmt: skip
 def test_bad_usage_exits(argv: list[str]) -> None:
     with pytest.raises(SystemExit):
@@ -398,3 +400,11 @@ def test_bench_first_call_in_fresh_processes(tmp_path: Path) -> None:
     assert warm["kernels_compiled"] == 0 and warm["kernels_from_disk"] == 1, warm
     assert cold["kernels_compiled"] == 1 and cold["stats"]["fallbacks"] == 0, cold
     assert cold["first_call_s"] > warm["first_call_s"]
+
+
+def test_time_callable_rejects_an_unknown_flush_kind() -> None:
+    from autocutlass.search.timing import FLUSH_KINDS, time_callable
+
+    assert FLUSH_KINDS == ("write", "read")
+    with pytest.raises(ValueError, match="flush_kind"):
+        time_callable(lambda: None, flush_bytes=0, flush_kind="zero")

@@ -70,7 +70,7 @@ CASES = [
     (C(128, 16, 128, swap_ab=True), Problem(m=16, n=6144, k=4096, b_major=T)),
     (C(64, 16, 128, swap_ab=True, split_k=11), Problem(m=13, n=6144, k=4096, b_major=T)),
     (C(128, 32, 64, swap_ab=True, cluster_n=2), Problem(m=50, n=1000, k=1000, b_major=T)),
-    (C(128, 64, 64, swap_ab=True), Problem(m=100, n=520, k=300, a_major=T, b_major=R, l=2)),
+    (C(128, 64, 64, swap_ab=True), Problem(m=104, n=520, k=300, a_major=T, b_major=R, l=2)),  # M-contiguous A: 16-byte rows
     (C(128, 16, 64, swap_ab=True, cluster_m=2), Problem(m=1, n=4096, k=1000)),
     (C(64, 32, 64, swap_ab=True, schedule="pingpong"), Problem(m=24, n=904, k=520, a_major=T, b_major=T)),
     (C(128, 16, 128, swap_ab=True, store="direct"), Problem(

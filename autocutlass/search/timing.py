@@ -123,27 +123,49 @@ def _clamp(v: int, lo: int, hi: int) -> int:
     return max(lo, min(hi, v))
 
 
+FLUSH_KINDS = ("write", "read")
+"""How the L2 is flushed before each timed call. ``write`` (protocol v1, the tuner's): the buffer
+is overwritten, which leaves L2 full of *dirty* lines, so the timed call pays for writing them
+back to HBM as it evicts them: up to one L2 (60 MiB on H200) of extra DRAM traffic, about 14 us
+at 4.2 TB/s, a large share of a memory-bound call of tens of microseconds (a decode GEMM).
+``read``: the buffer is read (a sum), which leaves L2 full of *clean* lines, so the timed call
+reads its operands from HBM without that write-back. Benchmarks may report both; the tuner keeps
+``write`` (it adds about the same time to every candidate, so rankings agree)."""
+
+
 def time_callable(
     fn: Callable[[], object],
     *,
     flush_bytes: int,
     warmup: int | None = None,
     reps: int | None = None,
+    flush_kind: str = "write",
 ) -> Timing:
     """Time ``fn`` (which launches GPU work on the current stream) with protocol version 1.
 
     ``flush_bytes``: size of the L2-flush buffer (pass ``2 * l2_bytes``; 0 disables the flush,
     for tests only). ``warmup`` / ``reps``: fixed counts instead of the time-based defaults.
+    ``flush_kind``: one of ``FLUSH_KINDS`` (default ``write``, the protocol's).
     """
     import torch
 
+    if flush_kind not in FLUSH_KINDS:
+        raise ValueError(f"flush_kind {flush_kind!r} is not one of {FLUSH_KINDS}")
     device = torch.cuda.current_device()
     stream = torch.cuda.current_stream()
-    flush = torch.empty(max(int(flush_bytes), 0), dtype=torch.uint8, device=device)
+    flush = torch.empty(max(int(flush_bytes), 0) // 4 * 4, dtype=torch.uint8, device=device)
+    flush_words = flush.view(torch.int32)
+    if flush_kind == "read":
+        flush_words.zero_()  # defined contents; then it is only ever read
+        torch.cuda.synchronize()
 
     def flush_l2() -> None:
-        if flush.numel():
+        if not flush.numel():
+            return
+        if flush_kind == "write":
             flush.zero_()
+        else:
+            flush_words.sum()
 
     # 1. warm-up and estimate
     fn()
