@@ -5,7 +5,8 @@
                       [--compute-roof T16[,TF32]] [--bandwidth-roof TBPS]
 
 Per case, in this one process: operands as the shapes file says (``operand_spec``), one
-``autocutlass.matmul(a, b, out=d)`` on a NaN-poisoned ``d`` (it may tune or look up the database:
+``autocutlass.matmul(a, b, out=d)`` (fp8 'e4m3' cases: ``autocutlass.scaled_mm`` with random
+per-tensor scales, against ``torch._scaled_mm``) on a NaN-poisoned ``d`` (it may tune or look up the database:
 its wall time is ``tune_or_lookup_s``, the ``autocutlass.stats()`` delta says what it did)
 checked against the float32 reference (a wrong result marks the case FAILED and it is not
 timed), then ``--rounds`` rounds that each time autocutlass, torch.matmul and optionally
@@ -138,7 +139,10 @@ def skip_reason(problem: Problem) -> str | None:
     """Why a case cannot be benchmarked against torch.matmul at all, or None."""
     if min(problem.m, problem.n, problem.k, problem.l) == 0:
         return "empty problem (a zero dimension)"
-    if problem.a_dtype not in (DType.BF16, DType.FP16, DType.TF32):
+    if problem.a_dtype is DType.E4M3:
+        if (problem.a_major, problem.b_major) != (Major.ROW, Major.COL) or problem.l != 1:
+            return "fp8 cases compare with torch._scaled_mm, which takes only 2-D row-major A and W.t() B ('nt')"
+    elif problem.a_dtype not in (DType.BF16, DType.FP16, DType.TF32):
         return f"torch.matmul has no {problem.a_dtype.value} matmul to compare with"
     if not problem.epilogue.is_plain:
         return "bench compares plain matmuls; this case has an epilogue"
@@ -738,10 +742,29 @@ def _measure_case(case: BenchCase, vs: Sequence[str], rounds: int, flush_bytes: 
         ref = reference(prob, x)
         x.poison()
         torch.cuda.synchronize()
+        fp8 = prob.a_dtype is DType.E4M3
+        sa, sb = x.scale_a, x.scale_b
+        if fp8:  # autocutlass.scaled_mm against torch._scaled_mm (cuBLASLt), same scales
+
+            def ours() -> object:
+                return autocutlass.scaled_mm(a, b, sa, sb, out_dtype=d.dtype, out=d)
+
+            def theirs() -> object:
+                return torch._scaled_mm(a, b, sa, sb, out_dtype=d.dtype)
+        else:
+
+            def ours() -> object:
+                return autocutlass.matmul(a, b, out=d)
+
+            d_torch = torch.empty_like(d)
+
+            def theirs() -> object:
+                return torch.matmul(a, b, out=d_torch)
+
         before = autocutlass.stats().as_dict()
         t0 = time.perf_counter()
         try:
-            autocutlass.matmul(a, b, out=d)
+            ours()
             torch.cuda.synchronize()
         except (UnsupportedProblem, CantImplement, KernelCompileError) as e:  # AUTOCUTLASS_STRICT=1
             delta = stats_delta(before, autocutlass.stats().as_dict())
@@ -754,13 +777,9 @@ def _measure_case(case: BenchCase, vs: Sequence[str], rounds: int, flush_bytes: 
         path = first_call_path(delta, policy)
         if not ok:
             return Measured(path=path, stats_delta=delta, tune_or_lookup_s=first_s, verified=False, why=why)
-        d_torch = torch.empty_like(d)
-        fns: dict[str, Callable[[], object]] = {
-            "autocutlass": lambda: autocutlass.matmul(a, b, out=d),
-            "torch": lambda: torch.matmul(a, b, out=d_torch),
-        }
+        fns: dict[str, Callable[[], object]] = {"autocutlass": ours, "torch": theirs}
         compile_s = None
-        if "compile" in vs:
+        if "compile" in vs and not fp8:
             fns["compile"], compile_s = _compiled_matmul(a, b)
         times: dict[str, list[float]] = {side: [] for side in fns}
         for r in range(rounds):

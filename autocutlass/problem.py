@@ -245,6 +245,9 @@ def problem_from_case(case: dict[str, Any]) -> Problem:
         # fp32 inputs are computed through tf32 tensor cores, output fp32.
         a_dtype = b_dtype = DType.TF32
         d_dtype = DType.FP32
+    elif dt is DType.E4M3:
+        # fp8 inputs (per-tensor scales, as torch._scaled_mm), bf16 output.
+        d_dtype = DType.BF16
     return Problem(
         m=int(case["M"]),
         n=int(case["N"]),

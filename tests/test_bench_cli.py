@@ -39,7 +39,7 @@ from autocutlass.cli_bench import (
     write_json,
 )
 from autocutlass.device import gpu_available
-from autocutlass.problem import DType, Problem
+from autocutlass.problem import Major, DType, Problem
 from autocutlass.search.verify import make_inputs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -141,7 +141,9 @@ def test_operand_spec_matches_make_inputs(shapes: Path, name: str) -> None:
 
 def test_unbenchmarkable_cases_are_skipped() -> None:
     fp8 = Problem(64, 64, 64, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16)
-    assert BenchCase("fp8", fp8, operand_spec(fp8)).skip is not None
+    assert "torch._scaled_mm" in (BenchCase("fp8", fp8, operand_spec(fp8)).skip or "")  # 'nn': not served
+    fp8_nt = Problem(64, 64, 64, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16, b_major=Major.COL)
+    assert BenchCase("fp8-nt", fp8_nt, operand_spec(fp8_nt)).skip is None
     empty = Problem(0, 64, 64)
     assert BenchCase("empty", empty, operand_spec(empty)).skip == "empty problem (a zero dimension)"
     assert BenchCase("ok", Problem(64, 64, 64), operand_spec(Problem(64, 64, 64))).skip is None

@@ -81,6 +81,19 @@ CASES = [
         epilogue=Epilogue(with_c=True, bias=True, activation=Activation.GELU))),
     (C(128, 128, 64, swap_ab=True), Problem(m=128, n=4096, k=512, b_major=T, a_dtype=DType.FP16, b_dtype=DType.FP16,
                                             d_dtype=DType.FP16, epilogue=Epilogue(bias=True))),
+    # fp8 e4m3 (K-major A and B, per-tensor scales): tile_k 128/256, clusters, ping-pong, residues,
+    # every output dtype, bias + activation, serial split-K, the swapped decode kernel
+    (C(128, 256, 128, cluster_m=2), Problem(m=1000, n=1000, k=1000, a_dtype=DType.E4M3, b_dtype=DType.E4M3,
+                                            d_dtype=DType.BF16, b_major=T)),
+    (C(128, 128, 256, schedule="pingpong"), Problem(m=257, n=392, k=512, a_dtype=DType.E4M3, b_dtype=DType.E4M3,
+                                                    d_dtype=DType.FP16, b_major=T)),
+    (C(256, 128, 128, cluster_n=2), Problem(m=700, n=640, k=400, l=2, a_dtype=DType.E4M3, b_dtype=DType.E4M3,
+                                            d_dtype=DType.FP32, b_major=T)),
+    (C(64, 128, 256, split_k=4, store="direct"), Problem(
+        m=16, n=6144, k=4096, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16, b_major=T,
+        epilogue=Epilogue(bias=True, activation=Activation.GELU))),
+    (C(128, 16, 256, swap_ab=True), Problem(m=7, n=4096, k=4096, a_dtype=DType.E4M3, b_dtype=DType.E4M3,
+                                            d_dtype=DType.BF16, b_major=T, epilogue=Epilogue(bias=True))),
     # tf32: K-major natively; row-major B / column-major A through a K-major copy; residues
     (C(128, 256, 32), Problem(m=1000, n=1000, k=1000, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
                               b_major=T)),
@@ -139,3 +152,14 @@ def test_split_k_is_bitwise_deterministic(mode: str) -> None:
     torch.cuda.synchronize()
     assert all(torch.equal(outs[0], o) for o in outs[1:])
     assert not torch.isnan(outs[0]).any()
+
+
+def test_fp8_runner_without_scales_raises() -> None:
+    from autocutlass.search.verify import make_inputs
+
+    prob = Problem(m=64, n=64, k=128, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16, b_major=T)
+    runner = HopperGemmFamily(cache_dir=None).compile(C(128, 128, 128), prob)
+    x = make_inputs(prob, device="cuda")
+    with pytest.raises(ValueError, match="scale_a and scale_b"):
+        runner(x.a, x.b, x.d)
+    runner(x.a, x.b, x.d, scale_a=x.scale_a.reshape(()), scale_b=x.scale_b)  # a 0-dim scale is accepted

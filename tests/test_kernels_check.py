@@ -35,10 +35,10 @@ def test_good_config_passes_and_plan_fits() -> None:
         (HopperGemmConfig(128, 128, 64, split_k=17), NT, "split_k"),
         (HopperGemmConfig(128, 128, 64), Problem(m=8, n=8, k=8, align_a=8), "8-byte aligned"),
         (HopperGemmConfig(128, 128, 128), Problem(m=8, n=8, k=8, a_dtype=DType.TF32, b_dtype=DType.TF32,
-                                                  d_dtype=DType.FP32), "32-bit (tf32) inputs is not one of"),
+                                                  d_dtype=DType.FP32), "tile_k=128 for tf32 inputs is not one of"),
         (HopperGemmConfig(128, 128, 32), Problem(m=8, n=8, k=8, a_dtype=DType.TF32, b_dtype=DType.TF32,
                                                  d_dtype=DType.BF16), "tf32 GEMMs write fp32 D"),
-        (HopperGemmConfig(128, 128, 32), Problem(m=8, n=8, k=8), "tile_k=32 is for 32-bit"),
+        (HopperGemmConfig(128, 128, 32), Problem(m=8, n=8, k=8), "tile_k=32 for bf16 inputs is not one of"),
         (HopperGemmConfig(128, 208, 32), Problem(m=8, n=8, k=8, a_dtype=DType.TF32, b_dtype=DType.TF32,
                                                  d_dtype=DType.FP32), "compiler aborts"),
         (HopperGemmConfig(128, 128, 64), Problem(m=8, n=8, k=8, a_dtype=DType.FP32, b_dtype=DType.FP32,
@@ -168,3 +168,25 @@ def test_decode_space_has_swapped_and_balanced_split_configs() -> None:
         assert units / (-(-units // 132) * 132) >= 0.95
     seeds = fam.seeds(decode)
     assert any(c.swap_ab for c in seeds[:3]) and all(check(c, decode) is None for c in seeds)
+
+
+def test_fp8_rules_space_and_seeds() -> None:
+    fam = HopperGemmFamily()
+    e = DType.E4M3
+    nt = Problem(m=4096, n=4096, k=4096, a_dtype=e, b_dtype=e, d_dtype=DType.BF16, b_major=Major.COL)
+    assert check(HopperGemmConfig(128, 256, 128, cluster_m=2), nt) is None
+    assert check(HopperGemmConfig(128, 256, 256), nt) is None
+    assert "tile_k=64" in (check(HopperGemmConfig(128, 256, 64), nt) or "")
+    nn = Problem(m=4096, n=4096, k=4096, a_dtype=e, b_dtype=e, d_dtype=DType.BF16)
+    assert "K-major" in (fam.supports(nn) or "")
+    ws = HopperGemmConfig(64, 128, 128, split_k=2, split_mode="workspace")
+    assert "fp8 scales" in (check(ws, Problem(m=16, n=6144, k=4096, a_dtype=e, b_dtype=e, d_dtype=DType.BF16,
+                                              b_major=Major.COL)) or "")  # fmt: skip
+    space = [c for c in fam.space(nt) if check(c, nt) is None]
+    assert space and {c.tile_k for c in space} == {128, 256}
+    decode = Problem(m=16, n=6144, k=4096, a_dtype=e, b_dtype=e, d_dtype=DType.BF16, b_major=Major.COL)
+    dspace = fam.space(decode)
+    assert any(c.swap_ab for c in dspace) and not any(c.split_mode.value == "workspace" for c in dspace)
+    seeds = fam.seeds(decode)
+    assert seeds and all(check(c, decode) is None for c in seeds) and all(c.tile_k in (128, 256) for c in seeds)
+    assert make_plan(HopperGemmConfig(128, 256, 128), nt).scaled and not make_plan(HopperGemmConfig(), NT).scaled

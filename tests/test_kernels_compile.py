@@ -66,8 +66,14 @@ def test_epilogue_variants_and_batched_compile() -> None:
         (HopperGemmConfig(64, 16, 128, split_k=11, swap_ab=True), Problem(
             m=16, n=6144, k=4096, b_major=Major.COL, c_dtype=DType.BF16,
             epilogue=Epilogue(with_c=True, bias=True, activation=Activation.GELU))),
+        # fp8 (e4m3): per-tensor scales, swapped decode kernel with a bias
+        (HopperGemmConfig(128, 256, 128, cluster_m=2), Problem(
+            m=4096, n=4096, k=4096, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16, b_major=Major.COL)),
+        (HopperGemmConfig(128, 16, 256, swap_ab=True, split_k=4), Problem(
+            m=16, n=6144, k=4096, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16, b_major=Major.COL,
+            epilogue=Epilogue(bias=True))),
     ],
-    ids=["tf32-nn", "tf32-nt-pingpong", "splitk-workspace", "swap-ab-splitk-epilogue"],
+    ids=["tf32-nn", "tf32-nt-pingpong", "splitk-workspace", "swap-ab-splitk-epilogue", "fp8", "fp8-swap-ab"],
 )
 def test_tf32_workspace_split_k_and_swap_ab_compile(cfg: HopperGemmConfig, prob: Problem) -> None:
     from autocutlass.kernels.hopper_gemm.check import kernel_problem

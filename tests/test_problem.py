@@ -82,6 +82,8 @@ def test_problem_from_case_layouts() -> None:
     assert (p.a_major, p.b_major) == (Major.ROW, Major.COL)
     t = problem_from_case({"name": "t", "M": 8, "N": 8, "K": 8, "dtype": "fp32", "layout": "nn"})
     assert t.a_dtype is DType.TF32 and t.d_dtype is DType.FP32
+    f = problem_from_case({"name": "f", "M": 8, "N": 8, "K": 32, "dtype": "e4m3", "layout": "nt"})
+    assert f.a_dtype is f.b_dtype is DType.E4M3 and f.d_dtype is DType.BF16
     assert problem_from_case({"name": "b", "L": 32, "M": 8, "N": 8, "K": 8, "dtype": "bf16"}).l == 32
     with pytest.raises(ValueError, match="layout"):
         problem_from_case({"name": "bad", "M": 8, "N": 8, "K": 8, "dtype": "bf16", "layout": "nx"})

@@ -139,3 +139,29 @@ def test_percentiles_and_summary() -> None:
     assert Timing.from_dict(t.as_dict()) == t
     with pytest.raises(ValueError):
         summarize([1.0, math.nan])
+
+
+def test_fp8_inputs_carry_scales_and_the_reference_applies_them() -> None:
+    from autocutlass.search.verify import make_inputs, reference
+
+    p = Problem(m=32, n=48, k=64, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16, b_major=Major.COL,
+                epilogue=Epilogue(bias=True))  # fmt: skip
+    x = make_inputs(p, device="cpu", seed=3)
+    assert x.a.dtype == torch.float8_e4m3fn and x.b.dtype == torch.float8_e4m3fn and x.d.dtype == torch.bfloat16
+    assert x.scale_a is not None and x.scale_b is not None and x.scale_a.shape == (1,)
+    s = float(x.scale_a) * float(x.scale_b)
+    assert abs(s - 1.0) > 0.05  # a runner that drops the scales fails the check
+    ref = reference(p, x)
+    want = (x.a.float() @ x.b.float()) * s + x.bias.float()
+    assert torch.allclose(ref, want, rtol=1e-5, atol=1e-4)
+    calls: list[dict] = []
+
+    def runner(a, b, d, **kw):  # type: ignore[no-untyped-def]
+        calls.append(kw)
+
+    x.run(runner)
+    assert calls[0]["scale_a"] is x.scale_a and calls[0]["scale_b"] is x.scale_b
+    # non-fp8 inputs keep the plain calling convention (no scale keywords)
+    y = make_inputs(Problem(m=8, n=8, k=8), device="cpu")
+    y.run(runner)
+    assert "scale_a" not in calls[1]

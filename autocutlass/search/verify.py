@@ -73,13 +73,20 @@ class GemmInputs:
     bias: torch.Tensor | None
     alpha: float
     beta: float
+    scale_a: torch.Tensor | None = None
+    scale_b: torch.Tensor | None = None
+    """fp8 (e4m3) problems: per-tensor float32 scales of one element each (device tensors)."""
 
     def poison(self) -> None:
         """Fill D with NaN so that unwritten elements show."""
         self.d.fill_(math.nan)
 
     def run(self, runner: GemmRunner) -> None:
-        runner(self.a, self.b, self.d, c=self.c, bias=self.bias, alpha=self.alpha, beta=self.beta)
+        if self.scale_a is None:
+            runner(self.a, self.b, self.d, c=self.c, bias=self.bias, alpha=self.alpha, beta=self.beta)
+        else:
+            runner(self.a, self.b, self.d, c=self.c, bias=self.bias, alpha=self.alpha, beta=self.beta,
+                   scale_a=self.scale_a, scale_b=self.scale_b)  # fmt: skip
 
 
 def _random(shape: tuple[int, ...], dt: DType, gen: torch.Generator, device: torch.device | str) -> torch.Tensor:
@@ -112,6 +119,10 @@ def make_inputs(problem: Problem, *, device: torch.device | str, seed: int = 0) 
         assert problem.c_dtype is not None
         c = _squeeze_batch(_random((l, m, n), problem.c_dtype, gen, device), problem)
     bias = _random((n,), problem.d_dtype, gen, device) if problem.epilogue.bias else None
+    scale_a = scale_b = None
+    if problem.a_dtype is DType.E4M3:  # per-tensor scales away from 1, so that a dropped one shows
+        scale_a = torch.rand((1,), generator=gen, device=device) * 0.5 + 0.75
+        scale_b = torch.rand((1,), generator=gen, device=device) * 0.5 + 0.25
     return GemmInputs(
         a=_squeeze_batch(a, problem),
         b=_squeeze_batch(b, problem),
@@ -120,6 +131,8 @@ def make_inputs(problem: Problem, *, device: torch.device | str, seed: int = 0) 
         bias=bias,
         alpha=1.0,
         beta=0.5 if problem.epilogue.with_c else 0.0,
+        scale_a=scale_a,
+        scale_b=scale_b,
     )
 
 
@@ -154,6 +167,8 @@ def reference(problem: Problem, inputs: GemmInputs) -> torch.Tensor:
     with fp32_matmul_precision("ieee"):
         acc = torch.matmul(inputs.a.float(), inputs.b.float())
     out = acc * inputs.alpha if inputs.alpha != 1.0 else acc
+    if inputs.scale_a is not None and inputs.scale_b is not None:
+        out = out * (inputs.scale_a.float() * inputs.scale_b.float())
     if inputs.c is not None:
         out = out + inputs.beta * inputs.c.float()
     if inputs.bias is not None:
@@ -209,10 +224,19 @@ def torch_baseline(problem: Problem, inputs: GemmInputs) -> Any:
     """A zero-argument callable computing the problem with plain torch ops on ``inputs``.
 
     Plain problems: ``torch.matmul(a, b, out=d)`` (cuBLAS). With an epilogue: matmul followed
-    by the torch ops a user would write. Called under TF32 precision for TF32 problems.
+    by the torch ops a user would write. Called under TF32 precision for TF32 problems. fp8
+    problems: ``torch._scaled_mm`` with the same scales and bias into a fresh output (it has no
+    out=; D is left alone), then the activation.
     """
     a, b, d = inputs.a, inputs.b, inputs.d
     ep = problem.epilogue
+    if problem.a_dtype is DType.E4M3:  # fp8: torch._scaled_mm (cuBLASLt), then the activation
+        sa, sb, bias, out_dtype = inputs.scale_a, inputs.scale_b, inputs.bias, d.dtype
+
+        def scaled() -> Any:
+            return _activation(torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=out_dtype), ep.activation)
+
+        return scaled
     if ep.is_plain:
         return lambda: torch.matmul(a, b, out=d)
 

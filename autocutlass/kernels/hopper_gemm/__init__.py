@@ -16,7 +16,7 @@ from typing import Any
 
 from autocutlass.kernels import budgets
 from autocutlass.kernels.base import GemmRunner, KernelFamily
-from autocutlass.kernels.hopper_gemm.check import TILE_K_32BIT, check, problem_supported
+from autocutlass.kernels.hopper_gemm.check import check, problem_supported, tile_ks
 from autocutlass.kernels.hopper_gemm.config import (
     CLUSTERS,
     SPLIT_K,
@@ -30,7 +30,7 @@ from autocutlass.kernels.hopper_gemm.config import (
     SplitMode,
     Store,
 )
-from autocutlass.problem import Problem
+from autocutlass.problem import DType, Problem
 
 __all__ = ["HopperGemmConfig", "HopperGemmFamily", "Raster", "Schedule", "SplitMode", "Store", "check"]
 
@@ -47,6 +47,12 @@ SWAP_AB_MIN_N = 256
 """Decode GEMMs (M <= SWAP_AB_MAX_M tokens, N >= SWAP_AB_MIN_N) also get ``swap_ab`` configs."""
 BALANCED_SPLITS_MAX = 2
 BALANCE_MIN = 0.95
+
+
+def swap_candidate(problem: Problem) -> bool:
+    """Decode GEMMs of 16-bit or fp8 inputs get ``swap_ab`` configs (tf32 ones are served
+    through K-major copies instead)."""
+    return problem.m <= SWAP_AB_MAX_M and problem.n >= SWAP_AB_MIN_N and problem.a_dtype.bytes in (1, 2)
 
 
 def swap_tile_ns(tokens: int) -> tuple[int, ...]:
@@ -72,7 +78,6 @@ def split_counts(m: int, n: int, l: int, tile_m: int, tile_n: int, sms: int = bu
             break
     return tuple(TUNED_SPLIT_K[1:]) + tuple(extra)
 
-TILE_K_16BIT = (64, 128)
 
 TUNED_STAGES = (0,)
 """The search space keeps stages at 'as many as fit': with one CTA per SM a deeper ring is never
@@ -100,30 +105,32 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
         also get the swapped kernel (``swap_ab``: the weight's rows on WGMMA's 64-row side, the
         tokens as a narrow tile_n), with and without serial split-K."""
         stores = tuple(Store) if problem.m <= SMALL_M_DIRECT_STORE else (Store.TMA,)
-        tile_ks = TILE_K_32BIT if problem.a_dtype.bytes == 4 else TILE_K_16BIT
+        tks = tile_ks(problem.a_dtype)
         tile_ns = TILE_N_WIDE + (TILE_N_NARROW if problem.n <= NARROW_N else ())
         out = [
             HopperGemmConfig(tm, tn, tk, cm, cn, st, sch, ras, sw, 1, sto)
             for tm, tn, tk, (cm, cn), st, sch, ras, sw, sto in itertools.product(
-                TILE_M, tile_ns, tile_ks, CLUSTERS, TUNED_STAGES, tuple(Schedule), tuple(Raster), SWIZZLE, stores
+                TILE_M, tile_ns, tks, CLUSTERS, TUNED_STAGES, tuple(Schedule), tuple(Raster), SWIZZLE, stores
             )
         ]
         if problem.m * problem.n * problem.l <= SPLIT_K_MAX_OUTPUT and problem.k >= SPLIT_K_MIN_K:
-            modes = [(sto, SplitMode.SERIAL) for sto in stores] + [(Store.TMA, SplitMode.WORKSPACE)]
+            modes = [(sto, SplitMode.SERIAL) for sto in stores]
+            if problem.a_dtype is not DType.E4M3:  # the reduce kernel applies no fp8 scales
+                modes.append((Store.TMA, SplitMode.WORKSPACE))
             for tm, tn in itertools.product(TILE_M, tile_ns):
                 splits = split_counts(problem.m, problem.n, problem.l, tm, tn)
                 out += [
                     HopperGemmConfig(tm, tn, tk, cm, cn, st, Schedule.COOPERATIVE, ras, 1, sk, sto, mode)
                     for tk, (cm, cn), st, ras, sk, (sto, mode) in itertools.product(
-                        tile_ks, CLUSTERS, TUNED_STAGES, tuple(Raster), splits, modes
+                        tks, CLUSTERS, TUNED_STAGES, tuple(Raster), splits, modes
                     )
                 ]
-        if problem.m <= SWAP_AB_MAX_M and problem.a_dtype.bytes == 2 and problem.n >= SWAP_AB_MIN_N:
-            out += self._swapped_space(problem, stores, tile_ks)
+        if swap_candidate(problem):
+            out += self._swapped_space(problem, stores, tks)
         return out
 
     @staticmethod
-    def _swapped_space(problem: Problem, stores: tuple[Store, ...], tile_ks: tuple[int, ...]) -> list[HopperGemmConfig]:
+    def _swapped_space(problem: Problem, stores: tuple[Store, ...], tks: tuple[int, ...]) -> list[HopperGemmConfig]:
         """The ``swap_ab`` configs of a decode GEMM: kernel M = the problem's N (tile_m 64 or
         128), kernel N = the token count (the narrowest tile_n that holds it, and half of that);
         one raster order (the swapped problem has one or two tile columns)."""
@@ -133,7 +140,7 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
             splits = (1,)
             if problem.k >= SPLIT_K_MIN_K:
                 splits += split_counts(m_k, n_k, problem.l, tm, tn)
-            for tk, (cm, cn), sto, sk in itertools.product(tile_ks, CLUSTERS, stores, splits):
+            for tk, (cm, cn), sto, sk in itertools.product(tks, CLUSTERS, stores, splits):
                 out.append(HopperGemmConfig(tm, tn, tk, cm, cn, 0, Schedule.COOPERATIVE, Raster.ALONG_M, 1, sk, sto,
                                             SplitMode.SERIAL, swap_ab=True))  # fmt: skip
                 if sk == 1 and tm == 128:
@@ -167,7 +174,7 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
                 c(256, 128, 64), c(256, 128, 64, cluster_m=2, swizzle=4), c(256, 128, 64, cluster_n=2, swizzle=4),
                 c(128, 256, 64), c(128, 256, 64, cluster_n=2), c(128, 128, 64, schedule=pp, cluster_m=2),
             ]
-        if problem.m <= SWAP_AB_MAX_M and problem.a_dtype.bytes == 2 and problem.n >= SWAP_AB_MIN_N:
+        if swap_candidate(problem):
             # The swapped kernel: weight rows on WGMMA's M side, tokens as a narrow tile_n; with
             # the split count that fills whole waves, and with the tokens multicast (cluster_m 2).
             tn = swap_tile_ns(problem.m)[0]
@@ -177,8 +184,9 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
                 swaps.insert(1, c(64, tn, 128, split_k=balanced[0], swap_ab=True))
             guesses = guesses[:1] + swaps + guesses[1:]
         guesses += [c(128, 128, 64), c(64, 128, 64), c(64, 64, 64)]
-        if problem.a_dtype.bytes == 4:  # tf32: the same shapes with half the K elements per stage
-            guesses = [dataclasses.replace(g, tile_k=g.tile_k // 2) for g in guesses]
+        if problem.a_dtype.bytes != 2:  # tf32 / fp8: the same shapes with the same bytes per stage row
+            scale = {4: 0.5, 1: 2}[problem.a_dtype.bytes]
+            guesses = [dataclasses.replace(g, tile_k=int(g.tile_k * scale)) for g in guesses]
         out: list[HopperGemmConfig] = []
         for g in guesses:
             if g not in out and check(g, problem) is None:

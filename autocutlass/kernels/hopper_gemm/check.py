@@ -25,12 +25,20 @@ from autocutlass.kernels.hopper_gemm.config import (
 from autocutlass.kernels.hopper_gemm.plan import MAX_AUTO_STAGES, max_stages, smem_bill
 from autocutlass.problem import DType, Major, Op, Problem
 
-INPUT_DTYPES = (DType.BF16, DType.FP16, DType.TF32)
+INPUT_DTYPES = (DType.BF16, DType.FP16, DType.TF32, DType.E4M3)
 OUTPUT_DTYPES = (DType.BF16, DType.FP16, DType.FP32)
 TF32_BAD_TILE_N = (208,)
 """tf32 tile widths the DSL's compiler cannot build (checked for every TILE_N on 4.8.1)."""
 TILE_K_32BIT = (32, 64)
 """tile_k for tf32 inputs: 32 elements are one 128-byte swizzle row, as 64 are for 16-bit types."""
+TILE_K_16BIT = (64, 128)
+TILE_K_8BIT = (128, 256)
+"""tile_k for fp8 inputs: 128 elements are one 128-byte swizzle row."""
+
+
+def tile_ks(dtype: DType) -> tuple[int, ...]:
+    """The tile_k values of an input dtype: one or two 128-byte swizzle rows."""
+    return {4: TILE_K_32BIT, 2: TILE_K_16BIT, 1: TILE_K_8BIT}[dtype.bytes]
 
 
 def _flip(major: Major) -> Major:
@@ -84,6 +92,11 @@ def problem_supported(problem: Problem) -> str | None:
         return f"accumulator {problem.acc_dtype.value} is not fp32"
     if problem.a_dtype is DType.TF32 and problem.d_dtype is not DType.FP32:
         return f"tf32 GEMMs write fp32 D, not {problem.d_dtype.value}"
+    if problem.a_dtype is DType.E4M3 and (problem.a_major is not Major.ROW or problem.b_major is not Major.COL):
+        return (
+            "fp8 WGMMA reads only K-major operands: A row-major (M, K) and B = W.t() of an (N, K) weight "
+            f"(got A {problem.a_major.value}-major, B {problem.b_major.value}-major)"
+        )
     if problem.epilogue.with_c and problem.c_dtype not in OUTPUT_DTYPES:
         return f"C dtype {problem.c_dtype} is not one of {[d.value for d in OUTPUT_DTYPES]}"
     kp = kernel_problem(problem)
@@ -110,11 +123,9 @@ def _domain(config: HopperGemmConfig, problem: Problem) -> str | None:
     for name, v, allowed in axes:
         if v not in allowed:
             return f"{name}={v} is not one of {allowed}"
-    if problem.a_dtype.bytes == 4:
-        if config.tile_k not in TILE_K_32BIT:
-            return f"tile_k={config.tile_k} for 32-bit (tf32) inputs is not one of {TILE_K_32BIT}"
-    elif config.tile_k == 32:
-        return "tile_k=32 is for 32-bit (tf32) inputs; 16-bit inputs use 64 or 128"
+    allowed_k = tile_ks(problem.a_dtype)
+    if config.tile_k not in allowed_k:
+        return f"tile_k={config.tile_k} for {problem.a_dtype.value} inputs is not one of {allowed_k}"
     if (config.cluster_m, config.cluster_n) not in CLUSTERS:
         return f"cluster {config.cluster_m}x{config.cluster_n} is not one of {CLUSTERS}"
     if config.stages != 0 and not 2 <= config.stages <= 12:
@@ -165,6 +176,8 @@ def _split_k(config: HopperGemmConfig, problem: Problem) -> str | None:
     if config.split_k > 1 and config.schedule is Schedule.PINGPONG:
         return "split_k > 1 needs the cooperative schedule (ping-pong consumers cannot skip uneven K splits)"
     if config.split_mode is SplitMode.WORKSPACE:
+        if problem.a_dtype is DType.E4M3 and config.split_k > 1:
+            return "workspace split-K: the reduce kernel does not apply fp8 scales; use split_mode=serial"
         if config.split_k == 1:
             return "split_mode=workspace needs split_k > 1 (with one split there is nothing to reduce)"
         if config.store is Store.DIRECT:

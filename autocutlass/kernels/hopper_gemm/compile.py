@@ -100,6 +100,10 @@ def _compile(plan: Plan, rank: int) -> Any:
     if plan.bias:
         bias_len = s.m if plan.swap_ab else s.n  # one value per output column of the caller's D
         bias = make_fake_tensor(dd if plan.d_dtype is not DType.FP32 else cutlass.Float32, (bias_len,), (1,), assumed_align=4)
+    scale_a = scale_b = None
+    if plan.scaled:
+        scale_a = make_fake_tensor(cutlass.Float32, (1,), (1,), assumed_align=4)
+        scale_b = make_fake_tensor(cutlass.Float32, (1,), (1,), assumed_align=4)
     workspace = counters = None
     if plan.split_k > 1:
         workspace = make_fake_tensor(cutlass.Float32, (cute.sym_int64(),), (1,), assumed_align=16)
@@ -116,6 +120,8 @@ def _compile(plan: Plan, rank: int) -> Any:
             bias,
             workspace,
             counters,
+            scale_a,
+            scale_b,
             cutlass.Float32(1.0),
             cutlass.Float32(0.0),
             cutlass.Int32(1),

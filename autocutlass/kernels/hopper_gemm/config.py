@@ -58,8 +58,9 @@ TILE_M = (64, 128, 256)
 TILE_N = (16, 32, 64, 96, 128, 160, 192, 208, 224, 256)
 """16 and 32 are for narrow outputs, chiefly the swapped decode GEMM (``swap_ab``), whose N is
 the token count."""
-TILE_K = (32, 64, 128)
-"""In elements: 64 or 128 for 16-bit inputs, 32 or 64 for tf32 (``check`` enforces which)."""
+TILE_K = (32, 64, 128, 256)
+"""In elements: 64 or 128 for 16-bit inputs, 32 or 64 for tf32, 128 or 256 for fp8 (``check``
+enforces which): one or two 128-byte swizzle rows."""
 CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
 STAGES = (0, 2, 3, 4, 5, 6, 7, 8)
 """0 means: as many as fit in shared memory."""

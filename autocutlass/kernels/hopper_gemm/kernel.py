@@ -22,8 +22,9 @@ turnstile in global memory and the last one runs the epilogue (``_reduce_splits`
 each split stores its raw fp32 partial to its own slab and a second kernel (``reduce``) sums
 the slabs and runs the epilogue.
 
-Operands: bf16 / fp16 (any major), or tf32 (fp32 bits, K-major only: ``wgmma_tf32``; the runner
-copies other layouts to K-major first). D and C are row-major, or column-major when the plan runs
+Operands: bf16 / fp16 (any major), tf32 (fp32 bits, K-major only: ``wgmma_tf32``; the runner
+copies other layouts to K-major first), or fp8 e4m3 (K-major only; the accumulator is scaled by
+two per-tensor scales read from device memory, folded into alpha). D and C are row-major, or column-major when the plan runs
 the swapped problem D^T = B^T A^T (``swap_ab``: decode GEMMs put the weight's rows on WGMMA's
 64-row side); the stmatrix staging, the TMA store and the bias index follow.
 
@@ -56,6 +57,7 @@ CUTLASS_DTYPES = {
     DType.FP16: cutlass.Float16,
     DType.FP32: cutlass.Float32,
     DType.TF32: cutlass.Float32,  # fp32 in memory; the MMA reads it as tf32
+    DType.E4M3: cutlass.Float8E4M3FN,
 }
 
 
@@ -96,6 +98,8 @@ class HopperGemmKernel:
         bias: Optional[cute.Tensor],
         workspace: Optional[cute.Tensor],
         counters: Optional[cute.Tensor],
+        scale_a: Optional[cute.Tensor],
+        scale_b: Optional[cute.Tensor],
         alpha: cutlass.Float32,
         beta: cutlass.Float32,
         max_active_clusters: cutlass.Int32,
@@ -176,7 +180,7 @@ class HopperGemmKernel:
             self.shared_storage = SharedStorage
 
         self.kernel(
-            tma_a, tA, tma_b, tB, tma_d, tD, mD, mC, bias, workspace, counters, alpha, beta,
+            tma_a, tA, tma_b, tB, tma_d, tD, mD, mC, bias, workspace, counters, scale_a, scale_b, alpha, beta,
             self.tiled_mma, self.cta_layout_mnk, a_staged, b_staged, d_staged, sched_params,
         ).launch(
             grid=grid,
@@ -244,6 +248,8 @@ class HopperGemmKernel:
         mBias: Optional[cute.Tensor],
         mWork: Optional[cute.Tensor],
         mCount: Optional[cute.Tensor],
+        mScaleA: Optional[cute.Tensor],
+        mScaleB: Optional[cute.Tensor],
         alpha: cutlass.Float32,
         beta: cutlass.Float32,
         tiled_mma: cute.TiledMma,
@@ -318,6 +324,9 @@ class HopperGemmKernel:
                 )
         else:
             cute.arch.setmaxregister_increase(p.consumer_regs)
+            if cutlass.const_expr(p.scaled):
+                # fp8: the per-tensor scales fold into alpha, read once per thread from global memory.
+                alpha = alpha * mScaleA[0] * mScaleB[0]
             self._consumer(
                 ring, tiled_mma, sA, sB, k_tiles, storage, d_staged, tma_d, mD_tma, mD, mC, mBias,
                 mWork, mCount, alpha, beta, tidx, warp_idx, wg_idx, sched_params,

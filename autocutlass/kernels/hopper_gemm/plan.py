@@ -46,6 +46,9 @@ class Plan:
     direct_store: bool
     split_k: int
     split_workspace: bool
+    scaled: bool
+    """fp8 inputs: the epilogue multiplies the accumulator by two per-tensor scales read from
+    global memory (``scale_a * scale_b``; device tensors, so no host synchronisation)."""
     swap_ab: bool
     """The kernel runs the swapped problem (``check.swapped``): D (and C) arrive transposed,
     i.e. column-major, and the bias runs along the kernel's rows."""
@@ -158,6 +161,7 @@ def make_plan(config: HopperGemmConfig, problem: Problem, smem_limit: int = budg
         direct_store=config.store is Store.DIRECT,
         split_k=config.split_k,
         split_workspace=split_workspace(config),
+        scaled=problem.a_dtype is DType.E4M3,
         swap_ab=config.swap_ab,
         smem_bytes=smem_bill(config, problem, stages),
     )

@@ -10,7 +10,7 @@ from autocutlass.kernels import budgets
 from autocutlass.kernels.hopper_gemm.check import kernel_problem
 from autocutlass.kernels.hopper_gemm.compile import get_compiled
 from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig, SplitMode
-from autocutlass.problem import Problem
+from autocutlass.problem import DType, Problem
 
 _clusters_lock = threading.Lock()
 _max_clusters: dict[tuple[int, int], int] = {}
@@ -133,6 +133,7 @@ class HopperGemmRunner:
         self.user_problem = problem
         self.problem = kernel_problem(problem, config)
         self._swap = config.swap_ab
+        self._scaled = problem.a_dtype is DType.E4M3
         # tf32 copies (never together with swap_ab: ``check`` rejects that pair).
         self._copy_a = not self._swap and self.problem.a_major is not problem.a_major
         self._copy_b = not self._swap and self.problem.b_major is not problem.b_major
@@ -174,8 +175,15 @@ class HopperGemmRunner:
         bias: Any | None = None,
         alpha: float = 1.0,
         beta: float = 0.0,
+        scale_a: Any | None = None,
+        scale_b: Any | None = None,
     ) -> None:
         fn = self._fns.get(a.dim()) or self.prepare(a.dim())
+        if self._scaled and (scale_a is None or scale_b is None):
+            raise ValueError("an fp8 (e4m3) GEMM needs scale_a and scale_b: float32 CUDA tensors of one element")
+        if self._scaled:  # the kernel reads each as a (1,) vector; a 0-dim tensor is viewed as one
+            scale_a = scale_a if scale_a.dim() == 1 else scale_a.reshape(1)
+            scale_b = scale_b if scale_b.dim() == 1 else scale_b.reshape(1)
         if self._copy_a:
             a = k_major_copy(a, rows_contiguous_k=True, transpose=self._transpose.get(a.dim()))
         if self._copy_b:
@@ -191,7 +199,7 @@ class HopperGemmRunner:
             clusters = max_active_clusters(max(dev, 0), self.config.cluster_size)
             self._clusters[dev] = clusters
         if self._workspace is None:
-            fn(a, b, d, c, bias, None, None, alpha, beta, clusters)
+            fn(a, b, d, c, bias, None, None, scale_a, scale_b, alpha, beta, clusters)
             return
         cfg = self.config
         m, n = d.shape[-2], d.shape[-1]
@@ -204,7 +212,7 @@ class HopperGemmRunner:
             n_pad = -(-n // 4) * 4
             work, _ = self._workspace.get(d.device, cfg.split_k * l * m * n_pad, 0)
             slabs = work[: cfg.split_k * l * m * n_pad].view(cfg.split_k, l, m, n_pad)
-            fn(a, b, d, c, bias, work, None, alpha, beta, clusters)  # C, bias: unused by the GEMM here
+            fn(a, b, d, c, bias, work, None, scale_a, scale_b, alpha, beta, clusters)  # C, bias: unused here
             self._reduce[d.dim()](slabs, d, c, bias, alpha, beta)
             return
         # Output tiles padded to whole clusters, as the kernel numbers them.
@@ -212,4 +220,4 @@ class HopperGemmRunner:
             -(-m // (cfg.tile_m * cfg.cluster_m)) * cfg.cluster_m * -(-n // (cfg.tile_n * cfg.cluster_n)) * cfg.cluster_n * l
         )
         work, count = self._workspace.get(d.device, tiles * cfg.tile_m * cfg.tile_n, tiles)
-        fn(a, b, d, c, bias, work, count, alpha, beta, clusters)
+        fn(a, b, d, c, bias, work, count, scale_a, scale_b, alpha, beta, clusters)
