@@ -14,6 +14,9 @@ Calling convention of a ``GemmRunner`` (torch tensors on one CUDA device, curren
 * ``c``: optional, same shape as ``d``, N contiguous (read when the epilogue has ``with_c``).
 * ``bias``: optional, (N,), contiguous (read when the epilogue has ``bias``).
 * ``alpha``, ``beta``: Python floats.
+* ``scale_a``, ``scale_b``: fp8 (e4m3) problems only, and then required: float32 CUDA tensors of
+  one element (per-tensor scales; D = act(scale_a * scale_b * alpha * A @ B + ...)). Other
+  problems are called without them.
 
 The runner launches asynchronously on ``torch.cuda.current_stream()`` and never synchronises.
 """
@@ -38,6 +41,8 @@ class GemmRunner(Protocol):
         bias: Any | None = None,
         alpha: float = 1.0,
         beta: float = 0.0,
+        scale_a: Any | None = None,
+        scale_b: Any | None = None,
     ) -> None: ...
 
 
