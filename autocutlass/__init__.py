@@ -1,6 +1,7 @@
 """autocutlass: GEMMs tuned per problem on CuTe DSL kernels, remembered in a tuning database.
 
-``matmul``, ``linear`` and ``gemm`` are drop-in for their torch counterparts on CUDA tensors;
+``matmul``, ``linear`` and ``gemm`` are drop-in for their torch counterparts on CUDA tensors,
+``scaled_mm`` (fp8 e4m3 with per-tensor scales) for ``torch._scaled_mm``;
 ``policy`` picks what happens when a problem was never tuned; ``stats`` counts what dispatch did.
 The entry points (and torch) are imported on first use, so ``import autocutlass.db`` stays light.
 """
@@ -22,7 +23,7 @@ from autocutlass.problem import Activation, Problem
 from autocutlass.settings import Policy, Settings
 
 if TYPE_CHECKING:
-    from autocutlass.api import gemm, linear, matmul, policy, reset, stats
+    from autocutlass.api import gemm, linear, matmul, policy, reset, scaled_mm, stats
     from autocutlass.dispatch import Stats
 
 __version__ = "0.1.0"
@@ -46,6 +47,7 @@ __all__ = [
     "matmul",
     "policy",
     "reset",
+    "scaled_mm",
     "stats",
 ]
 
@@ -55,6 +57,7 @@ _LAZY = {
     "matmul": "autocutlass.api",
     "policy": "autocutlass.api",
     "reset": "autocutlass.api",
+    "scaled_mm": "autocutlass.api",
     "stats": "autocutlass.api",
     "Stats": "autocutlass.dispatch",
 }

@@ -1,4 +1,5 @@
-"""The entry points users call: ``matmul``, ``linear``, ``gemm``; ``policy``, ``stats``, ``reset``.
+"""The entry points users call: ``matmul``, ``linear``, ``gemm``, ``scaled_mm``; ``policy``,
+``stats``, ``reset``.
 
 Each forwards to the process's default ``Dispatcher`` (made on first use from the
 ``AUTOCUTLASS_*`` environment, see ``autocutlass.settings``), which validates the call, looks
@@ -18,7 +19,7 @@ from autocutlass import settings as settings_mod
 from autocutlass.dispatch import Dispatcher, Stats, policy
 from autocutlass.problem import Activation
 
-__all__ = ["gemm", "linear", "matmul", "policy", "reset", "stats"]
+__all__ = ["gemm", "linear", "matmul", "policy", "reset", "scaled_mm", "stats"]
 
 _default: Dispatcher | None = None
 _default_lock = threading.Lock()
@@ -79,6 +80,32 @@ def gemm(
     shape, N-contiguous; others run in torch) and is ignored when ``beta == 0``, as in BLAS.
     ``out`` may be ``c`` itself (an in-place update)."""
     return (_default or _make_default()).gemm(a, b, c, alpha, beta, out)
+
+
+def scaled_mm(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    scale_a: torch.Tensor,
+    scale_b: torch.Tensor,
+    *,
+    bias: torch.Tensor | None = None,
+    out_dtype: torch.dtype = torch.bfloat16,
+    out: torch.Tensor | None = None,
+    activation: Activation | str | None = None,
+) -> torch.Tensor:
+    """``activation(torch._scaled_mm(a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype))``:
+    ``activation((a.float() @ b.float()) * scale_a * scale_b + bias)`` rounded to ``out_dtype``.
+
+    ``a``: (M, K) ``float8_e4m3fn``, row-major; ``b``: (K, N) ``float8_e4m3fn``, column-major,
+    i.e. ``W.t()`` of a row-major (N, K) weight (torch._scaled_mm's layout; fp8 WGMMA reads only
+    K-major operands, so other layouts run in torch). ``scale_a``, ``scale_b``: per-tensor float32
+    scales of one element on the operands' device; they are read by the kernel on the GPU, never
+    by the host, so a call does not synchronise. ``bias``: (N,) of ``out_dtype`` or None.
+    ``out_dtype``: bfloat16, float16 or float32. ``out``: an (M, N) tensor of ``out_dtype`` to
+    write. ``activation``: as in ``linear``, applied in the epilogue. Bad arguments raise,
+    naming the problem; calls autocutlass does not serve run ``torch._scaled_mm`` (then the
+    activation)."""
+    return (_default or _make_default()).scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, out, activation)
 
 
 def stats() -> Stats:

@@ -3,13 +3,21 @@
 The only module that imports ``kernels``, ``search`` and ``db`` together (each lazily, on the
 first memo miss that needs it).
 
-**Hit path** (``Dispatcher.matmul``/``linear``/``gemm``): a tuple built from tensor metadata
-(entry point, policy, then per tensor: shape, strides, dtype, device index, ``data_ptr() % 16``;
-plus autograd and TF32 flags and the epilogue choices) indexes ``Dispatcher._memo``, a dict of
-prepared launch closures. A hit is that tuple, one dict lookup, the ``as_strided`` views the plan
-needs, ``torch.empty`` for the output and the runner's launch on the current stream. No
-``Problem`` is built, nothing synchronises, nothing allocates outside torch's caching allocator,
-so a tuned call can be captured in a CUDA graph. Reads of the memo take no lock.
+**Hit path** (``Dispatcher.matmul``/``linear``/``gemm``/``scaled_mm``): a tuple built from
+tensor metadata (entry point, policy, then per tensor: shape, strides, dtype, device index,
+``data_ptr() % 16``; plus autograd and TF32 flags and the epilogue choices; for ``scaled_mm`` the
+scales' shape, dtype and device, never their values, and ``out_dtype``) indexes
+``Dispatcher._memo``, a dict of prepared launch closures. A hit is that tuple, one dict lookup,
+the ``as_strided`` views the plan needs, ``torch.empty`` for the output and the runner's launch
+on the current stream. No ``Problem`` is built, nothing synchronises, nothing allocates outside
+torch's caching allocator, so a tuned call can be captured in a CUDA graph. Reads of the memo
+take no lock.
+
+**fp8** (``scaled_mm``): its entries take ``(a, b, scale_a, scale_b, bias, out)`` instead of the
+other ops' ``(a, b, c, bias, out, alpha, beta)`` (the key's op says which kind a memo entry is),
+and pass the user's scale tensors, as (1,) views, to the runner as ``scale_a``/``scale_b``; the
+kernel reads them on the device, so nothing synchronises. The other ops' runners are called
+exactly as before, without scale arguments.
 
 **Miss path** (under one re-entrant lock, so concurrent misses neither tune nor compile twice;
 hits in other threads proceed): ``validate.plan`` -> ``Problem`` -> kernel family -> config by
@@ -195,8 +203,9 @@ class _Counters:
         return Stats(**{name: getattr(self, name) for name in self.__slots__})
 
 
-Entry = Callable[[Any, Any, Any, Any, Any, float, float], torch.Tensor]
-"""A memo entry: (a, b, c, bias, out, alpha, beta) -> result."""
+Entry = Callable[..., torch.Tensor]
+"""A memo entry. ``matmul``/``linear``/``gemm``: (a, b, c, bias, out, alpha, beta) -> result;
+``scaled_mm``: (a, b, scale_a, scale_b, bias, out) -> result. The key's op says which."""
 
 
 def _tf32_allowed() -> bool:
@@ -327,6 +336,49 @@ class Dispatcher:
             self._n.memo_hits += 1
         return entry(a, b, c, None, out, float(alpha), float(beta))
 
+    def scaled_mm(
+        self,
+        a: torch.Tensor,
+        b: torch.Tensor,
+        scale_a: torch.Tensor,
+        scale_b: torch.Tensor,
+        bias: torch.Tensor | None = None,
+        out_dtype: torch.dtype = torch.bfloat16,
+        out: torch.Tensor | None = None,
+        activation: Activation | str | None = None,
+    ) -> torch.Tensor:
+        try:
+            key = (
+                Op.SCALED_MM,
+                POLICY_OVERRIDE.get() or self._policy,
+                _GRAD() and (a.requires_grad or b.requires_grad or scale_a.requires_grad or scale_b.requires_grad
+                             or (bias is not None and bias.requires_grad)),
+                False,  # the TF32 flag of the other ops' keys: fp8 has no such choice
+                a.shape, a.stride(), a.dtype, a.get_device(), a.data_ptr() & 15,
+                b.shape, b.stride(), b.dtype, b.get_device(), b.data_ptr() & 15,
+                scale_a.shape, scale_a.dtype, scale_a.get_device(),
+                scale_b.shape, scale_b.dtype, scale_b.get_device(),
+                None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.get_device(), bias.data_ptr() & 15),
+                out_dtype,
+                None if out is None else (out.shape, out.stride(), out.dtype, out.get_device(), out.data_ptr() & 15),
+                activation,
+            )  # fmt: skip
+            entry = self._memo.get(key)  # TypeError for an unhashable out_dtype or activation
+        except (AttributeError, TypeError):
+            validate.expected_result(
+                Call(Op.SCALED_MM, a, b, bias=bias, out=out, scale_a=scale_a, scale_b=scale_b, out_dtype=out_dtype)
+            )  # raises the error naming the argument
+            validate.parse_activation(activation)
+            raise
+        if entry is None:
+            act = validate.parse_activation(activation)
+            call = Call(Op.SCALED_MM, a, b, bias=bias, out=out, activation=act, scale_a=scale_a, scale_b=scale_b,
+                        out_dtype=out_dtype)  # fmt: skip
+            entry = self._miss(key, call)
+        else:
+            self._n.memo_hits += 1
+        return entry(a, b, scale_a, scale_b, bias, out)
+
     # ---- miss path -------------------------------------------------------------------------
     def _miss(self, key: tuple[Any, ...], call: Call) -> Entry:
         with self._lock:
@@ -337,7 +389,7 @@ class Dispatcher:
             pol, grad, tf32 = key[1], key[2], key[3]  # every key starts (op, policy, grad, tf32, ...)
             if pol is Policy.OFF:
                 validate.expected_result(call)  # the same errors as under the other policies
-                entry, memoise = self._torch_entry(call.op, call.activation, count=False), True
+                entry, memoise = self._torch_entry(call, count=False), True
             else:
                 ctx = validate.Context(on_gpu=self._on_gpu, device_info=self._device_info, grad=grad, tf32=tf32)
                 entry, memoise = self._build(call, validate.plan(call, ctx), pol)
@@ -368,6 +420,8 @@ class Dispatcher:
             if self.settings.strict:
                 raise
             return self._fallback(call, f"no kernel could be built: {type(e).__name__}: {e}"), True
+        if call.op is Op.SCALED_MM:
+            return _scaled_kernel_entry(plan, runner, call), not downgraded
         return _kernel_entry(plan, runner, call), not downgraded
 
     def _choose(self, problem: Problem, pol: Policy, device_index: int) -> tuple[Family, Any] | str:
@@ -478,10 +532,23 @@ class Dispatcher:
         if self.settings.strict:
             raise UnsupportedProblem(f"autocutlass.{call.op.value}: {reason}")
         self._log_once(call.op, f"served by torch: {reason}")
-        return self._torch_entry(call.op, call.activation, count=True)
+        return self._torch_entry(call, count=True)
 
-    def _torch_entry(self, op: Op, act: Activation, *, count: bool) -> Entry:
+    def _torch_entry(self, call: Call, *, count: bool) -> Entry:
         n = self._n
+        op, act = call.op, call.activation
+        if op is Op.SCALED_MM:
+            out_dtype = call.out_dtype
+
+            def run_scaled(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, out: Any) -> torch.Tensor:
+                if count:
+                    n.fallbacks += 1
+                return validate.torch_call(
+                    Call(op, a, b, None, bias, out, activation=act, scale_a=scale_a, scale_b=scale_b,
+                         out_dtype=out_dtype)
+                )  # fmt: skip
+
+            return run_scaled
 
         def run(a: Any, b: Any, c: Any, bias: Any, out: Any, alpha: float, beta: float) -> torch.Tensor:
             if count:
@@ -565,5 +632,58 @@ def _kernel_entry(plan: KernelPlan, runner: Callable[..., None], call: Call) -> 
             with torch.cuda.device(dev):
                 return run(a, b, c, bias, out, alpha, beta)
         return run(a, b, c, bias, out, alpha, beta)
+
+    return guarded
+
+
+def _scaled_kernel_entry(plan: KernelPlan, runner: Callable[..., None], call: Call) -> Entry:
+    """``_kernel_entry`` of ``scaled_mm``: the runner also gets the two scale tensors, (1,) views of
+    the user's one-element tensors (their values stay on the device). No C, alpha or beta."""
+    av, bv, dv = plan.a, plan.b, plan.d
+    shape, dtype, device = plan.out_shape, plan.out_dtype, call.a.device
+    span_a, span_b, _, span_d = plan.spans
+    assert call.scale_a is not None and call.scale_b is not None
+    span_bias, span_sa, span_sb = (validate.byte_span(t) for t in (call.bias, call.scale_a, call.scale_b))
+    view_sa, view_sb = call.scale_a.dim() != 1, call.scale_b.dim() != 1  # () or (1, 1): viewed as (1,)
+    act = call.activation
+
+    def run(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, out: Any) -> torch.Tensor:
+        if out is None:
+            out = torch.empty(shape, dtype=dtype, device=device)
+        else:
+            o = out.data_ptr()
+            if (
+                _overlaps(o, span_d, a.data_ptr(), span_a)
+                or _overlaps(o, span_d, b.data_ptr(), span_b)
+                or (bias is not None and _overlaps(o, span_d, bias.data_ptr(), span_bias))
+                or _overlaps(o, span_d, scale_a.data_ptr(), span_sa)
+                or _overlaps(o, span_d, scale_b.data_ptr(), span_sb)
+            ):  # out= aliases an input: torch computes into fresh memory, then copies.
+                r = validate.torch_call(
+                    Call(Op.SCALED_MM, a, b, None, bias, None, activation=act, scale_a=scale_a, scale_b=scale_b,
+                         out_dtype=dtype)
+                )  # fmt: skip
+                return out.copy_(r)
+        if av is not None:
+            a = a.as_strided(av.shape, av.stride)
+        if bv is not None:
+            b = b.as_strided(bv.shape, bv.stride)
+        if view_sa:
+            scale_a = scale_a.reshape(1)
+        if view_sb:
+            scale_b = scale_b.reshape(1)
+        d = out if dv is None else out.as_strided(dv.shape, dv.stride)
+        runner(a, b, d, bias=bias, scale_a=scale_a, scale_b=scale_b)
+        return out
+
+    dev = plan.device_index
+    if dev < 0 or _single_gpu():
+        return run
+
+    def guarded(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, out: Any) -> torch.Tensor:
+        if torch.cuda.current_device() != dev:  # the runner launches on the current device's stream
+            with torch.cuda.device(dev):
+                return run(a, b, scale_a, scale_b, bias, out)
+        return run(a, b, scale_a, scale_b, bias, out)
 
     return guarded

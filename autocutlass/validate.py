@@ -8,13 +8,20 @@ Three outcomes, in this order:
 1. **Errors** the torch op would raise, raised here: shapes that cannot be multiplied
    (``RuntimeError`` naming both shapes; torch's own shape rules are applied to meta tensors),
    operands of different dtypes or devices, an ``out=`` of the wrong shape, dtype or device, an
-   unknown activation.
+   unknown activation. ``scaled_mm`` also raises for operands that are not both
+   ``float8_e4m3fn``, scales that are not float32 tensors of one element (``ValueError``, as
+   torch), an ``out_dtype`` other than bf16/fp16/fp32 (``ValueError``) and a bias that is not
+   (N,) of ``out_dtype``.
 2. ``Unsupported(reason)``: a valid call autocutlass does not serve (CPU tensors, a GPU other
-   than cc 9.0, a dtype other than bf16/fp16/fp32, fp32 while torch forbids TF32, empty tensors,
-   K = 0, a stride-0 or no-unit-stride operand, autograd, ranks other than 2 and 3, a 2-D A
-   broadcast over a 3-D B, a 3-D A whose batch cannot fold into M under a 2-D B, an ``out=``
-   that is not row-major contiguous, a C that is not exactly the output's shape, a bias that is
-   not a contiguous, 16-byte aligned (N,) vector). The torch op then runs instead.
+   than cc 9.0, a dtype other than bf16/fp16/fp32 (float8 inputs of ``matmul``/``linear``/
+   ``gemm`` included: fp8 needs scales, so it is served only through ``scaled_mm``), fp32 while
+   torch forbids TF32, empty tensors, K = 0, a stride-0 or no-unit-stride operand, autograd,
+   ranks other than 2 and 3, a 2-D A broadcast over a 3-D B, a 3-D A whose batch cannot fold
+   into M under a 2-D B, an ``out=`` that is not row-major contiguous, a C that is not exactly
+   the output's shape, a bias that is not a contiguous, 16-byte aligned (N,) vector). For
+   ``scaled_mm`` also: operands that are not 2-D, an A that is not row-major or a B that is not
+   column-major (fp8 WGMMA reads only K-major operands), and an A, B or output that is not
+   16-byte aligned (TMA; the fp8 kernels have no narrower path). The torch op then runs instead.
 3. ``KernelPlan``: the ``Problem`` and how to present each user tensor to the runner (an
    ``as_strided`` view, never a copy, except the one documented below).
 
@@ -28,6 +35,11 @@ dimensions do not merge (K still contiguous) is reshaped, as ``torch.reshape`` w
 fp32 operands are served through TF32 tensor cores only when torch allows TF32 for matmuls
 (``torch.backends.cuda.matmul.fp32_precision == "tf32"``, e.g. after
 ``torch.set_float32_matmul_precision("high")``); otherwise torch computes them in full fp32.
+
+fp8 (``scaled_mm``): A (M, K) row-major and B = ``W.t()`` of a row-major (N, K) weight, both
+``float8_e4m3fn``, with per-tensor float32 scales that stay on the device (the kernel reads them;
+nothing here reads their values). The ``Problem`` is E4M3 x E4M3 -> ``out_dtype``; every E4M3
+problem is scaled, so the ``Problem`` has no field for it: dispatch hands the scales to the runner.
 """
 
 from __future__ import annotations
@@ -48,8 +60,14 @@ BIAS_ALIGN_BYTES = 16
 SERVED_CC = (9, 0)
 """Compute capability of the GPUs autocutlass's kernels are compiled for (sm_90a)."""
 
+FP8 = torch.float8_e4m3fn
+"""The one fp8 format served (``scaled_mm`` only: fp8 without scales is not a useful GEMM)."""
+
 _OPERAND_DTYPES = {torch.bfloat16: DType.BF16, torch.float16: DType.FP16, torch.float32: DType.TF32}
+"""Operand dtypes of ``matmul``, ``linear`` and ``gemm``."""
+_KERNEL_OPERAND_DTYPES = {**_OPERAND_DTYPES, FP8: DType.E4M3}
 _OUTPUT_DTYPES = {torch.bfloat16: DType.BF16, torch.float16: DType.FP16, torch.float32: DType.FP32}
+"""Output dtypes; for ``scaled_mm`` also the ``out_dtype`` choices."""
 
 
 class Op(StrEnum):
@@ -58,6 +76,7 @@ class Op(StrEnum):
     MATMUL = "matmul"
     LINEAR = "linear"
     GEMM = "gemm"
+    SCALED_MM = "scaled_mm"
 
 
 @dataclass(frozen=True)
@@ -97,7 +116,7 @@ class Unsupported:
 
 @dataclass(frozen=True)
 class Call:
-    """One call's arguments, in the common form of the three entry points."""
+    """One call's arguments, in the common form of the entry points."""
 
     op: Op
     a: torch.Tensor
@@ -108,6 +127,11 @@ class Call:
     alpha: float = 1.0
     beta: float = 0.0
     activation: Activation = Activation.NONE
+    scale_a: torch.Tensor | None = None
+    """``scaled_mm`` only, as ``scale_b``: a float32 tensor of one element, on the operands' device."""
+    scale_b: torch.Tensor | None = None
+    out_dtype: torch.dtype | None = None
+    """``scaled_mm`` only: the result's dtype (the other ops' result has the operands' dtype)."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +161,10 @@ def parse_activation(activation: Activation | str | None) -> Activation:
 def torch_call(call: Call) -> torch.Tensor:
     """The call computed by torch, writing into ``call.out`` when given."""
     op, a, b, out = call.op, call.a, call.b, call.out
+    if op is Op.SCALED_MM:  # no out= with an activation to apply: compute fresh, then copy
+        r = torch._scaled_mm(a, b, call.scale_a, call.scale_b, bias=call.bias, out_dtype=call.out_dtype)
+        r = _activate(r, call.activation)
+        return r if out is None else out.copy_(r)
     if op is Op.LINEAR:
         return _activate(F.linear(a, b, call.bias), call.activation)
     if op is Op.MATMUL or call.c is None or call.beta == 0:
@@ -176,6 +204,8 @@ def _shape(t: torch.Tensor) -> str:
 
 def expected_result(call: Call) -> torch.Tensor:
     """A meta tensor of the result's shape and dtype; raises as torch does for invalid calls."""
+    if call.op is Op.SCALED_MM:
+        return _expected_scaled(call)
     names = {Op.MATMUL: ("a", "b"), Op.GEMM: ("a", "b"), Op.LINEAR: ("x", "weight")}[call.op]
     tensors = {names[0]: call.a, names[1]: call.b, "c": call.c, "bias": call.bias, "out": call.out}
     for name, t in tensors.items():
@@ -211,14 +241,64 @@ def expected_result(call: Call) -> torch.Tensor:
             f"autocutlass.{call.op.value}: {names[0]} {_shape(a)} and {names[1]} {_shape(b)}{extra} "
             f"are not compatible: {e}"
         ) from e
+    _check_out(call, r)
+    return r
+
+
+def _check_out(call: Call, r: torch.Tensor) -> None:
     out = call.out
     if out is not None:
         if tuple(out.shape) != tuple(r.shape):
             raise RuntimeError(f"autocutlass.{call.op.value}: out= has shape {_shape(out)}, expected {tuple(r.shape)}")
         if out.dtype != r.dtype:
             raise RuntimeError(f"autocutlass.{call.op.value}: out= has dtype {out.dtype}, expected {r.dtype}")
-        if out.device != a.device:
-            raise RuntimeError(f"autocutlass.{call.op.value}: out= is on {out.device}, the operands on {a.device}")
+        if out.device != call.a.device:
+            raise RuntimeError(f"autocutlass.{call.op.value}: out= is on {out.device}, the operands on {call.a.device}")
+
+
+def _expected_scaled(call: Call) -> torch.Tensor:
+    """``expected_result`` of ``scaled_mm``: A (M, K) @ B (K, N) in float8_e4m3fn, per-tensor
+    scales, an (N,) bias of ``out_dtype``. Only metadata is read (never a scale's value)."""
+    tensors = {"a": call.a, "b": call.b, "scale_a": call.scale_a, "scale_b": call.scale_b,
+               "bias": call.bias, "out": call.out}  # fmt: skip
+    for name, t in tensors.items():
+        required = name in ("a", "b", "scale_a", "scale_b")
+        if (t is not None or required) and not isinstance(t, torch.Tensor):
+            raise TypeError(f"autocutlass.scaled_mm: {name} must be a torch.Tensor, got {type(t).__name__}")
+    a, b, bias = call.a, call.b, call.bias
+    if a.dtype is not FP8 or b.dtype is not FP8:
+        raise RuntimeError(
+            f"autocutlass.scaled_mm: a and b must both be {FP8} (e4m3 fp8), got {a.dtype} and {b.dtype}"
+        )
+    for name in ("scale_a", "scale_b"):
+        s = tensors[name]
+        assert s is not None
+        if s.dtype is not torch.float32 or s.numel() != 1:
+            raise ValueError(
+                f"autocutlass.scaled_mm: {name} must be a float32 tensor of one element (a per-tensor scale), "
+                f"got {s.dtype} of shape {_shape(s)}"
+            )
+    od = call.out_dtype
+    if not isinstance(od, torch.dtype) or od not in _OUTPUT_DTYPES:
+        choices = ", ".join(str(d) for d in _OUTPUT_DTYPES)
+        raise ValueError(f"autocutlass.scaled_mm: out_dtype={od!r} is not one of {choices}")
+    devices = {name: t.device for name, t in tensors.items() if t is not None and name != "out"}
+    if len(set(devices.values())) > 1:
+        listed = ", ".join(f"{n} on {d}" for n, d in devices.items())
+        raise RuntimeError(f"autocutlass.scaled_mm: expected all tensors on one device, got {listed}")
+    try:
+        r = torch.matmul(_meta(a), _meta(b))
+    except RuntimeError as e:
+        raise RuntimeError(f"autocutlass.scaled_mm: a {_shape(a)} and b {_shape(b)} are not compatible: {e}") from e
+    r = torch.empty(r.shape, dtype=od, device="meta")
+    if bias is not None:
+        if b.dim() >= 2 and tuple(bias.shape) != (b.shape[-1],):  # other ranks: torch raises for them
+            raise RuntimeError(
+                f"autocutlass.scaled_mm: bias has shape {_shape(bias)}, expected ({b.shape[-1]},) for b {_shape(b)}"
+            )
+        if bias.dtype != od:
+            raise RuntimeError(f"autocutlass.scaled_mm: bias has dtype {bias.dtype}, expected out_dtype {od}")
+    _check_out(call, r)
     return r
 
 
@@ -291,7 +371,9 @@ def _dims(t: torch.Tensor) -> list[tuple[int, int | None]]:
     return [(s, st if s != 1 else None) for s, st in zip(t.shape, t.stride(), strict=True)]
 
 
-def _span(t: torch.Tensor | None) -> int:
+def byte_span(t: torch.Tensor | None) -> int:
+    """Bytes from ``t``'s first to one past its last element (0 for None or empty): the extent
+    dispatch's overlap guard compares with ``out=``'s."""
     if t is None or t.numel() == 0:
         return 0
     return (sum((s - 1) * st for s, st in zip(t.shape, t.stride(), strict=True)) + 1) * t.element_size()
@@ -315,8 +397,14 @@ def plan(call: Call, ctx: Context) -> KernelPlan | Unsupported:
     info = ctx.device_info(dev)
     if (info.cc_major, info.cc_minor) != SERVED_CC:
         return Unsupported(f"GPU {info.gpu_name} (cc {info.cc}) is not served; autocutlass kernels need cc 9.0")
-    if a.dtype not in _OPERAND_DTYPES:
-        return Unsupported(f"dtype {a.dtype} is not served (bfloat16, float16, float32)")
+    if call.op is Op.SCALED_MM:
+        pass  # float8_e4m3fn operands, checked by expected_result
+    elif a.dtype is FP8:
+        return Unsupported(
+            f"{FP8} operands are served only through autocutlass.scaled_mm (fp8 GEMMs need per-tensor scales)"
+        )
+    elif a.dtype not in _OPERAND_DTYPES:
+        return Unsupported(f"dtype {a.dtype} is not served (bfloat16, float16, float32; {FP8} through scaled_mm)")
     if a.dtype is torch.float32 and not ctx.tf32:
         return Unsupported(
             "float32 needs TF32, which torch forbids now (torch.backends.cuda.matmul.fp32_precision != 'tf32'); "
@@ -332,7 +420,20 @@ def plan(call: Call, ctx: Context) -> KernelPlan | Unsupported:
         return Unsupported("out= is not contiguous row-major")
     if call.op is Op.LINEAR:
         return _plan_linear(call, result, dev)
+    if call.op is Op.SCALED_MM:
+        return _plan_scaled(call, result, dev)
     return _plan_matmul(call, result, dev)
+
+
+def _bias_reason(bias: torch.Tensor | None) -> str | None:
+    """Why the epilogue cannot read ``bias`` (an (N,) vector, per the op's validation), or None."""
+    if bias is None:
+        return None
+    if bias.dim() != 1 or (bias.shape[0] > 1 and bias.stride(0) != 1):
+        return f"bias of shape {_shape(bias)} (stride {bias.stride()}) is not a contiguous (N,) vector"
+    if bias.data_ptr() % BIAS_ALIGN_BYTES:
+        return f"bias is not {BIAS_ALIGN_BYTES}-byte aligned"
+    return None
 
 
 def _plan_linear(call: Call, result: torch.Tensor, dev: int) -> KernelPlan | Unsupported:
@@ -340,11 +441,9 @@ def _plan_linear(call: Call, result: torch.Tensor, dev: int) -> KernelPlan | Uns
     if x.dim() < 2 or w.dim() != 2:
         return Unsupported(f"linear of a {x.dim()}-D x by a {w.dim()}-D weight is served by torch")
     bias = call.bias
-    if bias is not None:
-        if bias.dim() != 1 or (bias.shape[0] > 1 and bias.stride(0) != 1):
-            return Unsupported(f"bias of shape {_shape(bias)} (stride {bias.stride()}) is not a contiguous (N,) vector")
-        if bias.data_ptr() % BIAS_ALIGN_BYTES:
-            return Unsupported(f"bias is not {BIAS_ALIGN_BYTES}-byte aligned")
+    reason = _bias_reason(bias)
+    if reason is not None:
+        return Unsupported(reason)
     n, k = w.shape
     xd = _dims(x)
     merged = _merge(x.shape[:-1], x.stride()[:-1])
@@ -424,6 +523,42 @@ def _plan_matmul(call: Call, result: torch.Tensor, dev: int) -> KernelPlan | Uns
     return _kernel_plan(call, result, dev, am, bm, cm, (m, n), l, epi, a)
 
 
+K_MAJOR_ONLY = "fp8 WGMMA reads only K-major operands: A row-major (M, K), B = W.t() of an (N, K) weight"
+"""Why ``scaled_mm`` of other layouts runs in torch (the 16-bit types' transposed-operand paths do
+not exist for fp8, and a copy would cost more than cuBLAS's kernel)."""
+
+
+def _plan_scaled(call: Call, result: torch.Tensor, dev: int) -> KernelPlan | Unsupported:
+    a, b = call.a, call.b
+    if a.dim() != 2 or b.dim() != 2:
+        return Unsupported(f"scaled_mm of a {a.dim()}-D and a {b.dim()}-D tensor is served by torch")
+    ad, bd = _dims(a), _dims(b)
+    am = _matrix("a", a, None, ad[0], ad[1])
+    bm = _matrix("b", b, None, bd[0], bd[1])
+    for got in (am, bm):
+        if isinstance(got, str):
+            return Unsupported(got)
+    assert isinstance(am, _Matrix) and isinstance(bm, _Matrix)
+    if am.major is not Major.ROW or bm.major is not Major.COL:
+        return Unsupported(
+            f"{K_MAJOR_ONLY} (got a with strides {a.stride()}, b with strides {b.stride()}); served by torch"
+        )
+    reason = _bias_reason(call.bias)
+    if reason is not None:
+        return Unsupported(reason)
+    epi = Epilogue(with_c=False, bias=call.bias is not None, activation=call.activation)
+    kp = _kernel_plan(call, result, dev, am, bm, None, (a.shape[0], b.shape[1]), 1, epi, a)
+    pr = kp.problem
+    for name, align in (("a", pr.align_a), ("b", pr.align_b), ("the output", pr.align_d)):
+        if align < 16:
+            return Unsupported(
+                f"{name} is only {align}-byte aligned (base pointer or leading dimension); the fp8 kernels "
+                "read and write through TMA, which needs 16: 16-byte aligned tensors, K a multiple of 16 and "
+                "N times out_dtype's size a multiple of 16 bytes"
+            )
+    return kp
+
+
 def _kernel_plan(
     call: Call,
     result: torch.Tensor,
@@ -447,16 +582,16 @@ def _kernel_plan(
         d_align = min(d_align, _pow2_align(m * n * result.element_size()))
     d_view = View(d_shape, d_stride) if d_shape != tuple(result.shape) or m == 1 or n == 1 else None
     a_view = am.view if a_src is None else _same_view(a_src, am.view)
-    dt = call.a.dtype
+    in_dt, out_dt = _KERNEL_OPERAND_DTYPES[call.a.dtype], _OUTPUT_DTYPES[result.dtype]
     problem = Problem(
         m=m,
         n=n,
         k=k,
         l=l,
-        a_dtype=_OPERAND_DTYPES[dt],
-        b_dtype=_OPERAND_DTYPES[dt],
-        c_dtype=_OUTPUT_DTYPES[dt] if cm is not None else None,
-        d_dtype=_OUTPUT_DTYPES[dt],
+        a_dtype=in_dt,
+        b_dtype=in_dt,
+        c_dtype=out_dt if cm is not None else None,
+        d_dtype=out_dt,
         a_major=am.major,
         b_major=bm.major,
         align_a=am.align,
@@ -478,5 +613,5 @@ def _kernel_plan(
         out_shape=tuple(result.shape),
         out_dtype=result.dtype,
         device_index=dev,
-        spans=(_span(call.a), _span(call.b), _span(call.c), _span(result)),
+        spans=(byte_span(call.a), byte_span(call.b), byte_span(call.c), byte_span(result)),
     )

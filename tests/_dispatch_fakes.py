@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from autocutlass.device import DeviceInfo, HardKey
 from autocutlass.dispatch import Dispatcher, Layers
 from autocutlass.errors import DatabaseError
-from autocutlass.problem import Activation, Major, Problem
+from autocutlass.problem import Activation, DType, Major, Problem
 from autocutlass.settings import Policy, Settings
 
 
@@ -45,6 +45,8 @@ class Launch:
     bias: torch.Tensor | None
     alpha: float
     beta: float
+    scale_a: torch.Tensor | None = None
+    scale_b: torch.Tensor | None = None
 
 
 def _act(y: torch.Tensor, act: Activation) -> torch.Tensor:
@@ -63,8 +65,14 @@ class FakeRunner:
     def __init__(self, family: FakeFamily, config: FakeConfig, problem: Problem) -> None:
         self.family, self.config, self.problem = family, config, problem
 
-    def __call__(self, a, b, d, *, c=None, bias=None, alpha=1.0, beta=0.0) -> None:  # noqa: ANN001
+    def __call__(self, a, b, d, *, c=None, bias=None, alpha=1.0, beta=0.0, **scales) -> None:  # noqa: ANN001, ANN003
         p = self.problem
+        if p.a_dtype is DType.E4M3:  # fp8: the two per-tensor scales, as (1,) float32 tensors
+            assert set(scales) == {"scale_a", "scale_b"}, scales
+            for s in scales.values():
+                assert s.shape == (1,) and s.dtype is torch.float32 and s.device == a.device, s
+        else:  # the other dtypes' runners are called exactly as before the fp8 entry point existed
+            assert not scales, f"scale arguments given to a {p.a_dtype.value} runner: {sorted(scales)}"
         rank = 3 if p.l > 1 else 2
         assert a.dim() == b.dim() == d.dim() == rank, (a.shape, b.shape, d.shape, p)
         m, k = a.shape[-2:]
@@ -80,8 +88,10 @@ class FakeRunner:
         if c is not None:
             assert c.shape == d.shape and c.stride(-1) == 1
         assert isinstance(alpha, float) and isinstance(beta, float)
-        self.family.launches.append(Launch(self.config, p, a, b, d, c, bias, alpha, beta))
+        self.family.launches.append(Launch(self.config, p, a, b, d, c, bias, alpha, beta, **scales))
         r = alpha * torch.matmul(a.float(), b.float())
+        if scales:
+            r = r * scales["scale_a"] * scales["scale_b"]
         if c is not None:
             r = r + beta * c.float()
         if bias is not None:

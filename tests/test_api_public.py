@@ -31,7 +31,8 @@ def fresh_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
 def test_all_names_resolve() -> None:
     for name in autocutlass.__all__:
         assert getattr(autocutlass, name) is not None, name
-    assert {"matmul", "linear", "gemm", "policy", "stats", "UnsupportedProblem"} <= set(autocutlass.__all__)
+    names = {"matmul", "linear", "gemm", "scaled_mm", "policy", "stats", "UnsupportedProblem"}
+    assert names <= set(autocutlass.__all__)
     assert set(autocutlass.__all__) <= set(dir(autocutlass))
     with pytest.raises(AttributeError):
         autocutlass.not_a_thing  # noqa: B018
@@ -56,6 +57,22 @@ def test_cpu_calls_run_torch_and_count_fallbacks(fresh_env: Path) -> None:
     assert not (fresh_env / "tuning.sqlite").exists()  # unsupported calls never open the database
     autocutlass.matmul(a, b)
     assert autocutlass.stats().memo_hits == 1
+
+
+def test_scaled_mm_on_cpu_runs_torch_scaled_mm(fresh_env: Path) -> None:
+    f8 = torch.float8_e4m3fn
+    a, w = torch.randn(8, 32).to(f8), torch.randn(16, 32).to(f8)
+    sa, sb, bias = torch.tensor(0.5), torch.tensor(2.0), torch.randn(16).to(BF)
+    y = autocutlass.scaled_mm(a, w.t(), sa, sb, bias=bias, activation="relu")  # out_dtype: bfloat16
+    assert y.dtype is BF and torch.equal(y, F.relu(torch._scaled_mm(a, w.t(), sa, sb, bias=bias, out_dtype=BF)))
+    out = torch.empty(8, 16, dtype=torch.float32)
+    assert autocutlass.scaled_mm(a, w.t(), sa, sb, out_dtype=torch.float32, out=out) is out
+    assert torch.equal(out, torch._scaled_mm(a, w.t(), sa, sb, out_dtype=torch.float32))
+    assert autocutlass.stats().fallbacks == 2
+    with pytest.raises(TypeError):
+        autocutlass.scaled_mm(a, w.t(), sa, sb, bias)  # type: ignore[misc]  # bias= is keyword-only here
+    with pytest.raises(RuntimeError, match=r"\(8, 32\).*\(16, 16\)"):
+        autocutlass.scaled_mm(a, w[:, :16], sa, sb)
 
 
 def test_errors_raise_like_torch() -> None:

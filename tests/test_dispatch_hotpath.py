@@ -45,3 +45,18 @@ def test_hit_path_is_cheap(monkeypatch: pytest.MonkeyPatch) -> None:
     lin = _per_call_us(lambda: d.linear(x, w, bias, "silu"))
     assert d.stats().memo_misses == 2
     assert mm < BUDGET_US and lin < BUDGET_US, (mm, lin)
+
+
+def test_scaled_mm_hit_path_is_cheap(monkeypatch: pytest.MonkeyPatch) -> None:
+    rig = make_rig(Policy.HEURISTIC)
+    noop = lambda a, b, d, *, c=None, bias=None, alpha=1.0, beta=0.0, scale_a=None, scale_b=None: None  # noqa: E731
+    monkeypatch.setattr(rig.family, "compile", lambda config, problem: noop)
+    d = rig.dispatcher
+    f8 = torch.float8_e4m3fn
+    a, b = torch.randn(64, 32).to(f8), torch.randn(48, 32).to(f8).t()
+    sa, sb, bias = torch.ones(()), torch.ones(()), torch.randn(48).to(BF)
+    d.scaled_mm(a, b, sa, sb, bias, BF, None, "silu")
+    monkeypatch.setattr(validate, "plan", lambda *args: pytest.fail("planned on a hit"))
+    us = _per_call_us(lambda: d.scaled_mm(a, b, sa, sb, bias, BF, None, "silu"))
+    assert d.stats().memo_misses == 1 and d.stats().fallbacks == 0
+    assert us < BUDGET_US, us

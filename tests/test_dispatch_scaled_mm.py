@@ -1,0 +1,437 @@
+"""``scaled_mm`` (fp8 e4m3, per-tensor scales) on CPU: the errors it raises, what falls back and why,
+the ``Problem`` a served call becomes, how the scales reach the runner (and that the other ops'
+runners never see scale arguments), the memo, and torch's fallback. CPU fp8 tensors stand in for
+GPU ones through the Context/``on_gpu`` seams; torch._scaled_mm runs on CPU in this torch."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from _dispatch_fakes import device_info, make_rig
+
+from autocutlass import dispatch, validate
+from autocutlass.dispatch import policy
+from autocutlass.errors import UnsupportedProblem
+from autocutlass.problem import Activation, DType, Epilogue, Major
+from autocutlass.settings import Policy
+from autocutlass.validate import Call, Context, KernelPlan, Op, Unsupported, plan
+
+F8 = torch.float8_e4m3fn
+BF = torch.bfloat16
+ACTS: dict[str | None, Callable[[torch.Tensor], torch.Tensor]] = {
+    None: lambda y: y, "relu": F.relu, "gelu": F.gelu, "silu": F.silu,
+    "gelu_tanh": lambda y: F.gelu(y, approximate="tanh"),
+}  # fmt: skip
+
+
+def f8(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape).to(F8)
+
+
+def wt(n: int, k: int) -> torch.Tensor:
+    """B as torch._scaled_mm wants it: W.t() of a row-major (N, K) weight (K contiguous)."""
+    return f8(n, k).t()
+
+
+def scale(v: float, shape: tuple[int, ...] = ()) -> torch.Tensor:
+    return torch.full(shape, v, dtype=torch.float32)
+
+
+def ctx(*, grad: bool = False, cc: tuple[int, int] = (9, 0), gpu: bool = True) -> Context:
+    return Context(on_gpu=lambda t: gpu, device_info=lambda i: device_info(cc), grad=grad, tf32=True)
+
+
+def scaled(a: torch.Tensor, b: torch.Tensor, **kw: Any) -> Call:
+    kw.setdefault("scale_a", scale(0.5))
+    kw.setdefault("scale_b", scale(2.0))
+    kw.setdefault("out_dtype", BF)
+    return Call(Op.SCALED_MM, a, b, **kw)
+
+
+def kernel(call: Call, **kw: Any) -> KernelPlan:
+    p = plan(call, ctx(**kw))
+    assert isinstance(p, KernelPlan), p
+    return p
+
+
+def unsupported(call: Call, **kw: Any) -> str:
+    p = plan(call, ctx(**kw))
+    assert isinstance(p, Unsupported), p
+    return p.reason
+
+
+def reference(a, b, sa, sb, bias=None, out_dtype=BF, activation=None) -> torch.Tensor:  # noqa: ANN001
+    r = (a.float() @ b.float()) * sa * sb
+    if bias is not None:
+        r = r + bias.float()
+    return ACTS[activation](r).to(out_dtype)
+
+
+def close(x: torch.Tensor, ref: torch.Tensor) -> None:
+    assert x.shape == ref.shape and x.dtype == ref.dtype
+    torch.testing.assert_close(x.float(), ref.float(), atol=6e-2, rtol=2e-2)
+
+
+@contextlib.contextmanager
+def no_host_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Fail on any Python-level read of a tensor's value (what a scale's ``.item()`` would be)."""
+    with monkeypatch.context() as m:
+        for name in ("item", "tolist", "__float__", "__bool__"):
+            m.setattr(torch.Tensor, name, lambda *args, _n=name: pytest.fail(f"Tensor.{_n} called (a host read)"))
+        yield
+
+
+# ---- the Problem of a served call ------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("out_dtype", "d_dtype"), [(BF, DType.BF16), (torch.float16, DType.FP16), (torch.float32, DType.FP32)]
+)
+def test_served_problem_dtypes_and_layouts(out_dtype: torch.dtype, d_dtype: DType) -> None:
+    p = kernel(scaled(f8(32, 64), wt(48, 64), out_dtype=out_dtype))
+    pr = p.problem
+    assert (pr.m, pr.n, pr.k, pr.l) == (32, 48, 64, 1)
+    assert (pr.a_dtype, pr.b_dtype, pr.d_dtype, pr.c_dtype) == (DType.E4M3, DType.E4M3, d_dtype, None)
+    assert (pr.a_major, pr.b_major) == (Major.ROW, Major.COL)
+    assert (pr.align_a, pr.align_b, pr.align_d) == (16, 16, 16)
+    assert pr.epilogue == Epilogue()
+    assert p.a is None and p.b is None and p.d is None  # the user's tensors, as they are
+    assert (p.out_shape, p.out_dtype) == ((32, 48), out_dtype)
+
+
+@pytest.mark.parametrize("act", list(Activation))
+def test_served_problem_epilogue(act: Activation) -> None:
+    pr = kernel(scaled(f8(32, 64), wt(48, 64), bias=torch.randn(48).to(BF), activation=act)).problem
+    assert pr.epilogue == Epilogue(with_c=False, bias=True, activation=act)
+
+
+def test_decode_m1_is_served_with_an_output_view() -> None:
+    p = kernel(scaled(f8(1, 64), wt(48, 64)))
+    assert p.problem.m == 1 and p.problem.align_a == 16 and p.d is not None and p.d.shape == (1, 48)
+
+
+# ---- errors ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("kw", "exc", "words"),
+    [
+        ({"a": [[1.0]]}, TypeError, "a must be a torch.Tensor, got list"),
+        ({"b": None}, TypeError, "b must be a torch.Tensor, got NoneType"),
+        ({"scale_a": 1.0}, TypeError, "scale_a must be a torch.Tensor, got float"),
+        ({"scale_b": None}, TypeError, "scale_b must be a torch.Tensor"),
+        ({"bias": [0.0]}, TypeError, "bias must be a torch.Tensor"),
+        ({"out": 3}, TypeError, "out must be a torch.Tensor"),
+        ({"a": torch.randn(32, 64).to(BF)}, RuntimeError, r"float8_e4m3fn.*got torch.bfloat16 and torch.float8_e4m3fn"),
+        ({"b": wt(48, 64).to(torch.float8_e5m2)}, RuntimeError, r"got torch.float8_e4m3fn and torch.float8_e5m2"),
+        ({"b": wt(48, 63)}, RuntimeError, r"a \(32, 64\) and b \(63, 48\) are not compatible"),
+        ({"scale_a": torch.ones((), dtype=torch.float64)}, ValueError, r"scale_a must be a float32 tensor.*float64"),
+        ({"scale_b": torch.ones(2)}, ValueError, r"scale_b must be a float32 tensor of one element.*\(2,\)"),
+        ({"scale_a": torch.ones(4, 1)}, ValueError, r"scale_a .* one element"),
+        ({"out_dtype": torch.int32}, ValueError, "out_dtype=torch.int32 is not one of"),
+        ({"out_dtype": F8}, ValueError, "out_dtype=torch.float8_e4m3fn"),
+        ({"out_dtype": "bf16"}, ValueError, "out_dtype='bf16'"),
+        ({"bias": torch.randn(47).to(BF)}, RuntimeError, r"bias has shape \(47,\), expected \(48,\)"),
+        ({"bias": torch.randn(1, 48).to(BF)}, RuntimeError, r"bias has shape \(1, 48\)"),
+        ({"bias": torch.randn(48)}, RuntimeError, "bias has dtype torch.float32, expected out_dtype torch.bfloat16"),
+        ({"out": torch.empty(32, 47, dtype=BF)}, RuntimeError, r"out= has shape \(32, 47\), expected \(32, 48\)"),
+        ({"out": torch.empty(32, 48, dtype=torch.float16)}, RuntimeError, "out= has dtype torch.float16"),
+        ({"out": torch.empty(32, 48, dtype=BF, device="meta")}, RuntimeError, "out= is on meta"),
+        ({"scale_b": torch.ones((), device="meta")}, RuntimeError, "one device.*scale_b on meta"),
+        ({"bias": torch.empty(48, dtype=BF, device="meta")}, RuntimeError, "one device.*bias on meta"),
+    ],
+)  # fmt: skip
+def test_errors_name_the_problem(kw: dict[str, Any], exc: type[Exception], words: str) -> None:
+    args: dict[str, Any] = {"a": f8(32, 64), "b": wt(48, 64), **kw}
+    call = scaled(args.pop("a"), args.pop("b"), **args)
+    with pytest.raises(exc, match=words):
+        plan(call, ctx())
+    with pytest.raises(exc, match=words):  # the same on a CPU call: errors come before fallbacks
+        plan(call, ctx(gpu=False))
+
+
+def test_dispatcher_raises_before_memoising() -> None:
+    rig = make_rig(Policy.HEURISTIC)
+    with pytest.raises(TypeError, match="scale_a must be a torch.Tensor"):
+        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), 0.5, scale(1.0))
+    with pytest.raises(ValueError, match="scale_b must be a float32"):
+        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), torch.ones(()).to(BF))
+    with pytest.raises(ValueError, match="activation='tanh'"):
+        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), activation="tanh")
+    with pytest.raises(ValueError, match=r"out_dtype=\[torch.bfloat16\]"):  # unhashable: caught at the memo
+        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), out_dtype=[BF])
+    with pytest.raises(ValueError, match=r"activation=\['relu'\]"):
+        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), activation=["relu"])
+    with policy("off"), pytest.raises(RuntimeError, match=r"\(32, 64\).*\(63, 48\)"):
+        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 63), scale(1.0), scale(1.0))
+    assert rig.dispatcher._memo == {} and rig.family.compiled == []
+
+
+# ---- unsupported: torch serves ---------------------------------------------------------------
+def _misaligned_a() -> torch.Tensor:
+    buf = f8(32 * 64 + 16)
+    return buf[8 : 8 + 32 * 64].view(32, 64)  # base pointer 8 bytes past 16
+
+
+@pytest.mark.parametrize(
+    ("call", "kw", "words"),
+    [
+        (lambda: scaled(f8(32, 64), wt(48, 64)), {"gpu": False}, "cpu"),
+        (lambda: scaled(f8(32, 64), wt(48, 64)), {"cc": (8, 9)}, "cc 8.9"),
+        (lambda: scaled(f8(32, 64), wt(48, 64)), {"grad": True}, "requires grad"),
+        (lambda: scaled(f8(64, 32).t(), wt(48, 64)), {}, "fp8 WGMMA reads only K-major operands: A row-major (M, K)"),
+        (lambda: scaled(f8(32, 64), f8(64, 48)), {}, "B = W.t() of an (N, K) weight"),
+        (lambda: scaled(f8(2, 32, 64), wt(48, 64)), {}, "3-D"),
+        (lambda: scaled(f8(0, 64), wt(48, 64)), {}, "empty"),
+        (lambda: scaled(f8(32, 0), wt(48, 0)), {}, "K = 0"),
+        (lambda: scaled(f8(32, 40), wt(48, 40)), {}, "a is only 8-byte aligned"),
+        (lambda: scaled(_misaligned_a(), wt(48, 64)), {}, "a is only 8-byte aligned"),
+        (lambda: scaled(f8(32, 64), wt(44, 64)), {}, "the output is only 8-byte aligned"),
+        (lambda: scaled(f8(32, 64), wt(48, 64), bias=torch.randn(49).to(BF)[1:]), {}, "bias is not 16-byte aligned"),
+        (lambda: scaled(f8(32, 64), wt(48, 64), bias=torch.randn(96).to(BF)[::2]), {}, "contiguous (N,) vector"),
+        (lambda: scaled(f8(32, 64), wt(48, 64), out=torch.empty(48, 32, dtype=BF).t()), {}, "out= is not contiguous"),
+        (lambda: scaled(f8(64, 64)[::2, ::2], wt(48, 32)), {}, "no unit stride"),
+    ],
+)  # fmt: skip
+def test_unsupported_reasons(call, kw: dict[str, Any], words: str) -> None:  # noqa: ANN001
+    assert words in unsupported(call(), **kw)
+
+
+def test_b_with_a_padded_leading_dimension_is_served_when_16_byte_aligned() -> None:
+    b = f8(48, 80)[:, :64].t()  # K contiguous, leading dimension 80 bytes
+    assert kernel(scaled(f8(32, 64), b)).problem.align_b == 16
+    b = f8(48, 72)[:, :64].t()  # 72 bytes: 8-byte aligned
+    assert "b is only 8-byte aligned" in unsupported(scaled(f8(32, 64), b))
+
+
+@pytest.mark.parametrize("op", [Op.MATMUL, Op.GEMM, Op.LINEAR])
+def test_fp8_through_the_other_ops_points_to_scaled_mm(op: Op) -> None:
+    b = f8(48, 64) if op is Op.LINEAR else wt(48, 64)
+    reason = unsupported(Call(op, f8(32, 64), b))
+    assert "served only through autocutlass.scaled_mm" in reason
+    e5m2 = torch.float8_e5m2
+    assert "scaled_mm" in unsupported(Call(Op.MATMUL, f8(32, 64).to(e5m2), wt(48, 64).to(e5m2)))
+
+
+# ---- dispatch: how the runner is called --------------------------------------------------------
+@pytest.fixture
+def rig():  # noqa: ANN201
+    return make_rig(Policy.HEURISTIC)
+
+
+@pytest.mark.parametrize("out_dtype", [BF, torch.float16, torch.float32])
+@pytest.mark.parametrize("act", [None, "relu", "gelu", "gelu_tanh", "silu"])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_served_call_matches_the_reference(
+    rig, out_dtype: torch.dtype, act: str | None, with_bias: bool  # noqa: ANN001
+) -> None:
+    a, b = f8(40, 64), wt(96, 64)
+    sa, sb = scale(0.75), scale(0.25)
+    bias = torch.randn(96).to(out_dtype) if with_bias else None
+    y = rig.dispatcher.scaled_mm(a, b, sa, sb, bias, out_dtype, None, act)
+    close(y, reference(a, b, sa, sb, bias, out_dtype, act))
+    (launch,) = rig.family.launches
+    assert launch.problem.d_dtype is validate._OUTPUT_DTYPES[out_dtype]
+    assert launch.a.data_ptr() == a.data_ptr() and launch.b.data_ptr() == b.data_ptr()  # views, no copies
+    assert launch.d.dtype is out_dtype and (launch.bias is bias) and launch.c is None
+    assert rig.dispatcher.stats().fallbacks == 0
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (1, 1)])
+def test_runner_gets_the_users_scales_as_1_element_views(rig, shape: tuple[int, ...], monkeypatch) -> None:  # noqa: ANN001
+    """Views of the user's tensors, not copies, and never read on the host (miss and hit)."""
+    a, b = f8(40, 64), wt(96, 64)
+    sa, sb = scale(0.5, shape), scale(4.0, shape)
+    with no_host_reads(monkeypatch):
+        y = rig.dispatcher.scaled_mm(a, b, sa, sb)  # miss
+        y2 = rig.dispatcher.scaled_mm(a, b, sa, sb)  # hit
+    close(y, reference(a, b, sa, sb))
+    assert torch.equal(y, y2)
+    for launch in rig.family.launches:
+        assert launch.scale_a is not None and launch.scale_b is not None
+        assert launch.scale_a.shape == (1,) and launch.scale_a.data_ptr() == sa.data_ptr()
+        assert launch.scale_b.shape == (1,) and launch.scale_b.data_ptr() == sb.data_ptr()
+        if shape == (1,):
+            assert launch.scale_a is sa and launch.scale_b is sb  # already (1,): passed as given
+
+
+def test_other_ops_runners_get_no_scale_arguments(rig) -> None:  # noqa: ANN001
+    x, w = torch.randn(8, 64).to(BF), torch.randn(96, 64).to(BF)
+    rig.dispatcher.linear(x, w)
+    rig.dispatcher.matmul(x, w.t())
+    rig.dispatcher.gemm(x, w.t(), torch.randn(8, 96).to(BF), 1.0, 1.0)
+    rig.dispatcher.scaled_mm(f8(8, 64), wt(96, 64), scale(1.0), scale(1.0))
+    kinds = [(launch.problem.a_dtype, launch.scale_a is None) for launch in rig.family.launches]
+    assert kinds == [(DType.BF16, True)] * 3 + [(DType.E4M3, False)]  # and the fake runner asserted the kwargs
+
+
+def test_memo_hit_on_an_identical_call_reads_the_new_scales(rig, monkeypatch) -> None:  # noqa: ANN001
+    d = rig.dispatcher
+    a, b, bias = f8(40, 64), wt(96, 64), torch.randn(96).to(BF)
+    y = d.scaled_mm(a, b, scale(1.0), scale(1.0), bias, BF, None, "silu")
+    close(y, reference(a, b, 1.0, 1.0, bias, BF, "silu"))
+    monkeypatch.setattr(validate, "plan", lambda *x: pytest.fail("planned on a hit"))
+    a2, b2, bias2 = f8(40, 64), wt(96, 64), torch.randn(96).to(BF)  # new tensors, same metadata
+    sa, sb = scale(0.5), scale(3.0)  # scale values are not in the key: read by the kernel per call
+    close(d.scaled_mm(a2, b2, sa, sb, bias2, BF, None, "silu"), reference(a2, b2, sa, sb, bias2, BF, "silu"))
+    s = d.stats()
+    assert (s.memo_misses, s.memo_hits, s.compiles) == (1, 1, 1)
+    assert len(rig.family.launches) == 2 and rig.family.launches[1].scale_a.data_ptr() == sa.data_ptr()
+
+
+def test_memo_key_separates_out_dtype_bias_activation_and_scale_metadata(rig) -> None:  # noqa: ANN001
+    d = rig.dispatcher
+    a, b = f8(40, 64), wt(96, 64)
+    one = scale(1.0)
+    d.scaled_mm(a, b, one, one)
+    d.scaled_mm(a, b, one, one, out_dtype=torch.float16)
+    d.scaled_mm(a, b, one, one, torch.randn(96).to(BF))
+    d.scaled_mm(a, b, one, one, activation="relu")
+    d.scaled_mm(a, b, scale(1.0, (1,)), one)
+    d.scaled_mm(a, b, one, one.reshape(1, 1))
+    with pytest.raises(ValueError, match="scale_a must be a float32"):
+        d.scaled_mm(a, b, one.double(), one)  # another scale dtype: a new key, validated, raises
+    s = d.stats()
+    assert (s.memo_misses, s.memo_hits) == (7, 0)
+    d.scaled_mm(f8(40, 64), wt(96, 64), scale(2.0), scale(3.0))  # values differ: the first key
+    assert d.stats().memo_hits == 1
+
+
+def test_runner_is_shared_across_m(rig) -> None:  # noqa: ANN001
+    for m in (1, 16, 300):
+        rig.dispatcher.scaled_mm(f8(m, 64), wt(96, 64), scale(1.0), scale(1.0))
+    assert rig.dispatcher.stats().compiles == 1 and len(rig.family.launches) == 3
+
+
+def test_out_is_written_in_place(rig) -> None:  # noqa: ANN001
+    a, b, sa, sb = f8(40, 64), wt(96, 64), scale(0.5), scale(2.0)
+    out = torch.full((40, 96), float("nan"), dtype=torch.float32)
+    assert rig.dispatcher.scaled_mm(a, b, sa, sb, None, torch.float32, out) is out
+    close(out, reference(a, b, sa, sb, out_dtype=torch.float32))
+    assert rig.family.launches[-1].d.data_ptr() == out.data_ptr()
+
+
+@pytest.mark.parametrize("alias", ["a", "bias", "scale_a"])
+def test_out_aliasing_an_input_is_still_right(rig, alias: str) -> None:  # noqa: ANN001
+    m, n, k = 32, 32, 64
+    out = torch.zeros(m, n, dtype=torch.float32)  # 4096 bytes
+    a, b, bias, sa, sb = f8(m, k), wt(n, k), torch.randn(n), scale(0.5), scale(2.0)
+    if alias == "a":
+        a = out.view(F8)[:, :k]  # (32, 64) of the output's bytes, leading dimension 128
+        a.copy_(f8(m, k))
+    elif alias == "bias":
+        bias = out[0]
+        bias.copy_(torch.randn(n))
+    else:
+        sa = out[0, 0]
+        sa.fill_(0.5)
+    ref = reference(a.clone(), b, sa.clone(), sb, bias.clone(), torch.float32)
+    assert rig.dispatcher.scaled_mm(a, b, sa, sb, bias, torch.float32, out) is out
+    close(out, ref)
+    # A served call (compiled, no fallback) whose entry saw the overlap: torch computed it into
+    # fresh memory, then copied; the runner never ran.
+    assert len(rig.family.compiled) == 1 and rig.dispatcher.stats().fallbacks == 0
+    assert rig.family.launches == []
+
+
+# ---- torch's fallback ----------------------------------------------------------------------------
+def test_unsupported_layout_runs_torch_scaled_mm(rig, caplog) -> None:  # noqa: ANN001
+    a, w = f8(40, 64), f8(96, 64)
+    b = w.t().contiguous()  # row-major B: torch._scaled_mm (on CPU) takes it, fp8 WGMMA does not
+    sa, sb, bias = scale(0.5), scale(2.0), torch.randn(96).to(BF)
+    with caplog.at_level("WARNING", logger="autocutlass"):
+        y = rig.dispatcher.scaled_mm(a, b, sa, sb, bias, BF, None, "gelu")
+        rig.dispatcher.scaled_mm(a, b, sa, sb, bias, BF, None, "gelu")
+    assert torch.equal(y, F.gelu(torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=BF)))
+    assert rig.family.launches == [] and rig.dispatcher.stats().fallbacks == 2
+    logged = [r.getMessage() for r in caplog.records]
+    assert len(logged) == 1 and "autocutlass.scaled_mm: served by torch: fp8 WGMMA reads only K-major" in logged[0]
+
+
+def test_fallback_copies_into_out(rig) -> None:  # noqa: ANN001
+    a, b, sa, sb = f8(40, 64), f8(64, 96), scale(0.5), scale(2.0)
+    out = torch.empty(40, 96, dtype=torch.float16)
+    assert rig.dispatcher.scaled_mm(a, b, sa, sb, None, torch.float16, out, "relu") is out
+    assert torch.equal(out, F.relu(torch._scaled_mm(a, b, sa, sb, out_dtype=torch.float16)))
+
+
+def test_torch_call_without_monkeypatching_matches_the_reference() -> None:
+    a, b, sa, sb, bias = f8(40, 64), wt(96, 64), scale(0.5), scale(2.0), torch.randn(96)
+    r = validate.torch_call(scaled(a, b, scale_a=sa, scale_b=sb, bias=bias, out_dtype=torch.float32,
+                                   activation=Activation.SILU))  # fmt: skip
+    close(r, reference(a, b, sa, sb, bias, torch.float32, "silu"))
+
+
+def test_torch_fallback_is_what_is_called(rig, monkeypatch) -> None:  # noqa: ANN001
+    """The fallback passes the scales and arguments to torch._scaled_mm unchanged (as given)."""
+    seen: list[tuple[Any, ...]] = []
+    real = torch._scaled_mm
+
+    def spy(a, b, scale_a, scale_b, **kw):  # noqa: ANN001, ANN003, ANN202
+        seen.append((a, b, scale_a, scale_b, kw))
+        return real(a, b, scale_a, scale_b, **kw)
+
+    monkeypatch.setattr(torch, "_scaled_mm", spy)
+    a, b, sa, sb = f8(40, 64), f8(64, 96), scale(0.5), scale(2.0, (1,))
+    rig.dispatcher.scaled_mm(a, b, sa, sb, out_dtype=torch.float16)
+    ((ga, gb, gsa, gsb, kw),) = seen
+    assert ga is a and gb is b and gsa is sa and gsb is sb and kw == {"bias": None, "out_dtype": torch.float16}
+
+
+def test_3d_operands_fall_back_and_torch_raises(rig) -> None:  # noqa: ANN001
+    with pytest.raises(RuntimeError, match="matrix"):
+        rig.dispatcher.scaled_mm(f8(2, 40, 64), wt(96, 64), scale(1.0), scale(1.0))
+    assert rig.family.launches == []
+
+
+def test_strict_raises_the_reason() -> None:
+    rig = make_rig(Policy.HEURISTIC, strict=True)
+    with pytest.raises(UnsupportedProblem, match="autocutlass.scaled_mm: fp8 WGMMA reads only K-major operands"):
+        rig.dispatcher.scaled_mm(f8(40, 64), f8(64, 96), scale(1.0), scale(1.0))
+
+
+def test_grad_runs_in_torch(rig) -> None:  # noqa: ANN001
+    a, b = f8(40, 64), wt(96, 64)
+    sa = scale(1.0).requires_grad_()
+    rig.dispatcher.scaled_mm(a, b, sa, scale(1.0))
+    assert rig.family.launches == [] and rig.dispatcher.stats().fallbacks == 1
+    with torch.no_grad():
+        rig.dispatcher.scaled_mm(a, b, sa, scale(1.0))
+    assert len(rig.family.launches) == 1
+
+
+def test_off_policy_runs_torch_and_is_not_a_fallback() -> None:
+    rig = make_rig(Policy.OFF)
+    a, b, sa, sb = f8(40, 64), wt(96, 64), scale(0.5), scale(2.0)
+    assert torch.equal(rig.dispatcher.scaled_mm(a, b, sa, sb), torch._scaled_mm(a, b, sa, sb, out_dtype=BF))
+    assert rig.family.compiled == [] and rig.dispatcher.stats().fallbacks == 0
+
+
+def test_tune_policy_looks_up_and_tunes_the_fp8_problem() -> None:
+    rig = make_rig(Policy.TUNE)
+    rig.dispatcher.scaled_mm(f8(100, 64), wt(96, 64), scale(1.0), scale(1.0), out_dtype=torch.float16)
+    (tuned,) = rig.tuner.calls
+    assert tuned.a_dtype is DType.E4M3 and tuned.d_dtype is DType.FP16 and tuned.m == 100
+    assert rig.store.lookups == [tuned] and rig.store.misses == [tuned]
+
+
+# ---- the multi-GPU guard -----------------------------------------------------------------------
+def test_entry_switches_to_the_operands_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    devices: list[int] = []
+
+    @contextlib.contextmanager
+    def fake_device(i: int) -> Iterator[None]:
+        devices.append(i)
+        yield
+
+    monkeypatch.setattr(dispatch, "_single_gpu", lambda: False)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device", fake_device)
+    a, b = f8(8, 64), wt(16, 64)
+    p = kernel(scaled(a, b))
+    p = KernelPlan(**{**p.__dict__, "device_index": 1})
+    calls: list[dict[str, Any]] = []
+    entry = dispatch._scaled_kernel_entry(p, lambda a, b, d, **kw: calls.append(kw), scaled(a, b))
+    entry(a, b, scale(1.0), scale(1.0), None, None)
+    assert devices == [1] and len(calls) == 1 and set(calls[0]) == {"bias", "scale_a", "scale_b"}

@@ -1,0 +1,127 @@
+"""On an sm_90 GPU: ``autocutlass.scaled_mm`` (fp8 e4m3, per-tensor scales) against an fp32
+reference and torch._scaled_mm, its fallback, a CUDA graph whose scales change between replays
+(the kernel reads them on the device), and a hit path without host syncs. Skipped without CUDA."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import autocutlass
+
+pytestmark = pytest.mark.gpu
+
+F8, BF = torch.float8_e4m3fn, torch.bfloat16
+ACTS = {None: lambda y: y, "relu": F.relu, "gelu": F.gelu, "silu": F.silu,
+        "gelu_tanh": lambda y: F.gelu(y, approximate="tanh")}  # fmt: skip
+
+
+@pytest.fixture(scope="module", autouse=True)
+def isolated_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    root = tmp_path_factory.mktemp("autocutlass")
+    saved = dict(os.environ)
+    os.environ.update({"AUTOCUTLASS_CACHE_DIR": str(root), "AUTOCUTLASS_SHIPPED_DBS": "off",
+                       "AUTOCUTLASS_POLICY": "heuristic"})  # fmt: skip
+    os.environ.pop("AUTOCUTLASS_STRICT", None)
+    autocutlass.reset()
+    yield root
+    os.environ.clear()
+    os.environ.update(saved)
+    autocutlass.reset()
+
+
+def f8(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, device="cuda").to(F8)
+
+
+def scale(v: float, shape: tuple[int, ...] = ()) -> torch.Tensor:
+    return torch.full(shape, v, device="cuda", dtype=torch.float32)
+
+
+def reference(a, b, sa, sb, bias=None, out_dtype=BF, act=None) -> torch.Tensor:  # noqa: ANN001
+    r = (a.float() @ b.float()) * sa * sb
+    if bias is not None:
+        r = r + bias.float()
+    return ACTS[act](r).to(out_dtype)
+
+
+def close(x: torch.Tensor, ref: torch.Tensor) -> None:
+    assert x.shape == ref.shape and x.dtype == ref.dtype
+    torch.testing.assert_close(x.float(), ref.float(), atol=3e-2 * ref.float().abs().max().item() + 1e-2, rtol=2e-2)
+
+
+def served(f, *args, **kwargs):  # noqa: ANN001, ANN201
+    before = autocutlass.stats().fallbacks
+    r = f(*args, **kwargs)
+    assert autocutlass.stats().fallbacks == before, "fell back to torch"
+    return r
+
+
+@pytest.mark.parametrize("out_dtype", [BF, torch.float16, torch.float32])
+@pytest.mark.parametrize(("act", "with_bias"), [(None, False), ("silu", True), ("gelu_tanh", False), ("relu", True)])
+def test_served_against_the_reference(out_dtype: torch.dtype, act: str | None, with_bias: bool) -> None:
+    a, b = f8(1000, 1024), f8(768, 1024).t()
+    sa, sb = scale(0.75), scale(0.375)
+    bias = torch.randn(768, device="cuda").to(out_dtype) if with_bias else None
+    y = served(autocutlass.scaled_mm, a, b, sa, sb, bias=bias, out_dtype=out_dtype, activation=act)
+    close(y, reference(a, b, sa, sb, bias, out_dtype, act))
+    if out_dtype is not torch.float32:
+        close(y, ACTS[act](torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=out_dtype).float()).to(out_dtype))
+
+
+@pytest.mark.parametrize("m", [1, 16, 100])
+@pytest.mark.parametrize("shape", [(), (1,)])
+def test_decode_shapes_and_scale_shapes(m: int, shape: tuple[int, ...]) -> None:
+    a, b, sa, sb = f8(m, 4096), f8(1024, 4096).t(), scale(0.5, shape), scale(2.0, shape)
+    out = torch.full((m, 1024), float("nan"), device="cuda", dtype=BF)
+    assert served(autocutlass.scaled_mm, a, b, sa, sb, out=out) is out
+    close(out, reference(a, b, sa, sb))
+
+
+def test_unsupported_layout_runs_torch() -> None:
+    a, w = f8(256, 512), f8(384, 512)
+    before = autocutlass.stats().fallbacks
+    try:  # torch._scaled_mm on CUDA rejects a row-major B itself: its error propagates
+        y = autocutlass.scaled_mm(a, w.t().contiguous(), scale(1.0), scale(1.0))
+    except RuntimeError:
+        pass
+    else:
+        close(y, reference(a, w.t(), 1.0, 1.0))
+    assert autocutlass.stats().fallbacks == before + 1
+
+
+def test_cuda_graph_replays_read_the_current_scales() -> None:
+    a, b, bias = f8(256, 1024), f8(512, 1024).t(), torch.randn(512, device="cuda").to(BF)
+    sa, sb = scale(1.0), scale(1.0)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):  # compile and memoise outside the capture
+            autocutlass.scaled_mm(a, b, sa, sb, bias=bias, activation="silu")
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = autocutlass.scaled_mm(a, b, sa, sb, bias=bias, activation="silu")
+    for va, vb in ((0.5, 2.0), (0.25, 0.125), (3.0, 1.0)):
+        sa.fill_(va)
+        sb.fill_(vb)
+        g.replay()
+        torch.cuda.synchronize()
+        close(y, reference(a, b, va, vb, bias, BF, "silu"))
+
+
+def test_hit_path_never_syncs() -> None:
+    a, b, sa, sb = f8(512, 256), f8(384, 256).t(), scale(0.5), scale(2.0)
+    autocutlass.scaled_mm(a, b, sa, sb)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(10):
+            autocutlass.scaled_mm(a, b, sa, sb)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
