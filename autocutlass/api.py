@@ -92,8 +92,10 @@ def scaled_mm(
     out_dtype: torch.dtype = torch.bfloat16,
     out: torch.Tensor | None = None,
     activation: Activation | str | None = None,
+    use_fast_accum: bool = False,
 ) -> torch.Tensor:
-    """``activation(torch._scaled_mm(a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype))``:
+    """``activation(torch._scaled_mm(a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype,
+    use_fast_accum=use_fast_accum))``:
     ``activation((a.float() @ b.float()) * scale_a * scale_b + bias)`` rounded to ``out_dtype``.
 
     ``a``: (M, K) ``float8_e4m3fn``, row-major; ``b``: (K, N) ``float8_e4m3fn``, column-major,
@@ -102,10 +104,14 @@ def scaled_mm(
     scales of one element on the operands' device; they are read by the kernel on the GPU, never
     by the host, so a call does not synchronise. ``bias``: (N,) of ``out_dtype`` or None.
     ``out_dtype``: bfloat16, float16 or float32. ``out``: an (M, N) tensor of ``out_dtype`` to
-    write. ``activation``: as in ``linear``, applied in the epilogue. Bad arguments raise,
+    write. ``activation``: as in ``linear``, applied in the epilogue.
+    ``use_fast_accum``: as torch's; autocutlass's kernel accumulates in WGMMA's accumulator across
+    all of K (fast accumulation), so only ``use_fast_accum=True`` is served by it; torch's default
+    False runs ``torch._scaled_mm``. Bad arguments raise,
     naming the problem; calls autocutlass does not serve run ``torch._scaled_mm`` (then the
     activation)."""
-    return (_default or _make_default()).scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, out, activation)
+    return (_default or _make_default()).scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, out, activation,
+                                                   use_fast_accum)
 
 
 def stats() -> Stats:

@@ -6,7 +6,8 @@
 
 Per case, in this one process: operands as the shapes file says (``operand_spec``), one
 ``autocutlass.matmul(a, b, out=d)`` (fp8 'e4m3' cases: ``autocutlass.scaled_mm`` with random
-per-tensor scales, against ``torch._scaled_mm``) on a NaN-poisoned ``d`` (it may tune or look up the database:
+per-tensor scales, against ``torch._scaled_mm``, both with ``use_fast_accum=True``) on a
+NaN-poisoned ``d`` (it may tune or look up the database:
 its wall time is ``tune_or_lookup_s``, the ``autocutlass.stats()`` delta says what it did)
 checked against the float32 reference (a wrong result marks the case FAILED and it is not
 timed), then ``--rounds`` rounds that each time autocutlass, torch.matmul and optionally
@@ -746,11 +747,12 @@ def _measure_case(case: BenchCase, vs: Sequence[str], rounds: int, flush_bytes: 
         sa, sb = x.scale_a, x.scale_b
         if fp8:  # autocutlass.scaled_mm against torch._scaled_mm (cuBLASLt), same scales
 
+            # Both with fast accumulation (WGMMA accumulates across all of K): what the kernel does.
             def ours() -> object:
-                return autocutlass.scaled_mm(a, b, sa, sb, out_dtype=d.dtype, out=d)
+                return autocutlass.scaled_mm(a, b, sa, sb, out_dtype=d.dtype, out=d, use_fast_accum=True)
 
             def theirs() -> object:
-                return torch._scaled_mm(a, b, sa, sb, out_dtype=d.dtype)
+                return torch._scaled_mm(a, b, sa, sb, out_dtype=d.dtype, use_fast_accum=True)
         else:
 
             def ours() -> object:

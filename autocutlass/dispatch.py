@@ -346,6 +346,7 @@ class Dispatcher:
         out_dtype: torch.dtype = torch.bfloat16,
         out: torch.Tensor | None = None,
         activation: Activation | str | None = None,
+        use_fast_accum: bool = False,
     ) -> torch.Tensor:
         try:
             key = (
@@ -362,6 +363,7 @@ class Dispatcher:
                 out_dtype,
                 None if out is None else (out.shape, out.stride(), out.dtype, out.get_device(), out.data_ptr() & 15),
                 activation,
+                bool(use_fast_accum),
             )  # fmt: skip
             entry = self._memo.get(key)  # TypeError for an unhashable out_dtype or activation
         except (AttributeError, TypeError):
@@ -373,7 +375,7 @@ class Dispatcher:
         if entry is None:
             act = validate.parse_activation(activation)
             call = Call(Op.SCALED_MM, a, b, bias=bias, out=out, activation=act, scale_a=scale_a, scale_b=scale_b,
-                        out_dtype=out_dtype)  # fmt: skip
+                        out_dtype=out_dtype, fast_accum=bool(use_fast_accum))  # fmt: skip
             entry = self._miss(key, call)
         else:
             self._n.memo_hits += 1
@@ -538,14 +540,14 @@ class Dispatcher:
         n = self._n
         op, act = call.op, call.activation
         if op is Op.SCALED_MM:
-            out_dtype = call.out_dtype
+            out_dtype, fast = call.out_dtype, call.fast_accum
 
             def run_scaled(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, out: Any) -> torch.Tensor:
                 if count:
                     n.fallbacks += 1
                 return validate.torch_call(
                     Call(op, a, b, None, bias, out, activation=act, scale_a=scale_a, scale_b=scale_b,
-                         out_dtype=out_dtype)
+                         out_dtype=out_dtype, fast_accum=fast)
                 )  # fmt: skip
 
             return run_scaled
@@ -661,7 +663,7 @@ def _scaled_kernel_entry(plan: KernelPlan, runner: Callable[..., None], call: Ca
             ):  # out= aliases an input: torch computes into fresh memory, then copies.
                 r = validate.torch_call(
                     Call(Op.SCALED_MM, a, b, None, bias, None, activation=act, scale_a=scale_a, scale_b=scale_b,
-                         out_dtype=dtype)
+                         out_dtype=dtype, fast_accum=True)
                 )  # fmt: skip
                 return out.copy_(r)
         if av is not None:

@@ -132,6 +132,10 @@ class Call:
     scale_b: torch.Tensor | None = None
     out_dtype: torch.dtype | None = None
     """``scaled_mm`` only: the result's dtype (the other ops' result has the operands' dtype)."""
+    fast_accum: bool = False
+    """``scaled_mm`` only: torch._scaled_mm's ``use_fast_accum``. Our fp8 kernel accumulates in
+    WGMMA's accumulator across all of K, which is fast accumulation; with False (torch's default,
+    cuBLAS then promotes partial sums to fp32 periodically) the call runs in torch."""
 
 
 @dataclass(frozen=True)
@@ -162,7 +166,8 @@ def torch_call(call: Call) -> torch.Tensor:
     """The call computed by torch, writing into ``call.out`` when given."""
     op, a, b, out = call.op, call.a, call.b, call.out
     if op is Op.SCALED_MM:  # no out= with an activation to apply: compute fresh, then copy
-        r = torch._scaled_mm(a, b, call.scale_a, call.scale_b, bias=call.bias, out_dtype=call.out_dtype)
+        r = torch._scaled_mm(a, b, call.scale_a, call.scale_b, bias=call.bias, out_dtype=call.out_dtype,
+                             use_fast_accum=call.fast_accum)
         r = _activate(r, call.activation)
         return r if out is None else out.copy_(r)
     if op is Op.LINEAR:
@@ -528,8 +533,16 @@ K_MAJOR_ONLY = "fp8 WGMMA reads only K-major operands: A row-major (M, K), B = W
 not exist for fp8, and a copy would cost more than cuBLAS's kernel)."""
 
 
+FAST_ACCUM_ONLY = (
+    "use_fast_accum=False: autocutlass's fp8 kernel accumulates in WGMMA's accumulator across all of K "
+    "(use_fast_accum=True semantics); cuBLAS's periodic fp32 promotion is served by torch"
+)
+
+
 def _plan_scaled(call: Call, result: torch.Tensor, dev: int) -> KernelPlan | Unsupported:
     a, b = call.a, call.b
+    if not call.fast_accum:
+        return Unsupported(FAST_ACCUM_ONLY)
     if a.dim() != 2 or b.dim() != 2:
         return Unsupported(f"scaled_mm of a {a.dim()}-D and a {b.dim()}-D tensor is served by torch")
     ad, bd = _dims(a), _dims(b)

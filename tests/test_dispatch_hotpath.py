@@ -55,8 +55,8 @@ def test_scaled_mm_hit_path_is_cheap(monkeypatch: pytest.MonkeyPatch) -> None:
     f8 = torch.float8_e4m3fn
     a, b = torch.randn(64, 32).to(f8), torch.randn(48, 32).to(f8).t()
     sa, sb, bias = torch.ones(()), torch.ones(()), torch.randn(48).to(BF)
-    d.scaled_mm(a, b, sa, sb, bias, BF, None, "silu")
+    d.scaled_mm(a, b, sa, sb, bias, BF, None, "silu", use_fast_accum=True)
     monkeypatch.setattr(validate, "plan", lambda *args: pytest.fail("planned on a hit"))
-    us = _per_call_us(lambda: d.scaled_mm(a, b, sa, sb, bias, BF, None, "silu"))
+    us = _per_call_us(lambda: d.scaled_mm(a, b, sa, sb, bias, BF, None, "silu", use_fast_accum=True))
     assert d.stats().memo_misses == 1 and d.stats().fallbacks == 0
     assert us < BUDGET_US, us

@@ -50,6 +50,7 @@ def scaled(a: torch.Tensor, b: torch.Tensor, **kw: Any) -> Call:
     kw.setdefault("scale_a", scale(0.5))
     kw.setdefault("scale_b", scale(2.0))
     kw.setdefault("out_dtype", BF)
+    kw.setdefault("fast_accum", True)  # what the kernel serves (use_fast_accum=True)
     return Call(Op.SCALED_MM, a, b, **kw)
 
 
@@ -154,17 +155,17 @@ def test_errors_name_the_problem(kw: dict[str, Any], exc: type[Exception], words
 def test_dispatcher_raises_before_memoising() -> None:
     rig = make_rig(Policy.HEURISTIC)
     with pytest.raises(TypeError, match="scale_a must be a torch.Tensor"):
-        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), 0.5, scale(1.0))
+        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), 0.5, scale(1.0), use_fast_accum=True)
     with pytest.raises(ValueError, match="scale_b must be a float32"):
-        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), torch.ones(()).to(BF))
+        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), torch.ones(()).to(BF), use_fast_accum=True)
     with pytest.raises(ValueError, match="activation='tanh'"):
-        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), activation="tanh")
+        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), activation="tanh", use_fast_accum=True)
     with pytest.raises(ValueError, match=r"out_dtype=\[torch.bfloat16\]"):  # unhashable: caught at the memo
-        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), out_dtype=[BF])
+        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), out_dtype=[BF], use_fast_accum=True)
     with pytest.raises(ValueError, match=r"activation=\['relu'\]"):
-        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), activation=["relu"])
+        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), activation=["relu"], use_fast_accum=True)
     with policy("off"), pytest.raises(RuntimeError, match=r"\(32, 64\).*\(63, 48\)"):
-        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 63), scale(1.0), scale(1.0))
+        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 63), scale(1.0), scale(1.0), use_fast_accum=True)
     assert rig.dispatcher._memo == {} and rig.family.compiled == []
 
 
@@ -229,7 +230,7 @@ def test_served_call_matches_the_reference(
     a, b = f8(40, 64), wt(96, 64)
     sa, sb = scale(0.75), scale(0.25)
     bias = torch.randn(96).to(out_dtype) if with_bias else None
-    y = rig.dispatcher.scaled_mm(a, b, sa, sb, bias, out_dtype, None, act)
+    y = rig.dispatcher.scaled_mm(a, b, sa, sb, bias, out_dtype, None, act, use_fast_accum=True)
     close(y, reference(a, b, sa, sb, bias, out_dtype, act))
     (launch,) = rig.family.launches
     assert launch.problem.d_dtype is validate._OUTPUT_DTYPES[out_dtype]
@@ -244,8 +245,8 @@ def test_runner_gets_the_users_scales_as_1_element_views(rig, shape: tuple[int, 
     a, b = f8(40, 64), wt(96, 64)
     sa, sb = scale(0.5, shape), scale(4.0, shape)
     with no_host_reads(monkeypatch):
-        y = rig.dispatcher.scaled_mm(a, b, sa, sb)  # miss
-        y2 = rig.dispatcher.scaled_mm(a, b, sa, sb)  # hit
+        y = rig.dispatcher.scaled_mm(a, b, sa, sb, use_fast_accum=True)  # miss
+        y2 = rig.dispatcher.scaled_mm(a, b, sa, sb, use_fast_accum=True)  # hit
     close(y, reference(a, b, sa, sb))
     assert torch.equal(y, y2)
     for launch in rig.family.launches:
@@ -261,7 +262,7 @@ def test_other_ops_runners_get_no_scale_arguments(rig) -> None:  # noqa: ANN001
     rig.dispatcher.linear(x, w)
     rig.dispatcher.matmul(x, w.t())
     rig.dispatcher.gemm(x, w.t(), torch.randn(8, 96).to(BF), 1.0, 1.0)
-    rig.dispatcher.scaled_mm(f8(8, 64), wt(96, 64), scale(1.0), scale(1.0))
+    rig.dispatcher.scaled_mm(f8(8, 64), wt(96, 64), scale(1.0), scale(1.0), use_fast_accum=True)
     kinds = [(launch.problem.a_dtype, launch.scale_a is None) for launch in rig.family.launches]
     assert kinds == [(DType.BF16, True)] * 3 + [(DType.E4M3, False)]  # and the fake runner asserted the kwargs
 
@@ -269,12 +270,12 @@ def test_other_ops_runners_get_no_scale_arguments(rig) -> None:  # noqa: ANN001
 def test_memo_hit_on_an_identical_call_reads_the_new_scales(rig, monkeypatch) -> None:  # noqa: ANN001
     d = rig.dispatcher
     a, b, bias = f8(40, 64), wt(96, 64), torch.randn(96).to(BF)
-    y = d.scaled_mm(a, b, scale(1.0), scale(1.0), bias, BF, None, "silu")
+    y = d.scaled_mm(a, b, scale(1.0), scale(1.0), bias, BF, None, "silu", use_fast_accum=True)
     close(y, reference(a, b, 1.0, 1.0, bias, BF, "silu"))
     monkeypatch.setattr(validate, "plan", lambda *x: pytest.fail("planned on a hit"))
     a2, b2, bias2 = f8(40, 64), wt(96, 64), torch.randn(96).to(BF)  # new tensors, same metadata
     sa, sb = scale(0.5), scale(3.0)  # scale values are not in the key: read by the kernel per call
-    close(d.scaled_mm(a2, b2, sa, sb, bias2, BF, None, "silu"), reference(a2, b2, sa, sb, bias2, BF, "silu"))
+    close(d.scaled_mm(a2, b2, sa, sb, bias2, BF, None, "silu", use_fast_accum=True), reference(a2, b2, sa, sb, bias2, BF, "silu"))
     s = d.stats()
     assert (s.memo_misses, s.memo_hits, s.compiles) == (1, 1, 1)
     assert len(rig.family.launches) == 2 and rig.family.launches[1].scale_a.data_ptr() == sa.data_ptr()
@@ -284,30 +285,30 @@ def test_memo_key_separates_out_dtype_bias_activation_and_scale_metadata(rig) ->
     d = rig.dispatcher
     a, b = f8(40, 64), wt(96, 64)
     one = scale(1.0)
-    d.scaled_mm(a, b, one, one)
-    d.scaled_mm(a, b, one, one, out_dtype=torch.float16)
-    d.scaled_mm(a, b, one, one, torch.randn(96).to(BF))
-    d.scaled_mm(a, b, one, one, activation="relu")
-    d.scaled_mm(a, b, scale(1.0, (1,)), one)
-    d.scaled_mm(a, b, one, one.reshape(1, 1))
+    d.scaled_mm(a, b, one, one, use_fast_accum=True)
+    d.scaled_mm(a, b, one, one, out_dtype=torch.float16, use_fast_accum=True)
+    d.scaled_mm(a, b, one, one, torch.randn(96).to(BF), use_fast_accum=True)
+    d.scaled_mm(a, b, one, one, activation="relu", use_fast_accum=True)
+    d.scaled_mm(a, b, scale(1.0, (1,)), one, use_fast_accum=True)
+    d.scaled_mm(a, b, one, one.reshape(1, 1), use_fast_accum=True)
     with pytest.raises(ValueError, match="scale_a must be a float32"):
-        d.scaled_mm(a, b, one.double(), one)  # another scale dtype: a new key, validated, raises
+        d.scaled_mm(a, b, one.double(), one, use_fast_accum=True)  # another scale dtype: a new key, validated, raises
     s = d.stats()
     assert (s.memo_misses, s.memo_hits) == (7, 0)
-    d.scaled_mm(f8(40, 64), wt(96, 64), scale(2.0), scale(3.0))  # values differ: the first key
+    d.scaled_mm(f8(40, 64), wt(96, 64), scale(2.0), scale(3.0), use_fast_accum=True)  # values differ: the first key
     assert d.stats().memo_hits == 1
 
 
 def test_runner_is_shared_across_m(rig) -> None:  # noqa: ANN001
     for m in (1, 16, 300):
-        rig.dispatcher.scaled_mm(f8(m, 64), wt(96, 64), scale(1.0), scale(1.0))
+        rig.dispatcher.scaled_mm(f8(m, 64), wt(96, 64), scale(1.0), scale(1.0), use_fast_accum=True)
     assert rig.dispatcher.stats().compiles == 1 and len(rig.family.launches) == 3
 
 
 def test_out_is_written_in_place(rig) -> None:  # noqa: ANN001
     a, b, sa, sb = f8(40, 64), wt(96, 64), scale(0.5), scale(2.0)
     out = torch.full((40, 96), float("nan"), dtype=torch.float32)
-    assert rig.dispatcher.scaled_mm(a, b, sa, sb, None, torch.float32, out) is out
+    assert rig.dispatcher.scaled_mm(a, b, sa, sb, None, torch.float32, out, use_fast_accum=True) is out
     close(out, reference(a, b, sa, sb, out_dtype=torch.float32))
     assert rig.family.launches[-1].d.data_ptr() == out.data_ptr()
 
@@ -327,7 +328,7 @@ def test_out_aliasing_an_input_is_still_right(rig, alias: str) -> None:  # noqa:
         sa = out[0, 0]
         sa.fill_(0.5)
     ref = reference(a.clone(), b, sa.clone(), sb, bias.clone(), torch.float32)
-    assert rig.dispatcher.scaled_mm(a, b, sa, sb, bias, torch.float32, out) is out
+    assert rig.dispatcher.scaled_mm(a, b, sa, sb, bias, torch.float32, out, use_fast_accum=True) is out
     close(out, ref)
     # A served call (compiled, no fallback) whose entry saw the overlap: torch computed it into
     # fresh memory, then copied; the runner never ran.
@@ -341,8 +342,8 @@ def test_unsupported_layout_runs_torch_scaled_mm(rig, caplog) -> None:  # noqa: 
     b = w.t().contiguous()  # row-major B: torch._scaled_mm (on CPU) takes it, fp8 WGMMA does not
     sa, sb, bias = scale(0.5), scale(2.0), torch.randn(96).to(BF)
     with caplog.at_level("WARNING", logger="autocutlass"):
-        y = rig.dispatcher.scaled_mm(a, b, sa, sb, bias, BF, None, "gelu")
-        rig.dispatcher.scaled_mm(a, b, sa, sb, bias, BF, None, "gelu")
+        y = rig.dispatcher.scaled_mm(a, b, sa, sb, bias, BF, None, "gelu", use_fast_accum=True)
+        rig.dispatcher.scaled_mm(a, b, sa, sb, bias, BF, None, "gelu", use_fast_accum=True)
     assert torch.equal(y, F.gelu(torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=BF)))
     assert rig.family.launches == [] and rig.dispatcher.stats().fallbacks == 2
     logged = [r.getMessage() for r in caplog.records]
@@ -352,7 +353,7 @@ def test_unsupported_layout_runs_torch_scaled_mm(rig, caplog) -> None:  # noqa: 
 def test_fallback_copies_into_out(rig) -> None:  # noqa: ANN001
     a, b, sa, sb = f8(40, 64), f8(64, 96), scale(0.5), scale(2.0)
     out = torch.empty(40, 96, dtype=torch.float16)
-    assert rig.dispatcher.scaled_mm(a, b, sa, sb, None, torch.float16, out, "relu") is out
+    assert rig.dispatcher.scaled_mm(a, b, sa, sb, None, torch.float16, out, "relu", use_fast_accum=True) is out
     assert torch.equal(out, F.relu(torch._scaled_mm(a, b, sa, sb, out_dtype=torch.float16)))
 
 
@@ -374,43 +375,43 @@ def test_torch_fallback_is_what_is_called(rig, monkeypatch) -> None:  # noqa: AN
 
     monkeypatch.setattr(torch, "_scaled_mm", spy)
     a, b, sa, sb = f8(40, 64), f8(64, 96), scale(0.5), scale(2.0, (1,))
-    rig.dispatcher.scaled_mm(a, b, sa, sb, out_dtype=torch.float16)
+    rig.dispatcher.scaled_mm(a, b, sa, sb, out_dtype=torch.float16, use_fast_accum=True)
     ((ga, gb, gsa, gsb, kw),) = seen
-    assert ga is a and gb is b and gsa is sa and gsb is sb and kw == {"bias": None, "out_dtype": torch.float16}
+    assert ga is a and gb is b and gsa is sa and gsb is sb and kw == {"bias": None, "out_dtype": torch.float16, "use_fast_accum": True}
 
 
 def test_3d_operands_fall_back_and_torch_raises(rig) -> None:  # noqa: ANN001
     with pytest.raises(RuntimeError, match="matrix"):
-        rig.dispatcher.scaled_mm(f8(2, 40, 64), wt(96, 64), scale(1.0), scale(1.0))
+        rig.dispatcher.scaled_mm(f8(2, 40, 64), wt(96, 64), scale(1.0), scale(1.0), use_fast_accum=True)
     assert rig.family.launches == []
 
 
 def test_strict_raises_the_reason() -> None:
     rig = make_rig(Policy.HEURISTIC, strict=True)
     with pytest.raises(UnsupportedProblem, match="autocutlass.scaled_mm: fp8 WGMMA reads only K-major operands"):
-        rig.dispatcher.scaled_mm(f8(40, 64), f8(64, 96), scale(1.0), scale(1.0))
+        rig.dispatcher.scaled_mm(f8(40, 64), f8(64, 96), scale(1.0), scale(1.0), use_fast_accum=True)
 
 
 def test_grad_runs_in_torch(rig) -> None:  # noqa: ANN001
     a, b = f8(40, 64), wt(96, 64)
     sa = scale(1.0).requires_grad_()
-    rig.dispatcher.scaled_mm(a, b, sa, scale(1.0))
+    rig.dispatcher.scaled_mm(a, b, sa, scale(1.0), use_fast_accum=True)
     assert rig.family.launches == [] and rig.dispatcher.stats().fallbacks == 1
     with torch.no_grad():
-        rig.dispatcher.scaled_mm(a, b, sa, scale(1.0))
+        rig.dispatcher.scaled_mm(a, b, sa, scale(1.0), use_fast_accum=True)
     assert len(rig.family.launches) == 1
 
 
 def test_off_policy_runs_torch_and_is_not_a_fallback() -> None:
     rig = make_rig(Policy.OFF)
     a, b, sa, sb = f8(40, 64), wt(96, 64), scale(0.5), scale(2.0)
-    assert torch.equal(rig.dispatcher.scaled_mm(a, b, sa, sb), torch._scaled_mm(a, b, sa, sb, out_dtype=BF))
+    assert torch.equal(rig.dispatcher.scaled_mm(a, b, sa, sb, use_fast_accum=True), torch._scaled_mm(a, b, sa, sb, out_dtype=BF))
     assert rig.family.compiled == [] and rig.dispatcher.stats().fallbacks == 0
 
 
 def test_tune_policy_looks_up_and_tunes_the_fp8_problem() -> None:
     rig = make_rig(Policy.TUNE)
-    rig.dispatcher.scaled_mm(f8(100, 64), wt(96, 64), scale(1.0), scale(1.0), out_dtype=torch.float16)
+    rig.dispatcher.scaled_mm(f8(100, 64), wt(96, 64), scale(1.0), scale(1.0), out_dtype=torch.float16, use_fast_accum=True)
     (tuned,) = rig.tuner.calls
     assert tuned.a_dtype is DType.E4M3 and tuned.d_dtype is DType.FP16 and tuned.m == 100
     assert rig.store.lookups == [tuned] and rig.store.misses == [tuned]
@@ -435,3 +436,27 @@ def test_entry_switches_to_the_operands_device(monkeypatch: pytest.MonkeyPatch) 
     entry = dispatch._scaled_kernel_entry(p, lambda a, b, d, **kw: calls.append(kw), scaled(a, b))
     entry(a, b, scale(1.0), scale(1.0), None, None)
     assert devices == [1] and len(calls) == 1 and set(calls[0]) == {"bias", "scale_a", "scale_b"}
+
+
+
+def test_use_fast_accum_false_runs_torch_with_it(rig, monkeypatch) -> None:  # noqa: ANN001
+    """torch's default (use_fast_accum=False: cuBLAS promotes partial sums to fp32) is not what the
+    kernel does (WGMMA accumulates across all of K), so it is served by torch, with the flag."""
+    from autocutlass.validate import FAST_ACCUM_ONLY
+
+    a, b = f8(32, 64), wt(48, 64)
+    assert unsupported(scaled(a, b, fast_accum=False)) == FAST_ACCUM_ONLY
+    assert isinstance(plan(scaled(a, b, fast_accum=True), ctx()), KernelPlan)
+    seen: list[bool] = []
+    real = torch._scaled_mm
+
+    def spy(*args: Any, **kw: Any) -> torch.Tensor:
+        seen.append(kw.get("use_fast_accum"))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(torch, "_scaled_mm", spy)
+    sa, sb = scale(0.5), scale(2.0)
+    y = rig.dispatcher.scaled_mm(a, b, sa, sb)  # the default: use_fast_accum=False
+    assert seen == [False] and y.dtype is BF
+    rig.dispatcher.scaled_mm(a, b, sa, sb, use_fast_accum=True)  # a different memo key: the kernel
+    assert seen == [False]

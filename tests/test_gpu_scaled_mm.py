@@ -56,6 +56,8 @@ def close(x: torch.Tensor, ref: torch.Tensor) -> None:
 
 
 def served(f, *args, **kwargs):  # noqa: ANN001, ANN201
+    if f is autocutlass.scaled_mm:
+        kwargs.setdefault("use_fast_accum", True)  # the kernel's accumulation; False runs torch
     before = autocutlass.stats().fallbacks
     r = f(*args, **kwargs)
     assert autocutlass.stats().fallbacks == before, "fell back to torch"
@@ -71,7 +73,7 @@ def test_served_against_the_reference(out_dtype: torch.dtype, act: str | None, w
     y = served(autocutlass.scaled_mm, a, b, sa, sb, bias=bias, out_dtype=out_dtype, activation=act)
     close(y, reference(a, b, sa, sb, bias, out_dtype, act))
     if out_dtype is not torch.float32:
-        close(y, ACTS[act](torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=out_dtype).float()).to(out_dtype))
+        close(y, ACTS[act](torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=out_dtype, use_fast_accum=True).float()).to(out_dtype))
 
 
 @pytest.mark.parametrize("m", [1, 16, 100])
@@ -87,7 +89,7 @@ def test_unsupported_layout_runs_torch() -> None:
     a, w = f8(256, 512), f8(384, 512)
     before = autocutlass.stats().fallbacks
     try:  # torch._scaled_mm on CUDA rejects a row-major B itself: its error propagates
-        y = autocutlass.scaled_mm(a, w.t().contiguous(), scale(1.0), scale(1.0))
+        y = autocutlass.scaled_mm(a, w.t().contiguous(), scale(1.0), scale(1.0), use_fast_accum=True)
     except RuntimeError:
         pass
     else:
@@ -102,11 +104,11 @@ def test_cuda_graph_replays_read_the_current_scales() -> None:
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         for _ in range(2):  # compile and memoise outside the capture
-            autocutlass.scaled_mm(a, b, sa, sb, bias=bias, activation="silu")
+            autocutlass.scaled_mm(a, b, sa, sb, bias=bias, activation="silu", use_fast_accum=True)
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        y = autocutlass.scaled_mm(a, b, sa, sb, bias=bias, activation="silu")
+        y = autocutlass.scaled_mm(a, b, sa, sb, bias=bias, activation="silu", use_fast_accum=True)
     for va, vb in ((0.5, 2.0), (0.25, 0.125), (3.0, 1.0)):
         sa.fill_(va)
         sb.fill_(vb)
@@ -117,11 +119,19 @@ def test_cuda_graph_replays_read_the_current_scales() -> None:
 
 def test_hit_path_never_syncs() -> None:
     a, b, sa, sb = f8(512, 256), f8(384, 256).t(), scale(0.5), scale(2.0)
-    autocutlass.scaled_mm(a, b, sa, sb)
+    autocutlass.scaled_mm(a, b, sa, sb, use_fast_accum=True)
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
         for _ in range(10):
-            autocutlass.scaled_mm(a, b, sa, sb)
+            autocutlass.scaled_mm(a, b, sa, sb, use_fast_accum=True)
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+def test_default_use_fast_accum_false_runs_torch() -> None:
+    a, b, sa, sb = f8(256, 512), f8(384, 512).t(), scale(0.5), scale(2.0)
+    before = autocutlass.stats().fallbacks
+    y = autocutlass.scaled_mm(a, b, sa, sb)
+    assert autocutlass.stats().fallbacks == before + 1
+    assert torch.equal(y, torch._scaled_mm(a, b, sa, sb, out_dtype=BF))

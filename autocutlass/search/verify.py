@@ -226,7 +226,8 @@ def torch_baseline(problem: Problem, inputs: GemmInputs) -> Any:
     Plain problems: ``torch.matmul(a, b, out=d)`` (cuBLAS). With an epilogue: matmul followed
     by the torch ops a user would write. Called under TF32 precision for TF32 problems. fp8
     problems: ``torch._scaled_mm`` with the same scales and bias into a fresh output (it has no
-    out=; D is left alone), then the activation.
+    out=; D is left alone), then the activation; with ``use_fast_accum=True``, the kernel's own
+    accumulation (WGMMA accumulates across all of K), so both sides do the same arithmetic.
     """
     a, b, d = inputs.a, inputs.b, inputs.d
     ep = problem.epilogue
@@ -234,7 +235,8 @@ def torch_baseline(problem: Problem, inputs: GemmInputs) -> Any:
         sa, sb, bias, out_dtype = inputs.scale_a, inputs.scale_b, inputs.bias, d.dtype
 
         def scaled() -> Any:
-            return _activation(torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=out_dtype), ep.activation)
+            y = torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=out_dtype, use_fast_accum=True)
+            return _activation(y, ep.activation)
 
         return scaled
     if ep.is_plain:
