@@ -23,7 +23,7 @@ def add_kernels_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.
     comp.add_argument("--family", default="hopper_gemm")
     comp.add_argument("--limit", type=int, default=None, help="compile at most N feasible configs (sampled)")
     comp.add_argument("--seed", type=int, default=0, help="sampling seed")
-    comp.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "tf32"])
+    comp.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "tf32", "e4m3"])
     comp.add_argument("--shape", default="8192x8192x8192",
                       help="MxNxK of the problem the space is built for (small outputs add split-K configs)")
     comp.add_argument("--layout", default="nt", help="A/B layout letters as in shapes.json ('nn', 'nt', 'tn', 'tt')")
@@ -52,13 +52,17 @@ def keep_config(config: dict[str, Any], filters: list[tuple[str, frozenset[str]]
     return True
 
 
+_OUTPUT_OF = {DType.TF32: DType.FP32, DType.E4M3: DType.BF16}
+"""D's dtype for inputs whose own type is not an output type (tf32 writes fp32, fp8 writes bf16)."""
+
+
 def representative_problem(dtype: str = "bf16", layout: str = "nt", shape: str = "8192x8192x8192") -> Problem:
     """A problem of the given class (large by default): every config of the family is judged on it."""
     letters = {"n": Major.ROW, "t": Major.COL}
     dt = DType(dtype)
     m, n, k = (int(x) for x in shape.lower().split("x"))
     return Problem(
-        m=m, n=n, k=k, a_dtype=dt, b_dtype=dt, d_dtype=DType.FP32 if dt is DType.TF32 else dt,
+        m=m, n=n, k=k, a_dtype=dt, b_dtype=dt, d_dtype=_OUTPUT_OF.get(dt, dt),
         a_major=letters[layout[0]], b_major=letters[layout[1]], epilogue=Epilogue(),
     )
 

@@ -36,3 +36,13 @@ def test_compile_with_a_filter_that_keeps_nothing(capsys: pytest.CaptureFixture[
 def test_compile_with_an_unknown_filter_field_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["kernels", "compile", "--filter", "tile_x=1"]) == 2
     assert "no field 'tile_x'" in capsys.readouterr().err
+
+
+def test_representative_problem_output_dtypes() -> None:
+    from autocutlass.cli_kernels import representative_problem
+    from autocutlass.problem import DType, Major
+
+    assert representative_problem("e4m3", "nt").d_dtype is DType.BF16
+    assert representative_problem("tf32", "nn").d_dtype is DType.FP32
+    p = representative_problem("bf16", "tn", "16x6144x4096")
+    assert (p.m, p.a_major, p.b_major, p.d_dtype) == (16, Major.COL, Major.ROW, DType.BF16)
