@@ -87,31 +87,49 @@ def scaled_mm(
     b: torch.Tensor,
     scale_a: torch.Tensor,
     scale_b: torch.Tensor,
-    *,
     bias: torch.Tensor | None = None,
-    out_dtype: torch.dtype = torch.bfloat16,
+    scale_result: torch.Tensor | None = None,
+    out_dtype: torch.dtype | None = None,
+    use_fast_accum: bool = False,
+    *,
     out: torch.Tensor | None = None,
     activation: Activation | str | None = None,
-    use_fast_accum: bool = False,
 ) -> torch.Tensor:
-    """``activation(torch._scaled_mm(a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype,
-    use_fast_accum=use_fast_accum))``:
-    ``activation((a.float() @ b.float()) * scale_a * scale_b + bias)`` rounded to ``out_dtype``.
+    """``activation(torch._scaled_mm(a, b, scale_a, scale_b, bias, scale_result, out_dtype,
+    use_fast_accum))``, a drop-in for ``torch._scaled_mm``: the same arguments in the same order
+    (``bias``, ``scale_result``, ``out_dtype``, ``use_fast_accum`` positional or keyword), plus
+    two keyword-only extras, ``out`` (an (M, N) tensor of the result's dtype to write) and
+    ``activation`` (None, 'relu', 'gelu', 'gelu_tanh' or 'silu', as in ``linear``).
 
-    ``a``: (M, K) ``float8_e4m3fn``, row-major; ``b``: (K, N) ``float8_e4m3fn``, column-major,
-    i.e. ``W.t()`` of a row-major (N, K) weight (torch._scaled_mm's layout; fp8 WGMMA reads only
-    K-major operands, so other layouts run in torch). ``scale_a``, ``scale_b``: per-tensor float32
-    scales of one element on the operands' device; they are read by the kernel on the GPU, never
-    by the host, so a call does not synchronise. ``bias``: (N,) of ``out_dtype`` or None.
-    ``out_dtype``: bfloat16, float16 or float32. ``out``: an (M, N) tensor of ``out_dtype`` to
-    write. ``activation``: as in ``linear``, applied in the epilogue.
-    ``use_fast_accum``: as torch's; autocutlass's kernel accumulates in WGMMA's accumulator across
-    all of K (fast accumulation), so only ``use_fast_accum=True`` is served by it; torch's default
-    False runs ``torch._scaled_mm``. Bad arguments raise,
-    naming the problem; calls autocutlass does not serve run ``torch._scaled_mm`` (then the
-    activation)."""
-    return (_default or _make_default()).scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, out, activation,
-                                                   use_fast_accum)
+    **Served by autocutlass's fp8 kernel**, ``activation((a.float() @ b.float()) * scale_a *
+    scale_b + bias)`` rounded to ``out_dtype`` with the activation in the epilogue: ``a`` (M, K)
+    ``float8_e4m3fn``, row-major, 16-byte aligned; ``b`` (K, N) ``float8_e4m3fn``,
+    column-major, i.e. ``W.t()`` of a row-major (N, K) weight (fp8 WGMMA reads only K-major
+    operands), 16-byte aligned; ``scale_a``, ``scale_b`` per-tensor float32 scales of one
+    element on the operands' device (read by the kernel on the GPU, never by the host, so a call
+    does not synchronise); ``bias`` None or a contiguous (N,) vector of ``out_dtype``;
+    ``scale_result`` None; ``out_dtype`` bfloat16, float16 or float32; ``use_fast_accum=True``
+    (the kernel accumulates in WGMMA's accumulator across all of K, which is fast accumulation).
+
+    **Everything else runs ``torch._scaled_mm``** (then the activation), which serves it or
+    raises its own error; it is logged once per reason, or raised as ``UnsupportedProblem`` under
+    ``AUTOCUTLASS_STRICT=1``: torch's default ``use_fast_accum=False``, ``out_dtype=None``
+    (torch's default: fp8 output) or another ``out_dtype``, a ``scale_result``, e5m2 or mixed
+    e4m3/e5m2 (or other float8/float4) operands, row-wise or other non-per-tensor scales, scales
+    of another dtype, a bias of another dtype than ``out_dtype`` or not of shape (N,), other
+    layouts, ranks or alignments, empty results, CPU tensors, GPUs other than sm_90, and inputs
+    that require grad.
+
+    **Raised here**, naming the argument: an argument that is not a tensor, an ``out_dtype``
+    that is not a ``torch.dtype`` or None and a ``use_fast_accum`` that is not a bool
+    (``TypeError``); ``a`` or ``b`` not float8 at all, e.g. bfloat16 (``RuntimeError`` naming both
+    dtypes), shapes that cannot be multiplied (``RuntimeError`` naming both shapes), a bias of
+    another number of elements than N, tensors on different devices, an ``out`` of the wrong
+    shape, dtype or device, an unknown activation (``ValueError``)."""
+    return (_default or _make_default()).scaled_mm(
+        a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype, out=out, activation=activation,
+        use_fast_accum=use_fast_accum, scale_result=scale_result,
+    )  # fmt: skip
 
 
 def stats() -> Stats:

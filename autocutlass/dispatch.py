@@ -6,14 +6,15 @@ first memo miss that needs it).
 **Hit path** (``Dispatcher.matmul``/``linear``/``gemm``/``scaled_mm``): a tuple built from
 tensor metadata (entry point, policy, then per tensor: shape, strides, dtype, device index,
 ``data_ptr() % 16``; plus autograd and TF32 flags and the epilogue choices; for ``scaled_mm`` the
-scales' shape, dtype and device, never their values, and ``out_dtype``) indexes
+shape, dtype and device of the scales and of ``scale_result``, never their values, ``out_dtype``
+and ``use_fast_accum``) indexes
 ``Dispatcher._memo``, a dict of prepared launch closures. A hit is that tuple, one dict lookup,
 the ``as_strided`` views the plan needs, ``torch.empty`` for the output and the runner's launch
 on the current stream. No ``Problem`` is built, nothing synchronises, nothing allocates outside
 torch's caching allocator, so a tuned call can be captured in a CUDA graph. Reads of the memo
 take no lock.
 
-**fp8** (``scaled_mm``): its entries take ``(a, b, scale_a, scale_b, bias, out)`` instead of the
+**fp8** (``scaled_mm``): its entries take ``(a, b, scale_a, scale_b, bias, out, scale_result)`` instead of the
 other ops' ``(a, b, c, bias, out, alpha, beta)`` (the key's op says which kind a memo entry is),
 and pass the user's scale tensors, as (1,) views, to the runner as ``scale_a``/``scale_b``; the
 kernel reads them on the device, so nothing synchronises. The other ops' runners are called
@@ -205,7 +206,7 @@ class _Counters:
 
 Entry = Callable[..., torch.Tensor]
 """A memo entry. ``matmul``/``linear``/``gemm``: (a, b, c, bias, out, alpha, beta) -> result;
-``scaled_mm``: (a, b, scale_a, scale_b, bias, out) -> result. The key's op says which."""
+``scaled_mm``: (a, b, scale_a, scale_b, bias, out, scale_result) -> result. The key's op says which."""
 
 
 def _tf32_allowed() -> bool:
@@ -343,11 +344,14 @@ class Dispatcher:
         scale_a: torch.Tensor,
         scale_b: torch.Tensor,
         bias: torch.Tensor | None = None,
-        out_dtype: torch.dtype = torch.bfloat16,
+        out_dtype: torch.dtype | None = None,
         out: torch.Tensor | None = None,
         activation: Activation | str | None = None,
         use_fast_accum: bool = False,
+        scale_result: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """``autocutlass.scaled_mm`` (whose signature is torch._scaled_mm's); ``out_dtype=None``
+        is torch's default (fp8 output, run by torch)."""
         try:
             key = (
                 Op.SCALED_MM,
@@ -363,23 +367,26 @@ class Dispatcher:
                 out_dtype,
                 None if out is None else (out.shape, out.stride(), out.dtype, out.get_device(), out.data_ptr() & 15),
                 activation,
-                bool(use_fast_accum),
+                # True/False themselves: 1 == True would share True's entry (torch rejects non-bools)
+                use_fast_accum if use_fast_accum.__class__ is bool else (type(use_fast_accum), use_fast_accum),
+                None if scale_result is None else (scale_result.shape, scale_result.dtype, scale_result.get_device()),
             )  # fmt: skip
-            entry = self._memo.get(key)  # TypeError for an unhashable out_dtype or activation
+            entry = self._memo.get(key)  # TypeError for an unhashable out_dtype, activation or use_fast_accum
         except (AttributeError, TypeError):
             validate.expected_result(
-                Call(Op.SCALED_MM, a, b, bias=bias, out=out, scale_a=scale_a, scale_b=scale_b, out_dtype=out_dtype)
+                Call(Op.SCALED_MM, a, b, bias=bias, out=out, scale_a=scale_a, scale_b=scale_b,
+                     scale_result=scale_result, out_dtype=out_dtype, fast_accum=use_fast_accum)
             )  # raises the error naming the argument
             validate.parse_activation(activation)
             raise
         if entry is None:
             act = validate.parse_activation(activation)
             call = Call(Op.SCALED_MM, a, b, bias=bias, out=out, activation=act, scale_a=scale_a, scale_b=scale_b,
-                        out_dtype=out_dtype, fast_accum=bool(use_fast_accum))  # fmt: skip
+                        scale_result=scale_result, out_dtype=out_dtype, fast_accum=use_fast_accum)  # fmt: skip
             entry = self._miss(key, call)
         else:
             self._n.memo_hits += 1
-        return entry(a, b, scale_a, scale_b, bias, out)
+        return entry(a, b, scale_a, scale_b, bias, out, scale_result)
 
     # ---- miss path -------------------------------------------------------------------------
     def _miss(self, key: tuple[Any, ...], call: Call) -> Entry:
@@ -542,12 +549,14 @@ class Dispatcher:
         if op is Op.SCALED_MM:
             out_dtype, fast = call.out_dtype, call.fast_accum
 
-            def run_scaled(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, out: Any) -> torch.Tensor:
+            def run_scaled(
+                a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, out: Any, scale_result: Any = None
+            ) -> torch.Tensor:
                 if count:
                     n.fallbacks += 1
                 return validate.torch_call(
                     Call(op, a, b, None, bias, out, activation=act, scale_a=scale_a, scale_b=scale_b,
-                         out_dtype=out_dtype, fast_accum=fast)
+                         scale_result=scale_result, out_dtype=out_dtype, fast_accum=fast)
                 )  # fmt: skip
 
             return run_scaled
@@ -640,7 +649,8 @@ def _kernel_entry(plan: KernelPlan, runner: Callable[..., None], call: Call) -> 
 
 def _scaled_kernel_entry(plan: KernelPlan, runner: Callable[..., None], call: Call) -> Entry:
     """``_kernel_entry`` of ``scaled_mm``: the runner also gets the two scale tensors, (1,) views of
-    the user's one-element tensors (their values stay on the device). No C, alpha or beta."""
+    the user's one-element tensors (their values stay on the device). No C, alpha or beta; the
+    entry's ``scale_result`` is always None (a call with one is never served)."""
     av, bv, dv = plan.a, plan.b, plan.d
     shape, dtype, device = plan.out_shape, plan.out_dtype, call.a.device
     span_a, span_b, _, span_d = plan.spans
@@ -649,7 +659,7 @@ def _scaled_kernel_entry(plan: KernelPlan, runner: Callable[..., None], call: Ca
     view_sa, view_sb = call.scale_a.dim() != 1, call.scale_b.dim() != 1  # () or (1, 1): viewed as (1,)
     act = call.activation
 
-    def run(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, out: Any) -> torch.Tensor:
+    def run(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, out: Any, scale_result: Any = None) -> torch.Tensor:
         if out is None:
             out = torch.empty(shape, dtype=dtype, device=device)
         else:
@@ -682,7 +692,7 @@ def _scaled_kernel_entry(plan: KernelPlan, runner: Callable[..., None], call: Ca
     if dev < 0 or _single_gpu():
         return run
 
-    def guarded(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, out: Any) -> torch.Tensor:
+    def guarded(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, out: Any, scale_result: Any = None) -> torch.Tensor:
         if torch.cuda.current_device() != dev:  # the runner launches on the current device's stream
             with torch.cuda.device(dev):
                 return run(a, b, scale_a, scale_b, bias, out)

@@ -8,10 +8,13 @@ Three outcomes, in this order:
 1. **Errors** the torch op would raise, raised here: shapes that cannot be multiplied
    (``RuntimeError`` naming both shapes; torch's own shape rules are applied to meta tensors),
    operands of different dtypes or devices, an ``out=`` of the wrong shape, dtype or device, an
-   unknown activation. ``scaled_mm`` also raises for operands that are not both
-   ``float8_e4m3fn``, scales that are not float32 tensors of one element (``ValueError``, as
-   torch), an ``out_dtype`` other than bf16/fp16/fp32 (``ValueError``) and a bias that is not
-   (N,) of ``out_dtype``.
+   unknown activation. ``scaled_mm`` raises (as ``torch._scaled_mm`` does, or with our message
+   naming the argument) for: an argument that is not a tensor (``TypeError``; ``bias``,
+   ``scale_result`` and ``out`` may be None), an ``out_dtype`` that is neither None nor a
+   ``torch.dtype`` (``TypeError``), a ``use_fast_accum`` that is not a bool (``TypeError``), an
+   ``a`` or ``b`` that is not a float8 (or ``float4_e2m1fn_x2``) tensor at all, e.g. bfloat16
+   (``RuntimeError`` naming both dtypes), tensors on different devices, a bias whose number of
+   elements is not N, and the ``out=``/activation errors above. Scale values are never read.
 2. ``Unsupported(reason)``: a valid call autocutlass does not serve (CPU tensors, a GPU other
    than cc 9.0, a dtype other than bf16/fp16/fp32 (float8 inputs of ``matmul``/``linear``/
    ``gemm`` included: fp8 needs scales, so it is served only through ``scaled_mm``), fp32 while
@@ -19,9 +22,15 @@ Three outcomes, in this order:
    ranks other than 2 and 3, a 2-D A broadcast over a 3-D B, a 3-D A whose batch cannot fold
    into M under a 2-D B, an ``out=`` that is not row-major contiguous, a C that is not exactly
    the output's shape, a bias that is not a contiguous, 16-byte aligned (N,) vector). For
-   ``scaled_mm`` also: operands that are not 2-D, an A that is not row-major or a B that is not
-   column-major (fp8 WGMMA reads only K-major operands), and an A, B or output that is not
-   16-byte aligned (TMA; the fp8 kernels have no narrower path). The torch op then runs instead.
+   ``scaled_mm`` also everything outside the one served recipe, so that ``torch._scaled_mm``
+   serves it or raises its own error: operands other than ``float8_e4m3fn`` x ``float8_e4m3fn``
+   (e5m2, mixed e4m3/e5m2, the fnuz types, float4), ``out_dtype`` None (torch's default: fp8
+   output) or fp8 or anything but bf16/fp16/fp32, a ``scale_result``, scales that are not
+   float32 tensors of one element (row-wise (M, 1)/(1, N), block-wise, other dtypes), a bias
+   whose dtype is not ``out_dtype`` or whose shape is not (N,), ``use_fast_accum=False``,
+   operands that are not 2-D, an A that is not row-major or a B that is not column-major (fp8
+   WGMMA reads only K-major operands), and an A, B or output that is not 16-byte aligned (TMA;
+   the fp8 kernels have no narrower path). The torch op then runs instead.
 3. ``KernelPlan``: the ``Problem`` and how to present each user tensor to the runner (an
    ``as_strided`` view, never a copy, except the one documented below).
 
@@ -36,9 +45,11 @@ fp32 operands are served through TF32 tensor cores only when torch allows TF32 f
 (``torch.backends.cuda.matmul.fp32_precision == "tf32"``, e.g. after
 ``torch.set_float32_matmul_precision("high")``); otherwise torch computes them in full fp32.
 
-fp8 (``scaled_mm``): A (M, K) row-major and B = ``W.t()`` of a row-major (N, K) weight, both
-``float8_e4m3fn``, with per-tensor float32 scales that stay on the device (the kernel reads them;
-nothing here reads their values). The ``Problem`` is E4M3 x E4M3 -> ``out_dtype``; every E4M3
+fp8 (``scaled_mm``, a drop-in for ``torch._scaled_mm``): served are A (M, K) row-major and
+B = ``W.t()`` of a row-major (N, K) weight, both ``float8_e4m3fn``, with per-tensor float32
+scales that stay on the device (the kernel reads them; nothing here reads their values), an
+``out_dtype`` of bf16/fp16/fp32, a bias None or (N,) of ``out_dtype``, no ``scale_result`` and
+``use_fast_accum=True``. The ``Problem`` is E4M3 x E4M3 -> ``out_dtype``; every E4M3
 problem is scaled, so the ``Problem`` has no field for it: dispatch hands the scales to the runner.
 """
 
@@ -62,6 +73,14 @@ SERVED_CC = (9, 0)
 
 FP8 = torch.float8_e4m3fn
 """The one fp8 format served (``scaled_mm`` only: fp8 without scales is not a useful GEMM)."""
+
+_LOW_PRECISION = frozenset(
+    d for d in (getattr(torch, name, None) for name in (
+        "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2",
+    )) if d is not None
+)  # fmt: skip
+"""Operand dtypes ``torch._scaled_mm`` may accept (its ``isFloat8Type`` or ``Float4_e2m1fn_x2``):
+``scaled_mm`` falls back to torch for them; other operand dtypes raise."""
 
 _OPERAND_DTYPES = {torch.bfloat16: DType.BF16, torch.float16: DType.FP16, torch.float32: DType.TF32}
 """Operand dtypes of ``matmul``, ``linear`` and ``gemm``."""
@@ -128,10 +147,15 @@ class Call:
     beta: float = 0.0
     activation: Activation = Activation.NONE
     scale_a: torch.Tensor | None = None
-    """``scaled_mm`` only, as ``scale_b``: a float32 tensor of one element, on the operands' device."""
+    """``scaled_mm`` only, as ``scale_b``: a tensor on the operands' device; the kernel serves a float32
+    tensor of one element (a per-tensor scale), torch anything else it accepts."""
     scale_b: torch.Tensor | None = None
+    scale_result: torch.Tensor | None = None
+    """``scaled_mm`` only: torch._scaled_mm's ``scale_result`` (an fp8 output's scale); not served,
+    passed to torch as given."""
     out_dtype: torch.dtype | None = None
-    """``scaled_mm`` only: the result's dtype (the other ops' result has the operands' dtype)."""
+    """``scaled_mm`` only: the result's dtype, None for torch's default (the operands' dtype: fp8
+    output, served by torch); the other ops' result has the operands' dtype."""
     fast_accum: bool = False
     """``scaled_mm`` only: torch._scaled_mm's ``use_fast_accum``. Our fp8 kernel accumulates in
     WGMMA's accumulator across all of K, which is fast accumulation; with False (torch's default,
@@ -166,8 +190,8 @@ def torch_call(call: Call) -> torch.Tensor:
     """The call computed by torch, writing into ``call.out`` when given."""
     op, a, b, out = call.op, call.a, call.b, call.out
     if op is Op.SCALED_MM:  # no out= with an activation to apply: compute fresh, then copy
-        r = torch._scaled_mm(a, b, call.scale_a, call.scale_b, bias=call.bias, out_dtype=call.out_dtype,
-                             use_fast_accum=call.fast_accum)
+        r = torch._scaled_mm(a, b, call.scale_a, call.scale_b, bias=call.bias, scale_result=call.scale_result,
+                             out_dtype=call.out_dtype, use_fast_accum=call.fast_accum)
         r = _activate(r, call.activation)
         return r if out is None else out.copy_(r)
     if op is Op.LINEAR:
@@ -262,47 +286,41 @@ def _check_out(call: Call, r: torch.Tensor) -> None:
 
 
 def _expected_scaled(call: Call) -> torch.Tensor:
-    """``expected_result`` of ``scaled_mm``: A (M, K) @ B (K, N) in float8_e4m3fn, per-tensor
-    scales, an (N,) bias of ``out_dtype``. Only metadata is read (never a scale's value)."""
+    """``expected_result`` of ``scaled_mm``: raises only for calls ``torch._scaled_mm`` rejects
+    (see the module docstring); whatever else it accepts is left to ``_plan_scaled``, which serves
+    it or marks it ``Unsupported``. Only metadata is read (never a scale's value)."""
     tensors = {"a": call.a, "b": call.b, "scale_a": call.scale_a, "scale_b": call.scale_b,
-               "bias": call.bias, "out": call.out}  # fmt: skip
+               "bias": call.bias, "scale_result": call.scale_result, "out": call.out}  # fmt: skip
     for name, t in tensors.items():
         required = name in ("a", "b", "scale_a", "scale_b")
         if (t is not None or required) and not isinstance(t, torch.Tensor):
             raise TypeError(f"autocutlass.scaled_mm: {name} must be a torch.Tensor, got {type(t).__name__}")
-    a, b, bias = call.a, call.b, call.bias
-    if a.dtype is not FP8 or b.dtype is not FP8:
-        raise RuntimeError(
-            f"autocutlass.scaled_mm: a and b must both be {FP8} (e4m3 fp8), got {a.dtype} and {b.dtype}"
-        )
-    for name in ("scale_a", "scale_b"):
-        s = tensors[name]
-        assert s is not None
-        if s.dtype is not torch.float32 or s.numel() != 1:
-            raise ValueError(
-                f"autocutlass.scaled_mm: {name} must be a float32 tensor of one element (a per-tensor scale), "
-                f"got {s.dtype} of shape {_shape(s)}"
-            )
     od = call.out_dtype
-    if not isinstance(od, torch.dtype) or od not in _OUTPUT_DTYPES:
-        choices = ", ".join(str(d) for d in _OUTPUT_DTYPES)
-        raise ValueError(f"autocutlass.scaled_mm: out_dtype={od!r} is not one of {choices}")
+    if od is not None and not isinstance(od, torch.dtype):
+        raise TypeError(f"autocutlass.scaled_mm: out_dtype must be a torch.dtype or None, got {type(od).__name__}")
+    if not isinstance(call.fast_accum, bool):
+        raise TypeError(f"autocutlass.scaled_mm: use_fast_accum must be a bool, got {type(call.fast_accum).__name__}")
+    a, b, bias = call.a, call.b, call.bias
+    if a.dtype not in _LOW_PRECISION or b.dtype not in _LOW_PRECISION:
+        raise RuntimeError(
+            f"autocutlass.scaled_mm: a and b must both be float8 (or float4_e2m1fn_x2) tensors, "
+            f"got {a.dtype} and {b.dtype}"
+        )
     devices = {name: t.device for name, t in tensors.items() if t is not None and name != "out"}
     if len(set(devices.values())) > 1:
         listed = ", ".join(f"{n} on {d}" for n, d in devices.items())
         raise RuntimeError(f"autocutlass.scaled_mm: expected all tensors on one device, got {listed}")
-    try:
-        r = torch.matmul(_meta(a), _meta(b))
+    try:  # shapes only (float32 metas: torch's matmul need not know the fp8/fp4 dtypes)
+        r = torch.matmul(torch.empty(a.shape, device="meta"), torch.empty(b.shape, device="meta"))
     except RuntimeError as e:
         raise RuntimeError(f"autocutlass.scaled_mm: a {_shape(a)} and b {_shape(b)} are not compatible: {e}") from e
-    r = torch.empty(r.shape, dtype=od, device="meta")
-    if bias is not None:
-        if b.dim() >= 2 and tuple(bias.shape) != (b.shape[-1],):  # other ranks: torch raises for them
-            raise RuntimeError(
-                f"autocutlass.scaled_mm: bias has shape {_shape(bias)}, expected ({b.shape[-1]},) for b {_shape(b)}"
-            )
-        if bias.dtype != od:
-            raise RuntimeError(f"autocutlass.scaled_mm: bias has dtype {bias.dtype}, expected out_dtype {od}")
+    r = torch.empty(r.shape, dtype=a.dtype if od is None else od, device="meta")
+    if bias is not None and a.dim() == 2 and b.dim() == 2 and bias.numel() != b.shape[1]:
+        # torch checks the element count only (other ranks: torch raises "must be a matrix" first)
+        raise RuntimeError(
+            f"autocutlass.scaled_mm: bias has shape {_shape(bias)} ({bias.numel()} elements), "
+            f"expected ({b.shape[1]},) for b {_shape(b)}"
+        )
     _check_out(call, r)
     return r
 
@@ -403,7 +421,7 @@ def plan(call: Call, ctx: Context) -> KernelPlan | Unsupported:
     if (info.cc_major, info.cc_minor) != SERVED_CC:
         return Unsupported(f"GPU {info.gpu_name} (cc {info.cc}) is not served; autocutlass kernels need cc 9.0")
     if call.op is Op.SCALED_MM:
-        pass  # float8_e4m3fn operands, checked by expected_result
+        pass  # its operand dtypes and scales are checked by _plan_scaled
     elif a.dtype is FP8:
         return Unsupported(
             f"{FP8} operands are served only through autocutlass.scaled_mm (fp8 GEMMs need per-tensor scales)"
@@ -539,10 +557,42 @@ FAST_ACCUM_ONLY = (
 )
 
 
+ONLY_E4M3 = "only float8_e4m3fn x float8_e4m3fn is served"
+FP8_OUTPUT = (
+    "out_dtype None/fp8: fp8 output is served by torch; pass out_dtype=torch.bfloat16/float16/float32"
+)
+PER_TENSOR_ONLY = "per-tensor scales only; row-wise scaling is served by torch"
+
+
+def _scaled_recipe_reason(call: Call) -> str | None:
+    """Why a valid ``scaled_mm`` call is outside the one recipe the fp8 kernel serves, or None."""
+    a, b, od = call.a, call.b, call.out_dtype
+    if a.dtype is not FP8 or b.dtype is not FP8:
+        return f"{ONLY_E4M3} (got {a.dtype} x {b.dtype})"
+    if od is None or od in _LOW_PRECISION:
+        return f"{FP8_OUTPUT} (got out_dtype={od})"
+    if od not in _OUTPUT_DTYPES:
+        return f"out_dtype={od} is not served (bfloat16, float16, float32); served by torch"
+    if call.scale_result is not None:
+        return "scale_result (the scale of an fp8 output) is served by torch"
+    for name, s in (("scale_a", call.scale_a), ("scale_b", call.scale_b)):
+        assert s is not None
+        if s.dtype is not torch.float32:
+            return f"{name} has dtype {s.dtype}: only float32 per-tensor scales are served; torch decides"
+        if s.numel() != 1:
+            return f"{PER_TENSOR_ONLY} ({name} has shape {_shape(s)})"
+    if call.bias is not None and call.bias.dtype != od:
+        return f"bias has dtype {call.bias.dtype}, out_dtype is {od}: only a bias of out_dtype is served"
+    if not call.fast_accum:
+        return FAST_ACCUM_ONLY
+    return None
+
+
 def _plan_scaled(call: Call, result: torch.Tensor, dev: int) -> KernelPlan | Unsupported:
     a, b = call.a, call.b
-    if not call.fast_accum:
-        return Unsupported(FAST_ACCUM_ONLY)
+    reason = _scaled_recipe_reason(call)
+    if reason is not None:
+        return Unsupported(reason)
     if a.dim() != 2 or b.dim() != 2:
         return Unsupported(f"scaled_mm of a {a.dim()}-D and a {b.dim()}-D tensor is served by torch")
     ad, bd = _dims(a), _dims(b)

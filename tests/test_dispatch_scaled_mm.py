@@ -1,11 +1,13 @@
-"""``scaled_mm`` (fp8 e4m3, per-tensor scales) on CPU: the errors it raises, what falls back and why,
-the ``Problem`` a served call becomes, how the scales reach the runner (and that the other ops'
+"""``scaled_mm`` (fp8 e4m3, per-tensor scales) on CPU: the errors it raises (only where torch._scaled_mm
+rejects the call), what falls back to torch and why (every other call torch accepts), the ``Problem``
+a served call becomes, how the scales reach the runner (and that the other ops'
 runners never see scale arguments), the memo, and torch's fallback. CPU fp8 tensors stand in for
 GPU ones through the Context/``on_gpu`` seams; torch._scaled_mm runs on CPU in this torch."""
 
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,6 +24,8 @@ from autocutlass.settings import Policy
 from autocutlass.validate import Call, Context, KernelPlan, Op, Unsupported, plan
 
 F8 = torch.float8_e4m3fn
+E5M2 = torch.float8_e5m2
+FP8_OUTPUT, FAST_ACCUM_ONLY = validate.FP8_OUTPUT, validate.FAST_ACCUM_ONLY
 BF = torch.bfloat16
 ACTS: dict[str | None, Callable[[torch.Tensor], torch.Tensor]] = {
     None: lambda y: y, "relu": F.relu, "gelu": F.gelu, "silu": F.silu,
@@ -124,23 +128,23 @@ def test_decode_m1_is_served_with_an_output_view() -> None:
         ({"scale_b": None}, TypeError, "scale_b must be a torch.Tensor"),
         ({"bias": [0.0]}, TypeError, "bias must be a torch.Tensor"),
         ({"out": 3}, TypeError, "out must be a torch.Tensor"),
-        ({"a": torch.randn(32, 64).to(BF)}, RuntimeError, r"float8_e4m3fn.*got torch.bfloat16 and torch.float8_e4m3fn"),
-        ({"b": wt(48, 64).to(torch.float8_e5m2)}, RuntimeError, r"got torch.float8_e4m3fn and torch.float8_e5m2"),
+        ({"scale_result": 2.0}, TypeError, "scale_result must be a torch.Tensor, got float"),
+        ({"out_dtype": "bf16"}, TypeError, "out_dtype must be a torch.dtype or None, got str"),
+        ({"fast_accum": 1}, TypeError, "use_fast_accum must be a bool, got int"),
+        ({"fast_accum": None}, TypeError, "use_fast_accum must be a bool, got NoneType"),
+        ({"a": torch.randn(32, 64).to(BF)}, RuntimeError, r"a and b must both be float8.*got torch.bfloat16 and torch.float8_e4m3fn"),
+        ({"b": wt(48, 64).view(torch.int8)}, RuntimeError, r"both be float8.*got torch.float8_e4m3fn and torch.int8"),
         ({"b": wt(48, 63)}, RuntimeError, r"a \(32, 64\) and b \(63, 48\) are not compatible"),
-        ({"scale_a": torch.ones((), dtype=torch.float64)}, ValueError, r"scale_a must be a float32 tensor.*float64"),
-        ({"scale_b": torch.ones(2)}, ValueError, r"scale_b must be a float32 tensor of one element.*\(2,\)"),
-        ({"scale_a": torch.ones(4, 1)}, ValueError, r"scale_a .* one element"),
-        ({"out_dtype": torch.int32}, ValueError, "out_dtype=torch.int32 is not one of"),
-        ({"out_dtype": F8}, ValueError, "out_dtype=torch.float8_e4m3fn"),
-        ({"out_dtype": "bf16"}, ValueError, "out_dtype='bf16'"),
-        ({"bias": torch.randn(47).to(BF)}, RuntimeError, r"bias has shape \(47,\), expected \(48,\)"),
-        ({"bias": torch.randn(1, 48).to(BF)}, RuntimeError, r"bias has shape \(1, 48\)"),
-        ({"bias": torch.randn(48)}, RuntimeError, "bias has dtype torch.float32, expected out_dtype torch.bfloat16"),
+        ({"bias": torch.randn(47).to(BF)}, RuntimeError, r"bias has shape \(47,\) \(47 elements\), expected \(48,\)"),
+        ({"bias": torch.randn(32, 48).to(BF)}, RuntimeError, r"bias has shape \(32, 48\) \(1536 elements\)"),
         ({"out": torch.empty(32, 47, dtype=BF)}, RuntimeError, r"out= has shape \(32, 47\), expected \(32, 48\)"),
         ({"out": torch.empty(32, 48, dtype=torch.float16)}, RuntimeError, "out= has dtype torch.float16"),
         ({"out": torch.empty(32, 48, dtype=BF, device="meta")}, RuntimeError, "out= is on meta"),
         ({"scale_b": torch.ones((), device="meta")}, RuntimeError, "one device.*scale_b on meta"),
         ({"bias": torch.empty(48, dtype=BF, device="meta")}, RuntimeError, "one device.*bias on meta"),
+        ({"scale_result": torch.ones((), device="meta")}, RuntimeError, "one device.*scale_result on meta"),
+        ({"out_dtype": None, "out": torch.empty(32, 48, dtype=BF)}, RuntimeError,
+         "out= has dtype torch.bfloat16, expected torch.float8_e4m3fn"),  # None: torch's default, fp8 output
     ],
 )  # fmt: skip
 def test_errors_name_the_problem(kw: dict[str, Any], exc: type[Exception], words: str) -> None:
@@ -156,11 +160,17 @@ def test_dispatcher_raises_before_memoising() -> None:
     rig = make_rig(Policy.HEURISTIC)
     with pytest.raises(TypeError, match="scale_a must be a torch.Tensor"):
         rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), 0.5, scale(1.0), use_fast_accum=True)
-    with pytest.raises(ValueError, match="scale_b must be a float32"):
-        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), torch.ones(()).to(BF), use_fast_accum=True)
+    with pytest.raises(TypeError, match="scale_result must be a torch.Tensor"):
+        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), scale_result=1.0, use_fast_accum=True)
+    with pytest.raises(RuntimeError, match="got torch.bfloat16 and torch.float8_e4m3fn"):
+        rig.dispatcher.scaled_mm(f8(32, 64).to(BF), wt(48, 64), scale(1.0), scale(1.0), out_dtype=BF, use_fast_accum=True)
+    with pytest.raises(TypeError, match="use_fast_accum must be a bool, got int"):  # 1 == True: not True's key
+        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), out_dtype=BF, use_fast_accum=1)
+    with pytest.raises(TypeError, match="use_fast_accum must be a bool, got list"):  # unhashable: caught at the memo
+        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), out_dtype=BF, use_fast_accum=[True])
     with pytest.raises(ValueError, match="activation='tanh'"):
         rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), activation="tanh", use_fast_accum=True)
-    with pytest.raises(ValueError, match=r"out_dtype=\[torch.bfloat16\]"):  # unhashable: caught at the memo
+    with pytest.raises(TypeError, match="out_dtype must be a torch.dtype or None, got list"):  # unhashable
         rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), out_dtype=[BF], use_fast_accum=True)
     with pytest.raises(ValueError, match=r"activation=\['relu'\]"):
         rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), activation=["relu"], use_fast_accum=True)
@@ -193,10 +203,42 @@ def _misaligned_a() -> torch.Tensor:
         (lambda: scaled(f8(32, 64), wt(48, 64), bias=torch.randn(96).to(BF)[::2]), {}, "contiguous (N,) vector"),
         (lambda: scaled(f8(32, 64), wt(48, 64), out=torch.empty(48, 32, dtype=BF).t()), {}, "out= is not contiguous"),
         (lambda: scaled(f8(64, 64)[::2, ::2], wt(48, 32)), {}, "no unit stride"),
+        # valid torch._scaled_mm calls outside the served recipe: torch serves them (or raises its own error)
+        (lambda: scaled(f8(32, 64).to(E5M2), wt(48, 64).to(E5M2)), {}, "only float8_e4m3fn x float8_e4m3fn is served"),
+        (lambda: scaled(f8(32, 64), wt(48, 64).to(E5M2)), {}, "only float8_e4m3fn x float8_e4m3fn is served"),
+        (lambda: scaled(f8(32, 64).to(E5M2), wt(48, 64)), {}, "(got torch.float8_e5m2 x torch.float8_e4m3fn)"),
+        (lambda: scaled(f8(32, 64).to(torch.float8_e4m3fnuz), wt(48, 64)), {}, "only float8_e4m3fn x float8_e4m3fn"),
+        (lambda: scaled(f8(32, 64).view(torch.float4_e2m1fn_x2), wt(48, 64).view(torch.float4_e2m1fn_x2)), {},
+         "only float8_e4m3fn x float8_e4m3fn"),  # NVFP4/MXFP4: torch serves them on GPUs that have them
+        (lambda: scaled(f8(32, 64), wt(48, 64), out_dtype=None), {}, FP8_OUTPUT),
+        (lambda: scaled(f8(32, 64), wt(48, 64), out_dtype=F8), {}, FP8_OUTPUT),
+        (lambda: scaled(f8(32, 64), wt(48, 64), out_dtype=E5M2), {}, FP8_OUTPUT),
+        (lambda: scaled(f8(32, 64), wt(48, 64), out_dtype=torch.int32), {}, "out_dtype=torch.int32 is not served"),
+        (lambda: scaled(f8(32, 64), wt(48, 64), out_dtype=torch.float64), {}, "out_dtype=torch.float64 is not served"),
+        (lambda: scaled(f8(32, 64), wt(48, 64), scale_result=scale(2.0)), {}, "scale_result"),
+        (lambda: scaled(f8(32, 64), wt(48, 64), scale_a=scale(1.0, (32, 1)), scale_b=scale(1.0, (1, 48))), {},
+         "per-tensor scales only; row-wise scaling is served by torch (scale_a has shape (32, 1))"),
+        (lambda: scaled(f8(32, 64), wt(48, 64), scale_b=scale(1.0, (1, 48))), {}, "(scale_b has shape (1, 48))"),
+        (lambda: scaled(f8(32, 64), wt(48, 64), scale_b=scale(1.0, (2,))), {}, "per-tensor scales only"),
+        (lambda: scaled(f8(32, 64), wt(48, 64), scale_a=torch.ones((), dtype=torch.float64)), {},
+         "scale_a has dtype torch.float64"),
+        (lambda: scaled(f8(32, 64), wt(48, 64), scale_b=torch.ones(1, 48, dtype=BF)), {}, "scale_b has dtype torch.bfloat16"),
+        (lambda: scaled(f8(32, 64), wt(48, 64), bias=torch.randn(48)), {},
+         "bias has dtype torch.float32, out_dtype is torch.bfloat16"),
+        (lambda: scaled(f8(32, 64), wt(48, 64), bias=torch.randn(48).half(), out_dtype=torch.float32), {},
+         "bias has dtype torch.float16, out_dtype is torch.float32"),
+        (lambda: scaled(f8(32, 64), wt(48, 64), bias=torch.randn(1, 48).to(BF)), {}, "is not a contiguous (N,) vector"),
+        (lambda: scaled(f8(32, 64), wt(48, 64), fast_accum=False), {}, FAST_ACCUM_ONLY),
     ],
 )  # fmt: skip
 def test_unsupported_reasons(call, kw: dict[str, Any], words: str) -> None:  # noqa: ANN001
     assert words in unsupported(call(), **kw)
+
+
+def test_served_recipe_is_exactly_one_point() -> None:
+    """The base call of the table above is served: each row's one change is what falls back."""
+    base = kernel(scaled(f8(32, 64), wt(48, 64), bias=torch.randn(48).to(BF)))
+    assert base.problem.a_dtype is DType.E4M3 and base.problem.epilogue.bias
 
 
 def test_b_with_a_padded_leading_dimension_is_served_when_16_byte_aligned() -> None:
@@ -245,8 +287,8 @@ def test_runner_gets_the_users_scales_as_1_element_views(rig, shape: tuple[int, 
     a, b = f8(40, 64), wt(96, 64)
     sa, sb = scale(0.5, shape), scale(4.0, shape)
     with no_host_reads(monkeypatch):
-        y = rig.dispatcher.scaled_mm(a, b, sa, sb, use_fast_accum=True)  # miss
-        y2 = rig.dispatcher.scaled_mm(a, b, sa, sb, use_fast_accum=True)  # hit
+        y = rig.dispatcher.scaled_mm(a, b, sa, sb, out_dtype=BF, use_fast_accum=True)  # miss
+        y2 = rig.dispatcher.scaled_mm(a, b, sa, sb, out_dtype=BF, use_fast_accum=True)  # hit
     close(y, reference(a, b, sa, sb))
     assert torch.equal(y, y2)
     for launch in rig.family.launches:
@@ -262,7 +304,7 @@ def test_other_ops_runners_get_no_scale_arguments(rig) -> None:  # noqa: ANN001
     rig.dispatcher.linear(x, w)
     rig.dispatcher.matmul(x, w.t())
     rig.dispatcher.gemm(x, w.t(), torch.randn(8, 96).to(BF), 1.0, 1.0)
-    rig.dispatcher.scaled_mm(f8(8, 64), wt(96, 64), scale(1.0), scale(1.0), use_fast_accum=True)
+    rig.dispatcher.scaled_mm(f8(8, 64), wt(96, 64), scale(1.0), scale(1.0), out_dtype=BF, use_fast_accum=True)
     kinds = [(launch.problem.a_dtype, launch.scale_a is None) for launch in rig.family.launches]
     assert kinds == [(DType.BF16, True)] * 3 + [(DType.E4M3, False)]  # and the fake runner asserted the kwargs
 
@@ -285,23 +327,30 @@ def test_memo_key_separates_out_dtype_bias_activation_and_scale_metadata(rig) ->
     d = rig.dispatcher
     a, b = f8(40, 64), wt(96, 64)
     one = scale(1.0)
-    d.scaled_mm(a, b, one, one, use_fast_accum=True)
+    d.scaled_mm(a, b, one, one, out_dtype=BF, use_fast_accum=True)
     d.scaled_mm(a, b, one, one, out_dtype=torch.float16, use_fast_accum=True)
-    d.scaled_mm(a, b, one, one, torch.randn(96).to(BF), use_fast_accum=True)
-    d.scaled_mm(a, b, one, one, activation="relu", use_fast_accum=True)
-    d.scaled_mm(a, b, scale(1.0, (1,)), one, use_fast_accum=True)
-    d.scaled_mm(a, b, one, one.reshape(1, 1), use_fast_accum=True)
-    with pytest.raises(ValueError, match="scale_a must be a float32"):
-        d.scaled_mm(a, b, one.double(), one, use_fast_accum=True)  # another scale dtype: a new key, validated, raises
+    d.scaled_mm(a, b, one, one, torch.randn(96).to(BF), BF, use_fast_accum=True)
+    d.scaled_mm(a, b, one, one, out_dtype=BF, activation="relu", use_fast_accum=True)
+    d.scaled_mm(a, b, scale(1.0, (1,)), one, out_dtype=BF, use_fast_accum=True)
+    d.scaled_mm(a, b, one, one.reshape(1, 1), out_dtype=BF, use_fast_accum=True)
+    assert (d.stats().fallbacks, len(rig.family.launches)) == (0, 6)
+    # keys of calls torch serves: validated, then memoised as fallbacks
+    d.scaled_mm(a, b, one, one, use_fast_accum=True)  # out_dtype None: fp8 output
+    d.scaled_mm(a, b, one, one, out_dtype=BF)  # use_fast_accum=False
+    d.scaled_mm(a, b, one, one, out_dtype=BF, use_fast_accum=True, scale_result=scale(2.0))
+    d.scaled_mm(a, b, scale(1.0, (40, 1)), scale(1.0, (1, 96)), out_dtype=BF, use_fast_accum=True)  # row-wise
+    with pytest.raises(ValueError, match="Invalid scaling configuration"):  # torch's own error, through the fallback
+        d.scaled_mm(a, b, one.double(), one, out_dtype=BF, use_fast_accum=True)
     s = d.stats()
-    assert (s.memo_misses, s.memo_hits) == (7, 0)
-    d.scaled_mm(f8(40, 64), wt(96, 64), scale(2.0), scale(3.0), use_fast_accum=True)  # values differ: the first key
-    assert d.stats().memo_hits == 1
+    assert (s.memo_misses, s.memo_hits, s.fallbacks) == (11, 0, 5)
+    d.scaled_mm(f8(40, 64), wt(96, 64), scale(2.0), scale(3.0), out_dtype=BF, use_fast_accum=True)  # values differ
+    d.scaled_mm(a, b, one, one, out_dtype=BF, use_fast_accum=True, scale_result=scale(5.0))  # ditto: scale_result
+    assert (d.stats().memo_hits, d.stats().fallbacks, len(rig.family.launches)) == (2, 6, 7)
 
 
 def test_runner_is_shared_across_m(rig) -> None:  # noqa: ANN001
     for m in (1, 16, 300):
-        rig.dispatcher.scaled_mm(f8(m, 64), wt(96, 64), scale(1.0), scale(1.0), use_fast_accum=True)
+        rig.dispatcher.scaled_mm(f8(m, 64), wt(96, 64), scale(1.0), scale(1.0), out_dtype=BF, use_fast_accum=True)
     assert rig.dispatcher.stats().compiles == 1 and len(rig.family.launches) == 3
 
 
@@ -377,35 +426,36 @@ def test_torch_fallback_is_what_is_called(rig, monkeypatch) -> None:  # noqa: AN
     a, b, sa, sb = f8(40, 64), f8(64, 96), scale(0.5), scale(2.0, (1,))
     rig.dispatcher.scaled_mm(a, b, sa, sb, out_dtype=torch.float16, use_fast_accum=True)
     ((ga, gb, gsa, gsb, kw),) = seen
-    assert ga is a and gb is b and gsa is sa and gsb is sb and kw == {"bias": None, "out_dtype": torch.float16, "use_fast_accum": True}
+    assert ga is a and gb is b and gsa is sa and gsb is sb and kw == {"bias": None, "scale_result": None, "out_dtype": torch.float16, "use_fast_accum": True}
 
 
 def test_3d_operands_fall_back_and_torch_raises(rig) -> None:  # noqa: ANN001
     with pytest.raises(RuntimeError, match="matrix"):
-        rig.dispatcher.scaled_mm(f8(2, 40, 64), wt(96, 64), scale(1.0), scale(1.0), use_fast_accum=True)
+        rig.dispatcher.scaled_mm(f8(2, 40, 64), wt(96, 64), scale(1.0), scale(1.0), out_dtype=BF, use_fast_accum=True)
     assert rig.family.launches == []
 
 
 def test_strict_raises_the_reason() -> None:
     rig = make_rig(Policy.HEURISTIC, strict=True)
     with pytest.raises(UnsupportedProblem, match="autocutlass.scaled_mm: fp8 WGMMA reads only K-major operands"):
-        rig.dispatcher.scaled_mm(f8(40, 64), f8(64, 96), scale(1.0), scale(1.0), use_fast_accum=True)
+        rig.dispatcher.scaled_mm(f8(40, 64), f8(64, 96), scale(1.0), scale(1.0), out_dtype=BF, use_fast_accum=True)
 
 
 def test_grad_runs_in_torch(rig) -> None:  # noqa: ANN001
     a, b = f8(40, 64), wt(96, 64)
     sa = scale(1.0).requires_grad_()
-    rig.dispatcher.scaled_mm(a, b, sa, scale(1.0), use_fast_accum=True)
+    rig.dispatcher.scaled_mm(a, b, sa, scale(1.0), out_dtype=BF, use_fast_accum=True)
     assert rig.family.launches == [] and rig.dispatcher.stats().fallbacks == 1
     with torch.no_grad():
-        rig.dispatcher.scaled_mm(a, b, sa, scale(1.0), use_fast_accum=True)
+        rig.dispatcher.scaled_mm(a, b, sa, scale(1.0), out_dtype=BF, use_fast_accum=True)
     assert len(rig.family.launches) == 1
 
 
 def test_off_policy_runs_torch_and_is_not_a_fallback() -> None:
     rig = make_rig(Policy.OFF)
     a, b, sa, sb = f8(40, 64), wt(96, 64), scale(0.5), scale(2.0)
-    assert torch.equal(rig.dispatcher.scaled_mm(a, b, sa, sb, use_fast_accum=True), torch._scaled_mm(a, b, sa, sb, out_dtype=BF))
+    assert torch.equal(rig.dispatcher.scaled_mm(a, b, sa, sb, out_dtype=BF, use_fast_accum=True),
+                       torch._scaled_mm(a, b, sa, sb, out_dtype=BF, use_fast_accum=True))
     assert rig.family.compiled == [] and rig.dispatcher.stats().fallbacks == 0
 
 
@@ -456,7 +506,131 @@ def test_use_fast_accum_false_runs_torch_with_it(rig, monkeypatch) -> None:  # n
 
     monkeypatch.setattr(torch, "_scaled_mm", spy)
     sa, sb = scale(0.5), scale(2.0)
-    y = rig.dispatcher.scaled_mm(a, b, sa, sb)  # the default: use_fast_accum=False
+    y = rig.dispatcher.scaled_mm(a, b, sa, sb, out_dtype=BF)  # the default: use_fast_accum=False
     assert seen == [False] and y.dtype is BF
-    rig.dispatcher.scaled_mm(a, b, sa, sb, use_fast_accum=True)  # a different memo key: the kernel
+    rig.dispatcher.scaled_mm(a, b, sa, sb, out_dtype=BF, use_fast_accum=True)  # a different memo key: the kernel
     assert seen == [False]
+
+
+# ---- calls torch._scaled_mm accepts but the kernel does not serve: torch runs them -------------
+@pytest.fixture
+def spy_torch(monkeypatch):  # noqa: ANN001, ANN201
+    """Records every torch._scaled_mm call's arguments (as the fallback passes them)."""
+    seen: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    real = torch._scaled_mm
+
+    def spy(*args: Any, **kw: Any) -> torch.Tensor:
+        seen.append((args, kw))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(torch, "_scaled_mm", spy)
+    return seen
+
+
+def _torch_served_cases() -> list[Any]:
+    a, b, e5a, e5b = f8(40, 64), wt(96, 64), f8(40, 64).to(E5M2), wt(96, 64).to(E5M2)
+    one = scale(0.5)
+    rw_a, rw_b = torch.rand(40, 1) + 0.5, torch.rand(1, 96) + 0.5
+    return [  # (id, args of scaled_mm, kwargs of Dispatcher.scaled_mm (use_fast_accum=True unless given), reason)
+        ("e5m2", (e5a, e5b, one, one), {"out_dtype": BF}, "only float8_e4m3fn x float8_e4m3fn"),
+        ("e4m3_x_e5m2", (a, e5b, one, one), {"out_dtype": BF}, "only float8_e4m3fn x float8_e4m3fn"),
+        ("e5m2_x_e4m3", (e5a, b, one, one), {"out_dtype": torch.float16}, "only float8_e4m3fn x float8_e4m3fn"),
+        ("rowwise", (a, b, rw_a, rw_b), {"out_dtype": BF}, "per-tensor scales only; row-wise scaling"),
+        ("rowwise_fp32_out", (a, b, rw_a, rw_b), {"out_dtype": torch.float32}, "per-tensor scales only"),
+        ("out_dtype_none", (a, b, one, one), {}, "out_dtype None/fp8: fp8 output is served by torch"),
+        ("out_dtype_fp8", (a, b, one, one), {"out_dtype": F8}, "out_dtype None/fp8"),
+        ("out_dtype_fp64", (a, b, one, one), {"out_dtype": torch.float64}, "out_dtype=torch.float64 is not served"),
+        ("scale_result_fp8_out", (a, b, one, one), {"out_dtype": F8, "scale_result": scale(4.0)}, "out_dtype None/fp8"),
+        ("scale_result", (a, b, one, one), {"out_dtype": BF, "scale_result": scale(4.0)}, "scale_result"),
+        ("bias_fp32_bf16_out", (a, b, one, one), {"out_dtype": BF, "bias": torch.randn(96)}, "bias has dtype"),
+        ("bias_bf16_fp16_out", (a, b, one, one), {"out_dtype": torch.float16, "bias": torch.randn(96).to(BF)},
+         "bias has dtype torch.bfloat16, out_dtype is torch.float16"),
+        ("bias_1xN", (a, b, one, one), {"out_dtype": BF, "bias": torch.randn(1, 96).to(BF)}, "(N,) vector"),
+        ("e5m2_relu", (e5a, e5b, one, one), {"out_dtype": BF, "activation": "relu"}, "only float8_e4m3fn"),
+        ("slow_accum", (a, b, one, one), {"out_dtype": BF, "use_fast_accum": False}, "use_fast_accum=False"),
+    ]
+
+
+TORCH_SERVED = _torch_served_cases()
+
+
+@pytest.mark.parametrize(("args", "kw", "reason"), [c[1:] for c in TORCH_SERVED], ids=[c[0] for c in TORCH_SERVED])
+def test_torch_served_calls_fall_back_with_torchs_result(
+    rig, spy_torch, caplog, args: tuple[Any, ...], kw: dict[str, Any], reason: str  # noqa: ANN001
+) -> None:
+    """They used to raise (or, for use_fast_accum=False, already fell back): now torch._scaled_mm
+    runs them with the arguments as given, counted as fallbacks, memoised, logged once."""
+    kw = {"use_fast_accum": True, **kw}
+    act = kw.pop("activation", None)
+    torch_kw = {"bias": kw.get("bias"), "scale_result": kw.get("scale_result"), "out_dtype": kw.get("out_dtype"),
+                "use_fast_accum": kw["use_fast_accum"]}  # fmt: skip
+    expected = ACTS[act](torch._scaled_mm(*args, **torch_kw))
+    spy_torch.clear()
+    d = rig.dispatcher
+    with caplog.at_level("WARNING", logger="autocutlass"):
+        y = d.scaled_mm(*args, activation=act, **kw)
+        y2 = d.scaled_mm(*args, activation=act, **kw)  # a memo hit: torch again
+    assert y.dtype == expected.dtype and torch.equal(y.float(), expected.float())
+    assert torch.equal(y2.float(), expected.float())
+    assert len(spy_torch) == 2
+    got_args, got_kw = spy_torch[0]
+    assert all(g is x for g, x in zip(got_args, args, strict=True)) and got_kw == torch_kw
+    s = d.stats()
+    assert (s.fallbacks, s.memo_misses, s.memo_hits, s.compiles) == (2, 1, 1, 0) and rig.family.launches == []
+    logged = [r.getMessage() for r in caplog.records]
+    assert len(logged) == 1 and reason in logged[0], logged
+
+
+@pytest.mark.parametrize(
+    ("scale_a", "scale_b"),
+    [(torch.ones((), dtype=torch.float64), scale(1.0)),  # another scale dtype
+     (scale(1.0), scale(1.0, (2,))),  # float32, neither per-tensor nor row-wise
+     (scale(1.0, (40, 1)), scale(1.0))],  # row-wise A with a per-tensor B
+)  # fmt: skip
+def test_scales_torch_rejects_raise_torchs_error_through_the_fallback(rig, scale_a, scale_b) -> None:  # noqa: ANN001
+    with pytest.raises(ValueError, match="Invalid scaling configuration"):  # torch's own error
+        rig.dispatcher.scaled_mm(f8(40, 64), wt(96, 64), scale_a, scale_b, out_dtype=BF, use_fast_accum=True)
+    assert rig.dispatcher.stats().fallbacks == 1 and rig.family.launches == []
+
+
+@pytest.mark.parametrize(
+    ("kw", "reason"),
+    [({"b": wt(96, 64).to(E5M2)}, "only float8_e4m3fn x float8_e4m3fn is served"),
+     ({"scale_a": scale(1.0, (40, 1)), "scale_b": scale(1.0, (1, 96))},
+      "per-tensor scales only; row-wise scaling is served by torch"),
+     ({"out_dtype": None}, "out_dtype None/fp8: fp8 output is served by torch; pass out_dtype=torch.bfloat16"),
+     ({"scale_result": scale(1.0)}, "scale_result"),
+     ({"bias": torch.randn(96)}, "bias has dtype torch.float32, out_dtype is torch.bfloat16")],
+)  # fmt: skip
+def test_strict_raises_unsupported_for_torch_served_calls(kw: dict[str, Any], reason: str) -> None:
+    rig = make_rig(Policy.HEURISTIC, strict=True)
+    args = {"a": f8(40, 64), "b": wt(96, 64), "scale_a": scale(1.0), "scale_b": scale(1.0), "out_dtype": BF, **kw}
+    with pytest.raises(UnsupportedProblem, match=re.escape(f"autocutlass.scaled_mm: {reason}")):
+        rig.dispatcher.scaled_mm(**args, use_fast_accum=True)
+    assert rig.dispatcher.stats().fallbacks == 0 and rig.dispatcher._memo == {}
+
+
+def test_served_call_stays_served_next_to_fallbacks(rig) -> None:  # noqa: ANN001
+    """A served key and its torch-served neighbours (one argument changed) do not share entries."""
+    d = rig.dispatcher
+    a, b, sa, sb, bias = f8(40, 64), wt(96, 64), scale(0.5), scale(2.0), torch.randn(96).to(BF)
+    for _ in range(2):
+        close(d.scaled_mm(a, b, sa, sb, bias, BF, use_fast_accum=True), reference(a, b, sa, sb, bias))
+        d.scaled_mm(a, b, sa, sb, bias, None, use_fast_accum=True)  # fp8 output: torch
+        d.scaled_mm(a, b, sa, sb, bias, BF, use_fast_accum=True, scale_result=scale(1.0))  # torch
+        d.scaled_mm(a.to(E5M2), b, sa, sb, bias, BF, use_fast_accum=True)  # torch
+    s = d.stats()
+    assert (s.memo_misses, s.memo_hits, s.fallbacks, s.compiles) == (4, 4, 6, 1)
+    assert len(rig.family.launches) == 2
+
+
+def test_non_bool_use_fast_accum_never_shares_a_bools_entry(rig) -> None:  # noqa: ANN001
+    """torch._scaled_mm rejects use_fast_accum=1 (TypeError); 1 == True must not hit True's entry."""
+    d = rig.dispatcher
+    a, b, one = f8(40, 64), wt(96, 64), scale(1.0)
+    d.scaled_mm(a, b, one, one, out_dtype=BF, use_fast_accum=True)
+    d.scaled_mm(a, b, one, one, out_dtype=BF, use_fast_accum=False)
+    for bad in (1, 0, 1.0):
+        with pytest.raises(TypeError, match="use_fast_accum must be a bool"):
+            d.scaled_mm(a, b, one, one, out_dtype=BF, use_fast_accum=bad)
+    assert d.stats().memo_hits == 0 and len(d._memo) == 2
