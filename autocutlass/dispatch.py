@@ -634,15 +634,20 @@ def _kernel_entry(plan: KernelPlan, runner: Callable[..., None], call: Call) -> 
         runner(a, b, out if dv is None else out.as_strided(dv.shape, dv.stride), c=c, bias=bias, alpha=alpha, beta=beta)
         return out
 
-    dev = plan.device_index
+    return _on_device(run, plan.device_index)
+
+
+def _on_device(run: Entry, dev: int) -> Entry:
+    """``run`` itself with one visible GPU (or no device index); otherwise ``run`` made current on
+    the operands' device first, since a runner launches on the current device's stream."""
     if dev < 0 or _single_gpu():
         return run
 
-    def guarded(a: Any, b: Any, c: Any, bias: Any, out: Any, alpha: float, beta: float) -> torch.Tensor:
-        if torch.cuda.current_device() != dev:  # the runner launches on the current device's stream
+    def guarded(*args: Any) -> torch.Tensor:
+        if torch.cuda.current_device() != dev:
             with torch.cuda.device(dev):
-                return run(a, b, c, bias, out, alpha, beta)
-        return run(a, b, c, bias, out, alpha, beta)
+                return run(*args)
+        return run(*args)
 
     return guarded
 
@@ -688,14 +693,4 @@ def _scaled_kernel_entry(plan: KernelPlan, runner: Callable[..., None], call: Ca
         runner(a, b, d, bias=bias, scale_a=scale_a, scale_b=scale_b)
         return out
 
-    dev = plan.device_index
-    if dev < 0 or _single_gpu():
-        return run
-
-    def guarded(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, out: Any, scale_result: Any = None) -> torch.Tensor:
-        if torch.cuda.current_device() != dev:  # the runner launches on the current device's stream
-            with torch.cuda.device(dev):
-                return run(a, b, scale_a, scale_b, bias, out)
-        return run(a, b, scale_a, scale_b, bias, out)
-
-    return guarded
+    return _on_device(run, plan.device_index)
