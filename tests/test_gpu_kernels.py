@@ -104,6 +104,19 @@ CASES = [
     (C(64, 128, 32, split_k=2, split_mode="workspace"), Problem(
         m=7, n=520, k=2052, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32, b_major=T,
         epilogue=Epilogue(bias=True, activation=Activation.RELU))),
+    # tf32 with an M-major A through registers (Plan.a_regs): 'nn' swapped (no copy), 'tn'
+    # unswapped, 'tt' swapped (B' copied); clusters, both schedules, residues, batched, C + bias
+    (C(128, 256, 32, cluster_m=2, swap_ab=True), Problem(m=1000, n=1000, k=1000, a_dtype=DType.TF32,
+                                                         b_dtype=DType.TF32, d_dtype=DType.FP32)),
+    (C(128, 128, 32, schedule="pingpong", swap_ab=True), Problem(
+        m=257, n=392, k=200, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32, c_dtype=DType.FP32,
+        epilogue=Epilogue(with_c=True, bias=True, activation=Activation.SILU))),
+    (C(256, 128, 32, cluster_n=2), Problem(m=264, n=520, k=204, l=2, a_dtype=DType.TF32, b_dtype=DType.TF32,
+                                           d_dtype=DType.FP32, a_major=T, b_major=T, epilogue=Epilogue(bias=True))),
+    (C(128, 192, 64, swap_ab=True), Problem(m=300, n=264, k=136, a_dtype=DType.TF32, b_dtype=DType.TF32,
+                                            d_dtype=DType.FP32, a_major=T)),
+    (C(64, 64, 32, split_k=3, swap_ab=True), Problem(m=96, n=1024, k=3000, a_dtype=DType.TF32, b_dtype=DType.TF32,
+                                                     d_dtype=DType.FP32)),
 ]
 
 

@@ -141,8 +141,7 @@ def test_swap_ab_rules() -> None:
     why = check(HopperGemmConfig(64, 16, 128, split_k=2, split_mode="workspace", swap_ab=True), decode)
     assert why is not None and "serial" in why
     tf = Problem(m=16, n=512, k=512, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32, b_major=Major.COL)
-    why = check(HopperGemmConfig(64, 16, 64, swap_ab=True), tf)
-    assert why is not None and "16-bit" in why
+    assert check(HopperGemmConfig(64, 16, 64, swap_ab=True), tf) is None
     # B' multicast over cluster_m splits the narrow tile_n: 16 -> 8-row slices are whole atoms
     assert check(HopperGemmConfig(128, 16, 128, cluster_m=2, swap_ab=True), decode) is None
     with pytest.raises(TypeError):
@@ -190,3 +189,53 @@ def test_fp8_rules_space_and_seeds() -> None:
     seeds = fam.seeds(decode)
     assert seeds and all(check(c, decode) is None for c in seeds) and all(c.tile_k in (128, 256) for c in seeds)
     assert make_plan(HopperGemmConfig(128, 256, 128), nt).scaled and not make_plan(HopperGemmConfig(), NT).scaled
+
+
+def test_tf32_m_major_a_is_read_through_registers() -> None:
+    """tf32: an M-major A that TMA can load goes through registers (no copy); an N-major B is
+    copied. So 'nn' copies B unswapped and nothing swapped; 'tn' copies nothing unswapped."""
+    from autocutlass.kernels.hopper_gemm import tf32_swap_saves_copy
+    from autocutlass.kernels.hopper_gemm.check import copied_operands, kernel_problem
+
+    def tf(a: Major, b: Major, **kw: int) -> Problem:
+        return Problem(m=512, n=768, k=256, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
+                       a_major=a, b_major=b, **kw)
+
+    plain, swap = HopperGemmConfig(128, 128, 32), HopperGemmConfig(128, 128, 32, swap_ab=True)
+    R, C = Major.ROW, Major.COL
+    expected = {  # (a_major, b_major): (copies unswapped, copies swapped)
+        (R, C): ((False, False), (False, False)),
+        (R, R): ((False, True), (False, False)),
+        (C, C): ((False, False), (False, True)),
+        (C, R): ((False, True), (False, True)),
+    }
+    for (a, b), (want_plain, want_swap) in expected.items():
+        p = tf(a, b)
+        assert copied_operands(p, plain) == want_plain, (a, b)
+        assert copied_operands(p, swap) == want_swap, (a, b)
+        assert tf32_swap_saves_copy(p) == (sum(want_swap) < sum(want_plain))
+    nn = tf(R, R)
+    kp = kernel_problem(nn, swap)
+    assert (kp.m, kp.n, kp.a_major, kp.b_major) == (768, 512, C, C)
+    assert make_plan(swap, kp).a_regs and not make_plan(plain, kernel_problem(nn, plain)).a_regs
+    # a column-major A whose columns are not 16-byte aligned cannot be loaded by TMA: copied
+    unaligned = tf(C, C, align_a=8)
+    assert copied_operands(unaligned, plain) == (True, False)
+    assert kernel_problem(unaligned, plain).a_major is R
+    # bf16 never reads A through registers
+    assert not make_plan(plain, Problem(m=64, n=64, k=64, a_major=C)).a_regs
+    fam = HopperGemmFamily()
+    assert any(c.swap_ab for c in fam.space(nn)) and not any(c.swap_ab for c in fam.space(tf(R, C)))
+    assert fam.seeds(nn)[0].swap_ab
+
+
+def test_four_byte_d_uses_narrow_epilogue_chunks() -> None:
+    """fp32 D is staged 16 columns at a time (the bytes of a 32-column 16-bit chunk), which
+    leaves tf32 128x256x32 four mainloop stages instead of three."""
+    cfg = HopperGemmConfig(128, 256, 32)
+    tf = Problem(m=4096, n=4096, k=4096, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
+                 b_major=Major.COL)
+    plan = make_plan(cfg, tf)
+    assert (plan.epi_m, plan.epi_n, plan.stages) == (128, 16, 4)
+    bf = make_plan(HopperGemmConfig(128, 256, 64), Problem(m=4096, n=4096, k=4096, b_major=Major.COL))
+    assert bf.epi_n == 32

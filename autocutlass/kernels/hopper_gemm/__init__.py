@@ -16,7 +16,7 @@ from typing import Any
 
 from autocutlass.kernels import budgets
 from autocutlass.kernels.base import GemmRunner, KernelFamily
-from autocutlass.kernels.hopper_gemm.check import check, problem_supported, tile_ks
+from autocutlass.kernels.hopper_gemm.check import check, copied_operands, problem_supported, tile_ks
 from autocutlass.kernels.hopper_gemm.config import (
     CLUSTERS,
     SPLIT_K,
@@ -53,6 +53,16 @@ def swap_candidate(problem: Problem) -> bool:
     """Decode GEMMs of 16-bit or fp8 inputs get ``swap_ab`` configs (tf32 ones are served
     through K-major copies instead)."""
     return problem.m <= SWAP_AB_MAX_M and problem.n >= SWAP_AB_MIN_N and problem.a_dtype.bytes in (1, 2)
+
+
+def tf32_swap_saves_copy(problem: Problem) -> bool:
+    """tf32 problems whose swapped kernel copies fewer operands than the unswapped one (an
+    N-major B becomes an M-major A', read through registers): they get the swapped mirror of the
+    (unsplit) space, e.g. 'nn', where the swapped kernel copies nothing."""
+    if problem.a_dtype is not DType.TF32:
+        return False
+    plain, swap = HopperGemmConfig(64, 64, 32), HopperGemmConfig(64, 64, 32, swap_ab=True)
+    return sum(copied_operands(problem, swap)) < sum(copied_operands(problem, plain))
 
 
 def swap_tile_ns(tokens: int) -> tuple[int, ...]:
@@ -127,6 +137,8 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
                 ]
         if swap_candidate(problem):
             out += self._swapped_space(problem, stores, tks)
+        if tf32_swap_saves_copy(problem):
+            out += [dataclasses.replace(c, swap_ab=True) for c in out if not c.swap_ab and c.split_k == 1]
         return out
 
     @staticmethod
@@ -187,6 +199,9 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
         if problem.a_dtype.bytes != 2:  # tf32 / fp8: the same shapes with the same bytes per stage row
             scale = {4: 0.5, 1: 2}[problem.a_dtype.bytes]
             guesses = [dataclasses.replace(g, tile_k=int(g.tile_k * scale)) for g in guesses]
+        if tf32_swap_saves_copy(problem):
+            # The swapped kernel reads the N-major operand through registers and copies nothing.
+            guesses = [v for g in guesses[:4] for v in (dataclasses.replace(g, swap_ab=True), g)] + guesses[4:]
         out: list[HopperGemmConfig] = []
         for g in guesses:
             if g not in out and check(g, problem) is None:

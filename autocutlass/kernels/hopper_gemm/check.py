@@ -59,19 +59,30 @@ def swapped(problem: Problem) -> Problem:
 def kernel_problem(problem: Problem, config: HopperGemmConfig | None = None) -> Problem:
     """The problem the kernel itself runs for ``config`` (None: any config without ``swap_ab``).
 
-    ``swap_ab`` swaps the operands (``swapped``). tf32 WGMMA reads only K-major operands, so a
-    tf32 operand that is M- or N-major is served through a K-major copy (``runner``): the kernel
-    sees K-major A (row-major) and B (column-major), with the copy's 16-byte-aligned rows."""
+    ``swap_ab`` swaps the operands (``swapped``). tf32 WGMMA reads only K-major shared-memory
+    operands. An M-major A that TMA can load (16-byte aligned) is read through registers
+    (``Plan.a_regs``); any other M-major A and any N-major B is served through a K-major copy
+    (``runner``): the kernel sees a row-major A / column-major B with the copy's 16-byte-aligned
+    rows. So a tf32 'nn' GEMM runs either unswapped with a copy of B, or swapped (A' = B^T is
+    M-major, through registers; B' = A^T is K-major) with no copy at all."""
     if config is not None and config.swap_ab:
         problem = swapped(problem)
     if problem.a_dtype is not DType.TF32:
         return problem
     changes: dict[str, object] = {}
-    if problem.a_major is not Major.ROW:
+    if problem.a_major is not Major.ROW and problem.align_a < budgets.TMA_ALIGN_BYTES:
         changes.update(a_major=Major.ROW, align_a=budgets.TMA_ALIGN_BYTES)
     if problem.b_major is not Major.COL:
         changes.update(b_major=Major.COL, align_b=budgets.TMA_ALIGN_BYTES)
     return dataclasses.replace(problem, **changes) if changes else problem
+
+def copied_operands(problem: Problem, config: HopperGemmConfig) -> tuple[bool, bool]:
+    """Whether the runner copies the kernel's A and B (after any swap) to K-major: tf32 operands
+    that ``kernel_problem`` lays out differently from the views it is handed."""
+    views = swapped(problem) if config.swap_ab else problem
+    kp = kernel_problem(problem, config)
+    return kp.a_major is not views.a_major, kp.b_major is not views.b_major
+
 
 Rule = Callable[[HopperGemmConfig, Problem], "str | None"]
 
@@ -165,8 +176,6 @@ WORKSPACE_MAX_ELEMS = 2**31 - 1
 def _swap_ab(config: HopperGemmConfig, problem: Problem) -> str | None:
     if not config.swap_ab:
         return None
-    if problem.a_dtype is DType.TF32:
-        return "swap_ab is for 16-bit inputs (tf32 operands are copied to K-major; swap the copies instead)"
     if config.split_mode is SplitMode.WORKSPACE and config.split_k > 1:
         return "swap_ab writes D column-major; the workspace reduce kernel writes row-major D: use split_mode=serial"
     return None

@@ -126,7 +126,9 @@ class HopperGemmKernel:
         self.d_layout = utils.LayoutEnum.from_tensor(mD)
 
         if cutlass.const_expr(self.plan.a_dtype is DType.TF32):
-            self.tiled_mma = make_tf32_tiled_mma((self.plan.mma_atoms_m, 1, 1), self.plan.tile_n)
+            self.tiled_mma = make_tf32_tiled_mma(
+                (self.plan.mma_atoms_m, 1, 1), self.plan.tile_n, a_from_regs=self.plan.a_regs
+            )
         else:
             self.tiled_mma = sm90_utils.make_trivial_tiled_mma(
                 self.a_dtype,
@@ -408,9 +410,23 @@ class HopperGemmKernel:
         # warpgroup); the thread's own slice says which output element each register holds.
         thr_mma = tiled_mma.get_slice(mma_slice)
         thr_mma_c = tiled_mma.get_slice(group_tidx)
-        tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
         tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
-        k_blocks = cute.size(tCrA, mode=[2])
+        k_blocks = cute.size(tCrB, mode=[2])
+        tS2R_sA = None
+        tS2R_rA = None
+        s2r_a = None
+        if cutlass.const_expr(p.a_regs):
+            # A through registers (M-major tf32 A): the thread's own slice of the MMA says which A
+            # elements its WGMMA fragment holds; a tiled copy of that layout loads them from the
+            # ring stage, one K block (8 columns) at a time.
+            thr_a = tiled_mma.get_slice(group_tidx)
+            tCrA = tiled_mma.make_fragment_A(thr_a.partition_A(sA)[(None, None, None, 0)])
+            s2r_a = cute.make_tiled_copy_A(cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.a_dtype), tiled_mma)
+            thr_s2r = s2r_a.get_slice(group_tidx)
+            tS2R_sA = thr_s2r.partition_S(sA)
+            tS2R_rA = thr_s2r.retile(tCrA)
+        else:
+            tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
 
         gD = cute.local_tile(mD_tma, (p.tile_m, p.tile_n), (None, None, None))
         acc_shape = thr_mma.partition_C(gD).shape[:3]
@@ -462,13 +478,18 @@ class HopperGemmKernel:
             cute.nvgpu.warpgroup.fence()
             for kt in range(kt_count):
                 ring.consumer_wait(read)
-                for kb in cutlass.range_constexpr(k_blocks):
-                    coord = (None, None, kb, read.index)
-                    cute.gemm(tiled_mma, acc, tCrA[coord], tCrB[coord], acc)
-                cute.nvgpu.warpgroup.commit_group()
+                if cutlass.const_expr(p.a_regs):
+                    self._mma_stage_a_regs(tiled_mma, acc, tCrA, tCrB, s2r_a, tS2R_sA, tS2R_rA, k_blocks, read.index)
+                else:
+                    for kb in cutlass.range_constexpr(k_blocks):
+                        coord = (None, None, kb, read.index)
+                        cute.gemm(tiled_mma, acc, tCrA[coord], tCrB[coord], acc)
+                    cute.nvgpu.warpgroup.commit_group()
                 read.advance()
                 if kt > 0:
-                    cute.nvgpu.warpgroup.wait_group(1)
+                    if cutlass.const_expr(not p.a_regs):
+                        # (a_regs: the stage's own waits have already retired the previous stage)
+                        cute.nvgpu.warpgroup.wait_group(1)
                     ring.consumer_release(release)
                     release.advance()
             if cutlass.const_expr(p.pingpong):
@@ -517,6 +538,20 @@ class HopperGemmKernel:
         if cutlass.const_expr(p.smem_epilogue):
             if warp_idx == store_warp:
                 cute.arch.cp_async_bulk_wait_group(0, read=True)
+
+    @cute.jit
+    def _mma_stage_a_regs(self, tiled_mma, acc, tCrA, tCrB, s2r_a, tS2R_sA, tS2R_rA, k_blocks, stage):
+        """One ring stage with A read from registers: per K block, load the fragment from shared
+        memory, fence, issue the WGMMA and commit it as its own group. The fragment of K block kb
+        is reused stage after stage, so before loading it we wait until at most k_blocks - 1
+        groups are in flight: the previous stage's WGMMA of block kb has then retired. After the
+        last block every WGMMA of the previous stage has retired, so its ring slot may be released."""
+        for kb in cutlass.range_constexpr(k_blocks):
+            cute.nvgpu.warpgroup.wait_group(k_blocks - 1)
+            cute.copy(s2r_a, tS2R_sA[(None, None, kb, stage)], tS2R_rA[(None, None, kb)])
+            cute.nvgpu.warpgroup.fence()
+            cute.gemm(tiled_mma, acc, tCrA[(None, None, kb)], tCrB[(None, None, kb, stage)], acc)
+            cute.nvgpu.warpgroup.commit_group()
 
     @cute.jit
     def _reduce_splits(self, acc, mD, mWork, mCount, unit, group_tidx, epi_barrier):

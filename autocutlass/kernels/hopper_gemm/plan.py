@@ -61,6 +61,12 @@ class Plan:
         return not self.direct_store and not self.split_workspace
 
     @property
+    def a_regs(self) -> bool:
+        """WGMMA reads A from registers: tf32 with an M-major A (tf32 WGMMA reads only K-major
+        shared memory, but a register fragment has no major; the consumers load it themselves)."""
+        return self.a_dtype is DType.TF32 and self.a_major is Major.COL
+
+    @property
     def threads(self) -> int:
         return budgets.THREADS_PER_WARPGROUP * (1 + self.num_consumer_wgs)
 
@@ -79,13 +85,15 @@ def ab_stage_bytes(config: HopperGemmConfig, problem: Problem) -> int:
     return (config.tile_m * problem.a_dtype.bytes + config.tile_n * problem.b_dtype.bytes) * config.tile_k
 
 
-def epilogue_tile(config: HopperGemmConfig) -> tuple[int, int]:
+def epilogue_tile(config: HopperGemmConfig, d_bytes: int) -> tuple[int, int]:
     """(rows, cols) of one epilogue store: one WGMMA row block (64 rows) per warpgroup that shares
-    the epilogue, by 32 columns (16 when tile_n is not a multiple of 32). The accumulator is walked
+    the epilogue, by 32 columns (16 when tile_n is not a multiple of 32, or when D has 4-byte
+    elements: a chunk then has the bytes of a 16-bit one, and the staging buffers leave room for
+    one more mainloop stage, e.g. 4 instead of 3 for tf32 128x256x32). The accumulator is walked
     in these chunks, column chunks fastest."""
     wgs = 1 if config.schedule is Schedule.PINGPONG else config.num_consumer_wgs
     rows = 64 * wgs
-    cols = 32 if config.tile_n % 32 == 0 else 16
+    cols = 32 if config.tile_n % 32 == 0 and d_bytes < 4 else 16
     return rows, cols
 
 
@@ -102,7 +110,7 @@ def split_workspace(config: HopperGemmConfig) -> bool:
 def epilogue_bytes(config: HopperGemmConfig, problem: Problem) -> int:
     if config.store is Store.DIRECT or split_workspace(config):
         return 0
-    em, en = epilogue_tile(config)
+    em, en = epilogue_tile(config, problem.d_dtype.bytes)
     groups = 2 if config.schedule is Schedule.PINGPONG else 1
     return em * en * problem.d_dtype.bytes * epilogue_stages(config) * groups
 
@@ -132,7 +140,7 @@ def make_plan(config: HopperGemmConfig, problem: Problem, smem_limit: int = budg
     Assumes ``check`` accepted the pair (it calls this for the stage math)."""
     fit = max_stages(config, problem, smem_limit)
     stages = min(fit, MAX_AUTO_STAGES) if config.stages == 0 else config.stages
-    em, en = epilogue_tile(config)
+    em, en = epilogue_tile(config, problem.d_dtype.bytes)
     return Plan(
         tile_m=config.tile_m,
         tile_n=config.tile_n,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from autocutlass.kernels import budgets
-from autocutlass.kernels.hopper_gemm.check import kernel_problem
+from autocutlass.kernels.hopper_gemm.check import copied_operands, kernel_problem
 from autocutlass.kernels.hopper_gemm.compile import get_compiled
 from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig, SplitMode
 from autocutlass.problem import DType, Problem
@@ -123,8 +123,9 @@ class HopperGemmRunner:
     A ``swap_ab`` config runs the swapped problem on transposed views of the same tensors
     (A' = B^T, B' = A^T, D' = D^T, C' = C^T): no copies.
 
-    tf32 operands that are not K-major (column-major A, row-major B) are copied to K-major
-    buffers on every call before the launch (``check.kernel_problem``): a memory-bound copy of
+    tf32 kernel operands (after any swap) that the kernel cannot read in place (an N-major B, or
+    an M-major A that TMA cannot load) are copied to K-major buffers on every call before the
+    launch (``check.kernel_problem``): a memory-bound copy of
     that operand, on the current stream, by our transpose kernel (``k_major_copy``), fetched
     once per rank in ``prepare``."""
 
@@ -134,9 +135,8 @@ class HopperGemmRunner:
         self.problem = kernel_problem(problem, config)
         self._swap = config.swap_ab
         self._scaled = problem.a_dtype is DType.E4M3
-        # tf32 copies (never together with swap_ab: ``check`` rejects that pair).
-        self._copy_a = not self._swap and self.problem.a_major is not problem.a_major
-        self._copy_b = not self._swap and self.problem.b_major is not problem.b_major
+        # tf32 copies: where the kernel's operand (after any swap) is not the caller's layout.
+        self._copy_a, self._copy_b = copied_operands(problem, config)
         self._cache_dir = cache_dir
         self._fns: dict[int, Any] = {}
         self._clusters: dict[int, int] = {}
@@ -184,15 +184,15 @@ class HopperGemmRunner:
         if self._scaled:  # the kernel reads each as a (1,) vector; a 0-dim tensor is viewed as one
             scale_a = scale_a if scale_a.dim() == 1 else scale_a.reshape(1)
             scale_b = scale_b if scale_b.dim() == 1 else scale_b.reshape(1)
-        if self._copy_a:
-            a = k_major_copy(a, rows_contiguous_k=True, transpose=self._transpose.get(a.dim()))
-        if self._copy_b:
-            b = k_major_copy(b, rows_contiguous_k=False, transpose=self._transpose.get(b.dim()))
         if self._swap:
             # D^T = B^T A^T: transposed views, no copies; D^T and C^T are column-major.
             a, b, d = b.transpose(-1, -2), a.transpose(-1, -2), d.transpose(-1, -2)
             if c is not None:
                 c = c.transpose(-1, -2)
+        if self._copy_a:
+            a = k_major_copy(a, rows_contiguous_k=True, transpose=self._transpose.get(a.dim()))
+        if self._copy_b:
+            b = k_major_copy(b, rows_contiguous_k=False, transpose=self._transpose.get(b.dim()))
         dev = d.get_device()
         clusters = self._clusters.get(dev)
         if clusters is None:

@@ -3,8 +3,11 @@ does not expose in ``cute.nvgpu.warpgroup`` (it has the f16/bf16, f8 and i8 form
 
 The atom is built the way the DSL builds its own: an ``MmaAtomSM90Type`` with tf32 operand
 types, an fp32 accumulator and an instruction shape of 64 x N x 8. PTX allows only K-major
-operands for tf32 (no transpose bit), both read from shared memory here. Operands reach shared
-memory as fp32 bits (TMA copies bytes); the tensor core reads the top 19 bits of each.
+shared-memory operands for tf32 (no transpose bit). B is always read from shared memory; A is
+read from shared memory (K-major) or from registers (``a_from_regs``: the consumers load an
+M-major A tile from shared memory into the WGMMA's register fragment themselves, which is how an
+M-major A is served without a transposing copy). Operands reach shared memory as fp32 bits (TMA
+copies bytes); the tensor core reads the top 19 bits of each.
 """
 
 from __future__ import annotations
@@ -28,17 +31,25 @@ INSTRUCTION_K = 8
 
 @dataclass(frozen=True)
 class MmaTF32Op(MmaOp):
-    """TF32 x TF32 -> F32 warpgroup MMA; both operands K-major in shared memory."""
+    """TF32 x TF32 -> F32 warpgroup MMA; B K-major in shared memory, A K-major in shared memory
+    or in registers (``a_src``)."""
 
     descriptive_name = "warpgroup TF32 MMA Operation"
 
-    def __init__(self, acc_dtype: Any, instruction_shape: Any, a_major_mode: Any, b_major_mode: Any) -> None:
+    def __init__(
+        self,
+        acc_dtype: Any,
+        instruction_shape: Any,
+        a_major_mode: Any,
+        b_major_mode: Any,
+        a_src: OperandSource = OperandSource.SMEM,
+    ) -> None:
         super().__init__(
             cutlass.TFloat32,
             cutlass.TFloat32,
             acc_dtype,
             instruction_shape,
-            OperandSource.SMEM,
+            a_src,
             a_major_mode,
             b_major_mode,
         )
@@ -75,7 +86,9 @@ class MmaTF32Trait(MmaTraits):
     pass
 
 
-def make_tf32_tiled_mma(atom_layout_mnk: tuple[int, int, int], tile_n: int) -> cute.TiledMma:
-    """A tiled MMA of 64 x tile_n x 8 tf32 atoms laid out ``atom_layout_mnk`` (warpgroups along M)."""
-    op = MmaTF32Op(cutlass.Float32, (64, tile_n), OperandMajorMode.K, OperandMajorMode.K)
+def make_tf32_tiled_mma(atom_layout_mnk: tuple[int, int, int], tile_n: int, a_from_regs: bool = False) -> cute.TiledMma:
+    """A tiled MMA of 64 x tile_n x 8 tf32 atoms laid out ``atom_layout_mnk`` (warpgroups along M),
+    A read from registers when ``a_from_regs``."""
+    src = OperandSource.RMEM if a_from_regs else OperandSource.SMEM
+    op = MmaTF32Op(cutlass.Float32, (64, tile_n), OperandMajorMode.K, OperandMajorMode.K, src)
     return cute.make_tiled_mma(cute.make_mma_atom(op), atom_layout_mnk)
