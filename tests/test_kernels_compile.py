@@ -72,8 +72,17 @@ def test_epilogue_variants_and_batched_compile() -> None:
         (HopperGemmConfig(128, 16, 256, swap_ab=True, split_k=4), Problem(
             m=16, n=6144, k=4096, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16, b_major=Major.COL,
             epilogue=Epilogue(bias=True))),
+        # tf32 with A through registers: 'nn' swapped (column-major D, bias), and a column-major
+        # A unswapped (ping-pong, A multicast over cluster_n)
+        (HopperGemmConfig(128, 256, 32, cluster_m=2, swap_ab=True), Problem(
+            m=4096, n=4096, k=4096, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
+            epilogue=Epilogue(bias=True))),
+        (HopperGemmConfig(128, 128, 32, cluster_n=2, schedule="pingpong"), Problem(
+            m=512, n=512, k=512, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32, a_major=Major.COL,
+            b_major=Major.COL)),
     ],
-    ids=["tf32-nn", "tf32-nt-pingpong", "splitk-workspace", "swap-ab-splitk-epilogue", "fp8", "fp8-swap-ab"],
+    ids=["tf32-nn", "tf32-nt-pingpong", "splitk-workspace", "swap-ab-splitk-epilogue", "fp8", "fp8-swap-ab",
+         "tf32-nn-swap-a-regs", "tf32-col-a-regs-pingpong"],
 )
 def test_tf32_workspace_split_k_and_swap_ab_compile(cfg: HopperGemmConfig, prob: Problem) -> None:
     from autocutlass.kernels.hopper_gemm.check import kernel_problem
@@ -83,6 +92,8 @@ def test_tf32_workspace_split_k_and_swap_ab_compile(cfg: HopperGemmConfig, prob:
     assert check(cfg, prob) is None
     plan = make_plan(cfg, kernel_problem(prob, cfg))
     assert plan.swap_ab is cfg.swap_ab
+    # tf32 reads A through registers exactly when the kernel's A is M-major
+    assert plan.a_regs is (prob.a_dtype is DType.TF32 and kernel_problem(prob, cfg).a_major is Major.COL)
     assert _compile(plan, 2) is not None
 
 
