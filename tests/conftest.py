@@ -1,9 +1,15 @@
-"""Shared pytest set-up: tests marked ``gpu`` are skipped cleanly when torch sees no CUDA GPU."""
+"""Shared pytest set-up: tests marked ``gpu`` are skipped cleanly when torch sees no CUDA GPU;
+``isolated_env`` gives a test module its own cache directory and environment."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
+import autocutlass
 from autocutlass.device import gpu_available
 
 
@@ -14,3 +20,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False)")
     for item in gpu_items:
         item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def isolated_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One cache dir (database + compiled kernels) for the module, so kernels compile once; no
+    shipped DBs, the heuristic policy, no strict mode; the environment is restored afterwards.
+    Use with ``pytestmark = pytest.mark.usefixtures("isolated_env")``."""
+    root = tmp_path_factory.mktemp("autocutlass")
+    saved = dict(os.environ)
+    os.environ.update({"AUTOCUTLASS_CACHE_DIR": str(root), "AUTOCUTLASS_SHIPPED_DBS": "off",
+                       "AUTOCUTLASS_POLICY": "heuristic"})  # fmt: skip
+    os.environ.pop("AUTOCUTLASS_STRICT", None)
+    autocutlass.reset()
+    yield root
+    os.environ.clear()
+    os.environ.update(saved)
+    autocutlass.reset()

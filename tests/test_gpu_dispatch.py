@@ -10,7 +10,6 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,25 +18,10 @@ import torch.nn.functional as F
 
 import autocutlass
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("isolated_env")]
 
 REPO = Path(__file__).resolve().parents[1]
 BF, FP16 = torch.bfloat16, torch.float16
-
-
-@pytest.fixture(scope="module", autouse=True)
-def isolated_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """One cache dir (database + compiled kernels) for the module, so kernels compile once."""
-    root = tmp_path_factory.mktemp("autocutlass")
-    saved = dict(os.environ)
-    os.environ.update({"AUTOCUTLASS_CACHE_DIR": str(root), "AUTOCUTLASS_SHIPPED_DBS": "off",
-                       "AUTOCUTLASS_POLICY": "heuristic"})  # fmt: skip
-    os.environ.pop("AUTOCUTLASS_STRICT", None)
-    autocutlass.reset()
-    yield root
-    os.environ.clear()
-    os.environ.update(saved)
-    autocutlass.reset()
 
 
 def cuda(*shape: int, dtype: torch.dtype = BF) -> torch.Tensor:

@@ -8,9 +8,6 @@ meant for the kernel passes ``out_dtype`` explicitly."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import torch
@@ -18,25 +15,11 @@ import torch.nn.functional as F
 
 import autocutlass
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("isolated_env")]
 
 F8, BF = torch.float8_e4m3fn, torch.bfloat16
 ACTS = {None: lambda y: y, "relu": F.relu, "gelu": F.gelu, "silu": F.silu,
         "gelu_tanh": lambda y: F.gelu(y, approximate="tanh")}  # fmt: skip
-
-
-@pytest.fixture(scope="module", autouse=True)
-def isolated_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    root = tmp_path_factory.mktemp("autocutlass")
-    saved = dict(os.environ)
-    os.environ.update({"AUTOCUTLASS_CACHE_DIR": str(root), "AUTOCUTLASS_SHIPPED_DBS": "off",
-                       "AUTOCUTLASS_POLICY": "heuristic"})  # fmt: skip
-    os.environ.pop("AUTOCUTLASS_STRICT", None)
-    autocutlass.reset()
-    yield root
-    os.environ.clear()
-    os.environ.update(saved)
-    autocutlass.reset()
 
 
 def f8(*shape: int) -> torch.Tensor:
