@@ -11,10 +11,13 @@ device index and caches the answer.
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import importlib.metadata
+import io
 import json
+import tokenize
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -102,14 +105,38 @@ Feasibility rules, search seeds and the Python launcher are left out: changing t
 a stored timing untrue."""
 
 
+def code_only(source: str) -> str:
+    """``source`` without its comments, string statements (docstrings, including attribute
+    docstrings) and blank lines, with trailing spaces cut: what remains is the code. The spans
+    come from ``ast`` and ``tokenize`` positions in the text itself, so the result does not
+    depend on how a Python version prints trees or tokenizes f-strings."""
+    lines = source.splitlines()
+    cuts: list[tuple[int, int, int, int]] = []  # (first line, first col, last line, end col), 1-based lines, char cols
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            assert node.end_lineno is not None and node.end_col_offset is not None
+            # ast columns count UTF-8 bytes; convert them to characters of the line.
+            c0 = len(lines[node.lineno - 1].encode()[: node.col_offset].decode())
+            c1 = len(lines[node.end_lineno - 1].encode()[: node.end_col_offset].decode())
+            cuts.append((node.lineno, c0, node.end_lineno, c1))
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            cuts.append((tok.start[0], tok.start[1], tok.end[0], tok.end[1]))
+    for l0, c0, l1, c1 in sorted(cuts, reverse=True):
+        head, tail = lines[l0 - 1][:c0], lines[l1 - 1][c1:]
+        lines[l0 - 1 : l1] = [head + tail] + [""] * (l1 - l0)
+    return "\n".join(line.rstrip() for line in lines if line.strip())
+
+
 @functools.cache
 def kernel_source_hash() -> str:
-    """sha256 over the kernel sources (``KERNEL_SOURCE_NAMES`` under ``autocutlass/kernels``)."""
+    """sha256 over the code of the kernel sources (``KERNEL_SOURCE_NAMES`` under
+    ``autocutlass/kernels``; ``code_only``: editing a comment or a docstring keeps the hash)."""
     h = hashlib.sha256()
     for path in sorted(p for p in KERNELS_DIR.rglob("*.py") if p.name in KERNEL_SOURCE_NAMES):
         h.update(path.relative_to(KERNELS_DIR).as_posix().encode())
         h.update(b"\0")
-        h.update(path.read_bytes())
+        h.update(code_only(path.read_text(encoding="utf-8")).encode())
         h.update(b"\0")
     return h.hexdigest()[:16]
 

@@ -117,6 +117,19 @@ CASES = [
                                             d_dtype=DType.FP32, a_major=T)),
     (C(64, 64, 32, split_k=3, swap_ab=True), Problem(m=96, n=1024, k=3000, a_dtype=DType.TF32, b_dtype=DType.TF32,
                                                      d_dtype=DType.FP32)),
+    # stream-K: cut tiles finished from the workspace; clusters, raster orders, residues, batched,
+    # epilogues, swapped decode, fp8, tf32 through registers, direct store, M = 1, one K block
+    (C(128, 128, 64, stream_k=True), Problem(m=1000, n=1000, k=3000)),
+    (C(128, 128, 64, cluster_m=2, cluster_n=2, raster="along_n", stream_k=True), Problem(
+        m=257, n=136, k=1000, l=2, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True, bias=True,
+                                                                         activation=Activation.GELU))),
+    (C(128, 16, 128, swap_ab=True, stream_k=True), Problem(m=16, n=6144, k=4096, b_major=T)),
+    (C(128, 128, 128, stream_k=True), Problem(m=128, n=1024, k=8192, a_dtype=DType.E4M3, b_dtype=DType.E4M3,
+                                              b_major=T)),
+    (C(128, 128, 32, swap_ab=True, stream_k=True), Problem(m=500, n=700, k=3000, a_dtype=DType.TF32,
+                                                           b_dtype=DType.TF32, d_dtype=DType.FP32)),
+    (C(64, 128, 64, store="direct", stream_k=True), Problem(m=1, n=4096, k=4096, b_major=T)),
+    (C(128, 256, 64, stream_k=True), Problem(m=300, n=520, k=64, d_dtype=DType.FP32)),
 ]
 
 
@@ -148,14 +161,15 @@ def test_one_compiled_kernel_serves_many_shapes() -> None:
     assert STATS.compiled == before
 
 
-@pytest.mark.parametrize("mode", ["serial", "workspace"])
+@pytest.mark.parametrize("mode", ["serial", "workspace", "stream"])
 def test_split_k_is_bitwise_deterministic(mode: str) -> None:
     import torch
 
     from autocutlass.search.verify import make_inputs
 
     prob = Problem(m=64, n=4096, k=8192, b_major=T)
-    runner = HopperGemmFamily(cache_dir=None).compile(C(64, 128, 64, split_k=8, split_mode=mode), prob)
+    cfg = C(64, 128, 64, stream_k=True) if mode == "stream" else C(64, 128, 64, split_k=8, split_mode=mode)
+    runner = HopperGemmFamily(cache_dir=None).compile(cfg, prob)
     inputs = make_inputs(prob, device="cuda", seed=7)
     outs = []
     for _ in range(5):

@@ -239,3 +239,31 @@ def test_four_byte_d_uses_narrow_epilogue_chunks() -> None:
     assert (plan.epi_m, plan.epi_n, plan.stages) == (128, 16, 4)
     bf = make_plan(HopperGemmConfig(128, 256, 64), Problem(m=4096, n=4096, k=4096, b_major=Major.COL))
     assert bf.epi_n == 32
+
+
+def test_stream_k_rules_space_and_round_trip() -> None:
+    decode = Problem(m=128, n=4096, k=14336, b_major=Major.COL)
+    assert check(HopperGemmConfig(128, 128, 128, stream_k=True), decode) is None
+    assert check(HopperGemmConfig(128, 16, 128, swap_ab=True, stream_k=True), decode) is None
+    for bad, needle in (
+        (HopperGemmConfig(128, 128, 128, split_k=2, stream_k=True), "split_k=1"),
+        (HopperGemmConfig(128, 128, 128, schedule="pingpong", stream_k=True), "cooperative"),
+        (HopperGemmConfig(128, 128, 128, swizzle=2, stream_k=True), "swizzle=1"),
+    ):
+        why = check(bad, decode)
+        assert why is not None and needle in why, (bad.short(), why)
+    fam = HopperGemmFamily()
+    space = fam.space(decode)
+    streamed = [c for c in space if c.stream_k]
+    assert streamed and all(c.split_k == 1 and c.swizzle == 1 for c in streamed)
+    assert all(c.schedule is Schedule.COOPERATIVE for c in streamed)
+    assert any(c.swap_ab for c in streamed) and any(not c.swap_ab for c in streamed)
+    assert len(space) == len(set(space))
+    assert not any(c.stream_k for c in fam.space(NT))  # many tiles: data-parallel only
+    assert not any(c.stream_k for c in fam.space(Problem(m=512, n=512, k=128, l=32)))  # short K
+    cfg = HopperGemmConfig(128, 256, 64, cluster_m=2, stream_k=True)
+    assert HopperGemmConfig.from_dict(cfg.as_dict()) == cfg and "streamk" in cfg.short()
+    assert HopperGemmConfig.from_dict({k: v for k, v in cfg.as_dict().items() if k != "stream_k"}).stream_k is False
+    assert make_plan(cfg, decode).stream_k and not make_plan(HopperGemmConfig(128, 256, 64), decode).stream_k
+    with pytest.raises(TypeError):
+        HopperGemmConfig(stream_k=1)  # type: ignore[arg-type]

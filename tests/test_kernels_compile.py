@@ -80,9 +80,15 @@ def test_epilogue_variants_and_batched_compile() -> None:
         (HopperGemmConfig(128, 128, 32, cluster_n=2, schedule="pingpong"), Problem(
             m=512, n=512, k=512, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32, a_major=Major.COL,
             b_major=Major.COL)),
+        # stream-K: a 2x2 cluster along N with C, bias and GELU; swapped decode with a direct store
+        (HopperGemmConfig(128, 128, 64, cluster_m=2, cluster_n=2, raster="along_n", stream_k=True), Problem(
+            m=1536, n=1536, k=8192, l=2, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True, bias=True,
+                                                                              activation=Activation.GELU))),
+        (HopperGemmConfig(128, 16, 128, swap_ab=True, store="direct", stream_k=True), Problem(
+            m=16, n=6144, k=4096, b_major=Major.COL)),
     ],
     ids=["tf32-nn", "tf32-nt-pingpong", "splitk-workspace", "swap-ab-splitk-epilogue", "fp8", "fp8-swap-ab",
-         "tf32-nn-swap-a-regs", "tf32-col-a-regs-pingpong"],
+         "tf32-nn-swap-a-regs", "tf32-col-a-regs-pingpong", "stream-k-c2x2-epilogue", "stream-k-swap-direct"],
 )
 def test_tf32_workspace_split_k_and_swap_ab_compile(cfg: HopperGemmConfig, prob: Problem) -> None:
     from autocutlass.kernels.hopper_gemm.check import kernel_problem
@@ -132,11 +138,33 @@ def test_disk_cache_serves_a_new_process(tmp_path: Path) -> None:
     assert out.stdout.split()[-2:] == ["0", "1"]
 
 
+def test_compile_key_is_the_plan_the_kernel_is_built_from() -> None:
+    """Two caller problems whose kernels are the same plan share one compiled object (tf32: a
+    row-major B is copied to the column-major layout the other caller has); a config change
+    that changes the plan (stream-K) changes the key."""
+    from autocutlass.kernels.hopper_gemm.check import kernel_problem
+    from autocutlass.kernels.hopper_gemm.compile import compile_key
+    from autocutlass.kernels.hopper_gemm.plan import make_plan
+
+    tf32 = dict(m=512, n=512, k=512, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32)
+    cfg = HopperGemmConfig(128, 128, 32)
+    copied, native = Problem(**tf32, b_major=Major.ROW), Problem(**tf32, b_major=Major.COL)
+    assert copied.kernel_class_key() != native.kernel_class_key()
+
+    def key(c: HopperGemmConfig, p: Problem) -> str:
+        return compile_key(make_plan(c, kernel_problem(p, c)), 2)
+
+    assert key(cfg, copied) == key(cfg, native)
+    assert key(HopperGemmConfig(128, 128, 32, stream_k=True), native) != key(cfg, native)
+    assert key(cfg, native) != compile_key(make_plan(cfg, kernel_problem(native, cfg)), 3)
+
+
 def test_corrupt_cache_entry_is_recompiled(tmp_path: Path) -> None:
     from autocutlass.kernels.hopper_gemm.compile import STATS, _memory, compile_key, get_compiled
+    from autocutlass.kernels.hopper_gemm.plan import make_plan
 
     cfg, prob = HopperGemmConfig(64, 64, 64), Problem(m=64, n=64, k=64)
-    key = compile_key(cfg, prob, 2)
+    key = compile_key(make_plan(cfg, prob), 2)
     (tmp_path / f"hopper_gemm-{key}.o").write_bytes(b"not an object file")
     _memory.pop(key, None)
     before = STATS.compiled

@@ -1,9 +1,9 @@
-"""Probe: hardware counters of our best llama8b-qkv kernel beside cuBLAS (what limits the mainloop?).
+"""Probe: hardware counters of one of our kernels beside cuBLAS (what limits it?).
 
 GPU machine (Firecracker, ncu reads counters):
     ncu --clock-control none --launch-skip 6 --launch-count 4 --section SpeedOfLight \
         --section WarpStateStats --section MemoryWorkloadAnalysis_Tables --section ComputeWorkloadAnalysis \
-        python benchmarks/probes/ncu_probe.py
+        python benchmarks/probes/ncu_probe.py ["{config dict}" [M N K [L]]]
 The script warms up (compiles, loads), then calls ours and torch.matmul alternately; no L2 flush
 kernels, so every profiled launch is one of the two GEMMs.
 """
@@ -17,13 +17,18 @@ import torch
 from autocutlass.kernels.hopper_gemm import HopperGemmConfig as C, HopperGemmFamily
 from autocutlass.problem import Major, Problem
 
-m, n, k = 8192, 6144, 4096
+m, n, k, l = 8192, 6144, 4096, 1  # llama8b-qkv ('nt')
+if len(sys.argv) >= 5:
+    m, n, k = (int(x) for x in sys.argv[2:5])
+    l = int(sys.argv[5]) if len(sys.argv) >= 6 else 1  # noqa: E741
 cfg = C(256, 128, 64) if len(sys.argv) < 2 else C.from_dict(eval(sys.argv[1]))  # noqa: S307 (probe input)
 fam = HopperGemmFamily(cache_dir=None)
-p = Problem(m=m, n=n, k=k, b_major=Major.COL)
-a = torch.randn(m, k, device="cuda").bfloat16()
-b = torch.randn(n, k, device="cuda").bfloat16().t()
-d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+p = Problem(m=m, n=n, k=k, l=l, b_major=Major.COL)
+a = torch.randn(l, m, k, device="cuda").bfloat16()
+b = torch.randn(l, n, k, device="cuda").bfloat16().transpose(-1, -2)
+d = torch.empty(l, m, n, device="cuda", dtype=torch.bfloat16)
+if l == 1:
+    a, b, d = a[0], b[0], d[0]
 run = fam.compile(cfg, p)
 for _ in range(3):  # launches 0..5: warm-up
     run(a, b, d)

@@ -45,6 +45,9 @@ NARROW_N = 64
 SWAP_AB_MAX_M = 128
 SWAP_AB_MIN_N = 256
 """Decode GEMMs (M <= SWAP_AB_MAX_M tokens, N >= SWAP_AB_MIN_N) also get ``swap_ab`` configs."""
+STREAM_K_MIN_K = 512
+"""Problems with at least this K (and few output tiles, as for split-K) also get stream-K
+configs: with fewer K blocks per tile, the partial sums cost as much as the tiles."""
 BALANCED_SPLITS_MAX = 2
 BALANCE_MIN = 0.95
 
@@ -113,7 +116,15 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
         cooperative configs again, with the K loop split ``split_counts`` ways, serial (either
         store) or through the workspace and the reduce kernel. Decode GEMMs (M <= 128, 16-bit)
         also get the swapped kernel (``swap_ab``: the weight's rows on WGMMA's 64-row side, the
-        tokens as a narrow tile_n), with and without serial split-K."""
+        tokens as a narrow tile_n), with and without serial split-K.
+
+        Stream-K (every SM gets the same share of (tile, K block) iterations) joins for the
+        same few-tile problems, with K >= STREAM_K_MIN_K: the cooperative unsplit configs at
+        swizzle 1, swapped too for decode GEMMs. It is in the space, not in the seeds: on the
+        H200 it beat the data-parallel kernel of the same tile where the tiles leave a second
+        wave nearly empty (1536x1536x8192 in 128x128 tiles: 67.5 vs 87.8 us), but no suite case,
+        where another tile shape or split-K does better
+        (benchmarks/results/2026-11-22-h200-streamk-probe.txt)."""
         stores = tuple(Store) if problem.m <= SMALL_M_DIRECT_STORE else (Store.TMA,)
         tks = tile_ks(problem.a_dtype)
         tile_ns = TILE_N_WIDE + (TILE_N_NARROW if problem.n <= NARROW_N else ())
@@ -137,6 +148,12 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
                 ]
         if swap_candidate(problem):
             out += self._swapped_space(problem, stores, tks)
+        if problem.m * problem.n * problem.l <= SPLIT_K_MAX_OUTPUT and problem.k >= STREAM_K_MIN_K:
+            out += [
+                dataclasses.replace(c, stream_k=True)
+                for c in out
+                if c.split_k == 1 and c.schedule is Schedule.COOPERATIVE and c.swizzle == 1
+            ]
         if tf32_swap_saves_copy(problem):
             out += [dataclasses.replace(c, swap_ab=True) for c in out if not c.swap_ab and c.split_k == 1]
         return out
@@ -231,4 +248,5 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
             config.split_k,
             int(config.split_mode is SplitMode.WORKSPACE),
             int(config.swap_ab),
+            int(config.stream_k),
         )

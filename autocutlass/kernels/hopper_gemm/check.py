@@ -200,6 +200,18 @@ def _split_k(config: HopperGemmConfig, problem: Problem) -> str | None:
     return None
 
 
+def _stream_k(config: HopperGemmConfig, problem: Problem) -> str | None:
+    if not config.stream_k:
+        return None
+    if config.split_k > 1:
+        return "stream_k divides K among the clusters itself: use split_k=1"
+    if config.schedule is Schedule.PINGPONG:
+        return "stream_k needs the cooperative schedule (ping-pong consumers take whole tiles in turn)"
+    if config.swizzle != 1:
+        return "stream_k walks tiles in plain raster order: use swizzle=1"
+    return None
+
+
 def _smem_layout(config: HopperGemmConfig, problem: Problem) -> str | None:
     # An MN-major operand is tiled by swizzle atoms along its contiguous M/N extent: the extent
     # must be a multiple of 16 elements (the narrowest 32-byte swizzle atom of 16-bit types).
@@ -249,7 +261,7 @@ def _shared_memory(config: HopperGemmConfig, problem: Problem) -> str | None:
     return None
 
 
-RULES: tuple[Rule, ...] = (_domain, _swap_ab, _wgmma_shape, _registers, _split_k, _smem_layout, _multicast, _shared_memory)
+RULES: tuple[Rule, ...] = (_domain, _swap_ab, _wgmma_shape, _registers, _split_k, _stream_k, _smem_layout, _multicast, _shared_memory)
 
 
 def check(config: HopperGemmConfig, problem: Problem) -> str | None:

@@ -8,16 +8,20 @@
   on disk as the exported object ``<cache>/hopper_gemm-<key>.o``, written atomically and loaded
   with ``cute.runtime.load_module``; a corrupt file is reported, removed and recompiled.
 
-The compile key covers the config, the kernel class, the operand rank, the DSL version, the
-content hash of our kernel sources and the target architecture.
+The compile key covers the ``Plan`` the kernel is built from (everything the compiler sees:
+the config's parameters and the layouts, dtypes and epilogue of the problem the kernel runs,
+after any swap or copy), the operand rank, the DSL version, the hash of our kernel sources and
+the target architecture.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +41,11 @@ def target_arch() -> str:
     return os.environ.get("CUTE_DSL_ARCH", ARCH)
 
 
-def compile_key(config: HopperGemmConfig, problem: Problem, rank: int) -> str:
+def compile_key(plan: Plan, rank: int) -> str:
+    fields = {k: (v.value if isinstance(v, Enum) else v) for k, v in dataclasses.asdict(plan).items()}
     payload = {
         "family": "hopper_gemm",
-        "config": config.as_dict(),
-        "class": json.loads(problem.kernel_class_key()),
+        "plan": fields,
         "rank": rank,
         "dsl": dsl_version(),
         "src": kernel_source_hash(),
@@ -105,7 +109,7 @@ def _compile(plan: Plan, rank: int) -> Any:
         scale_a = make_fake_tensor(cutlass.Float32, (1,), (1,), assumed_align=4)
         scale_b = make_fake_tensor(cutlass.Float32, (1,), (1,), assumed_align=4)
     workspace = counters = None
-    if plan.split_k > 1:
+    if plan.split_k > 1 or plan.stream_k:
         workspace = make_fake_tensor(cutlass.Float32, (cute.sym_int64(),), (1,), assumed_align=16)
         if not plan.split_workspace:
             counters = make_fake_tensor(cutlass.Int32, (cute.sym_int32(),), (1,), assumed_align=4)
@@ -143,5 +147,5 @@ def get_compiled(config: HopperGemmConfig, problem: Problem, rank: int, cache_di
     reason = check(config, problem)
     if reason is not None:
         raise CantImplement(reason)
-    key = compile_key(config, problem, rank)
-    return _CACHE.get(key, cache_dir, lambda: _compile(make_plan(config, kernel_problem(problem, config)), rank))
+    plan = make_plan(config, kernel_problem(problem, config))
+    return _CACHE.get(compile_key(plan, rank), cache_dir, lambda: _compile(plan, rank))

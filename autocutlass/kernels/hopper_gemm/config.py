@@ -90,6 +90,12 @@ class HopperGemmConfig:
     """Run D^T = B^T A^T: the kernel's M is the problem's N (a decode GEMM's weight rows fill
     WGMMA's 64-row side; the few tokens become the kernel's N) and D is written column-major.
     Tiles, clusters and split-K then refer to the swapped problem."""
+    stream_k: bool = False
+    """Stream-K: the persistent grid's clusters share the problem's (output tile, K block)
+    iterations evenly, so every SM gets the same work whatever the tile count. A tile cut
+    between clusters is finished by the cluster that ran its first K block: it adds the partial
+    sums the others left in a workspace, in K order (bitwise deterministic), and runs the
+    epilogue. Needs split_k = 1, the cooperative schedule and swizzle 1."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "split_mode", SplitMode(self.split_mode))
@@ -100,8 +106,9 @@ class HopperGemmConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool):
                 raise TypeError(f"HopperGemmConfig.{name} must be int, got {v!r}")
-        if not isinstance(self.swap_ab, bool):
-            raise TypeError(f"HopperGemmConfig.swap_ab must be bool, got {self.swap_ab!r}")
+        for name in ("swap_ab", "stream_k"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"HopperGemmConfig.{name} must be bool, got {getattr(self, name)!r}")
 
     @property
     def cluster_size(self) -> int:
@@ -143,6 +150,7 @@ class HopperGemmConfig:
             sk += "w"
         st = " direct" if self.store is Store.DIRECT else ""
         sw = " swap" if self.swap_ab else ""
+        sw += " streamk" if self.stream_k else ""
         return (
             f"{self.tile_m}x{self.tile_n}x{self.tile_k} c{self.cluster_m}x{self.cluster_n}"
             f" s{self.stages} {sched} {ras}/{self.swizzle}{sk}{st}{sw}"
@@ -151,8 +159,8 @@ class HopperGemmConfig:
 
 def all_configs() -> Iterator[HopperGemmConfig]:
     """The full cartesian space (most of it infeasible for any given problem)."""
-    for tm, tn, tk, (cm, cn), st, sch, ras, sw, sk, sto, mode, swap in itertools.product(
+    for tm, tn, tk, (cm, cn), st, sch, ras, sw, sk, sto, mode, swap, sk_stream in itertools.product(
         TILE_M, TILE_N, TILE_K, CLUSTERS, STAGES, tuple(Schedule), tuple(Raster), SWIZZLE, SPLIT_K, tuple(Store),
-        tuple(SplitMode), (False, True),
+        tuple(SplitMode), (False, True), (False, True),
     ):
-        yield HopperGemmConfig(tm, tn, tk, cm, cn, st, sch, ras, sw, sk, sto, mode, swap)
+        yield HopperGemmConfig(tm, tn, tk, cm, cn, st, sch, ras, sw, sk, sto, mode, swap, sk_stream)

@@ -20,10 +20,13 @@ Roles inside one CTA (block of 128 * (1 + consumers) threads):
 Split-K (``split_k`` > 1) walks (tile, split) work units. SERIAL: the splits of a tile meet at a
 turnstile in global memory and the last one runs the epilogue (``_reduce_splits``). WORKSPACE:
 each split stores its raw fp32 partial to its own slab and a second kernel (``reduce``) sums
-the slabs and runs the epilogue.
+the slabs and runs the epilogue. STREAM-K (``stream_k``): the clusters of the grid share all
+(tile, K block) iterations evenly (``_stream_unit``); a tile cut between clusters is finished
+by the cluster that ran its first K block, which adds the others' partials (``_stream_fixup``).
 
-Operands: bf16 / fp16 (any major), tf32 (fp32 bits, K-major only: ``wgmma_tf32``; the runner
-copies other layouts to K-major first), or fp8 e4m3 (K-major only; the accumulator is scaled by
+Operands: bf16 / fp16 (any major), tf32 (fp32 bits: ``wgmma_tf32``; B K-major, A K-major in
+shared memory or M-major through registers, ``_mma_stage_a_regs``; the runner copies other
+layouts to K-major first), or fp8 e4m3 (K-major only; the accumulator is scaled by
 two per-tensor scales read from device memory, folded into alpha). D and C are row-major, or column-major when the plan runs
 the swapped problem D^T = B^T A^T (``swap_ab``: decode GEMMs put the weight's rows on WGMMA's
 64-row side); the stmatrix staging, the TMA store and the bias index follow.
@@ -157,7 +160,17 @@ class HopperGemmKernel:
         sched_params = utils.PersistentTileSchedulerParams(
             units_mnl, (*self.cluster_mn, 1), self.plan.swizzle, self.plan.raster_along_m
         )
-        grid = utils.StaticPersistentTileScheduler.get_grid_shape(sched_params, max_active_clusters)
+        if cutlass.const_expr(self.plan.stream_k):
+            # Stream-K: one cluster per resident cluster slot, but never more than iterations.
+            k_iters = cutlass.max((mA.shape[1] + self.plan.tile_k - 1) // self.plan.tile_k, 1)
+            total = (
+                (tiles_mnl[0] + self.plan.cluster_m - 1) // self.plan.cluster_m
+                * ((tiles_mnl[1] + self.plan.cluster_n - 1) // self.plan.cluster_n)
+                * tiles_mnl[2] * k_iters
+            )
+            grid = (*self.cluster_mn, cutlass.max(cutlass.min(max_active_clusters, total), 1))
+        else:
+            grid = utils.StaticPersistentTileScheduler.get_grid_shape(sched_params, max_active_clusters)
 
         if cutlass.const_expr(not self.plan.smem_epilogue):
 
@@ -314,6 +327,11 @@ class HopperGemmKernel:
         gA = cute.local_tile(mA, (p.tile_m, p.tile_k), (None, None, None))
         gB = cute.local_tile(mB, (p.tile_n, p.tile_k), (None, None, None))
         k_tiles = cute.size(gA, mode=[3])
+        geom = None
+        if cutlass.const_expr(p.stream_k):
+            geom = self._stream_geometry(
+                cute.size(gA, mode=[2]), cute.size(gB, mode=[2]), cute.size(gA, mode=[4]), k_tiles
+            )
 
         pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
 
@@ -322,7 +340,7 @@ class HopperGemmKernel:
             if warp_idx == 0:
                 self._producer(
                     ring, tma_a, tma_b, sA, sB, gA, gB, k_tiles, a_mask, b_mask,
-                    cta_layout_mnk, cluster_coord, sched_params,
+                    cta_layout_mnk, cluster_coord, sched_params, geom,
                 )
         else:
             cute.arch.setmaxregister_increase(p.consumer_regs)
@@ -331,7 +349,7 @@ class HopperGemmKernel:
                 alpha = alpha * mScaleA[0] * mScaleB[0]
             self._consumer(
                 ring, tiled_mma, sA, sB, k_tiles, storage, d_staged, tma_d, mD_tma, mD, mC, mBias,
-                mWork, mCount, alpha, beta, tidx, warp_idx, wg_idx, sched_params,
+                mWork, mCount, alpha, beta, tidx, warp_idx, wg_idx, sched_params, geom, cluster_coord, cta_rank,
             )
 
     # ------------------------------------------------------------------ split-K
@@ -346,6 +364,107 @@ class HopperGemmKernel:
         kt0 = split * per
         return unit[2] // split_k, kt0, cutlass.max(cutlass.min(per, k_tiles - kt0), 0)
 
+    # ------------------------------------------------------------------ stream-K
+    @cute.jit
+    def _stream_geometry(self, tiles_m, tiles_n, tiles_l, k_tiles):
+        """(cluster tiles along M, along N, batches, K iterations per tile, base, extra): the
+        grid's G clusters share ``total`` = tiles x K iterations, cluster g taking ``base + 1``
+        of them if g < ``extra``, else ``base`` (``_stream_span``). K = 0 still counts one
+        iteration per tile (it loads nothing), so that every tile runs its epilogue."""
+        ctm = (tiles_m + self.plan.cluster_m - 1) // self.plan.cluster_m
+        ctn = (tiles_n + self.plan.cluster_n - 1) // self.plan.cluster_n
+        k_iters = cutlass.max(k_tiles, 1)
+        total = ctm * ctn * tiles_l * k_iters
+        clusters = cute.arch.grid_dim()[2]
+        return ctm, ctn, k_iters, total // clusters, total % clusters
+
+    @cute.jit
+    def _stream_span(self, geom, cluster):
+        """[start, end) of cluster ``cluster``'s iterations."""
+        base, extra = geom[3], geom[4]
+        start = cluster * base + cutlass.min(cluster, extra)
+        return start, (cluster + 1) * base + cutlass.min(cluster + 1, extra)
+
+    @cute.jit
+    def _stream_owner(self, geom, it):
+        """The cluster whose span holds iteration ``it``, and the end of that span."""
+        base, extra = geom[3], geom[4]
+        cut = extra * (base + 1)
+        owner = cutlass.Int32(0)
+        if it < cut:
+            owner = it // (base + 1)
+        else:
+            owner = extra + (it - cut) // base
+        _, end = self._stream_span(geom, owner)
+        return owner, end
+
+    @cute.jit
+    def _stream_unit(self, geom, it, end, cluster_coord):
+        """The segment that starts at iteration ``it`` of a span ending at ``end``: this CTA's
+        output tile (m, n, l) (cluster tiles in raster order, the CTA's place in the cluster
+        inside), its first K block and its number of iterations (to the tile's end or the span's)."""
+        ctm, ctn, k_iters = geom[0], geom[1], geom[2]
+        lin = it // k_iters
+        kt0 = it - lin * k_iters
+        count = cutlass.min(k_iters - kt0, end - it)
+        if cutlass.const_expr(self.plan.raster_along_m):
+            cm_i = lin % ctm
+            rest = lin // ctm
+            cn_i = rest % ctn
+            l_idx = rest // ctn
+        else:
+            cn_i = lin % ctn
+            rest = lin // ctn
+            cm_i = rest % ctm
+            l_idx = rest // ctm
+        tile = (cm_i * self.plan.cluster_m + cluster_coord[0], cn_i * self.plan.cluster_n + cluster_coord[1], l_idx)
+        return tile, kt0, count
+
+    @cute.jit
+    def _stream_fixup(self, acc, mWork, mCount, it, kt0, count, geom, cta_rank, group_tidx, epi_barrier):
+        """Stream-K partial tiles; returns whether this segment runs the tile's epilogue.
+
+        A segment that starts past the tile's first K block is its cluster's first segment (a
+        cluster's later segments start tiles), so each CTA leaves at most one partial: it stores
+        it (fp32, in accumulator-fragment order) in its own workspace slot and raises its flag.
+        The segment that starts the tile finishes it: for each later cluster that worked on the
+        tile, in K order, it waits for that cluster's flag (same rank in the cluster), lowers it
+        for the next launch and adds the partial. Clusters run their first segment first and it
+        never waits, so no finisher waits on a cluster that waits; the sum's order is fixed, so
+        the result is bitwise deterministic."""
+        cluster_ctas = self.plan.cluster_m * self.plan.cluster_n
+        n_acc = cute.size(acc)
+        slot_elems = n_acc * self.epi_threads
+        finishes = kt0 == 0
+        if kt0 > 0:
+            own = cute.arch.block_idx()[2] * cluster_ctas + cta_rank
+            base = own * slot_elems + group_tidx
+            for i in cutlass.range_constexpr(n_acc):
+                mWork[base + i * self.epi_threads] = acc[i]
+            cute.arch.fence_acq_rel_gpu()
+            epi_barrier.arrive_and_wait()
+            if group_tidx == 0:
+                cute.arch.store(mCount.iterator + own, cutlass.Int32(1), sem="release", scope="gpu")
+        else:
+            nxt = it + count
+            tile_end = it + geom[2]
+            while nxt < tile_end:
+                owner, owner_end = self._stream_owner(geom, nxt)
+                slot = owner * cluster_ctas + cta_rank
+                if group_tidx == 0:
+                    flag = mCount.iterator + slot
+                    seen = cute.arch.load(flag, cutlass.Int32, sem="acquire", scope="gpu")
+                    while seen != 1:
+                        seen = cute.arch.load(flag, cutlass.Int32, sem="acquire", scope="gpu")
+                    cute.arch.store(flag, cutlass.Int32(0))
+                epi_barrier.arrive_and_wait()
+                cute.arch.fence_acq_rel_gpu()
+                base = slot * slot_elems + group_tidx
+                for i in cutlass.range_constexpr(n_acc):
+                    acc[i] = acc[i] + mWork[base + i * self.epi_threads]
+                nxt = owner_end
+        return finishes
+
     # ------------------------------------------------------------------ producer
     @cute.jit
     def _load_a(self, tma_a, tAgA_k, tAsA_stage, barrier, a_mask):
@@ -354,7 +473,7 @@ class HopperGemmKernel:
 
     @cute.jit
     def _producer(self, ring, tma_a, tma_b, sA, sB, gA, gB, k_tiles, a_mask, b_mask,
-                  cta_layout_mnk, cluster_coord, sched_params):
+                  cta_layout_mnk, cluster_coord, sched_params, geom):
         a_cta_layout = cute.make_layout(cute.slice_(cta_layout_mnk, (0, None, 0)).shape)
         tAsA, tAgA = cute.nvgpu.cpasync.tma_partition(
             tma_a, cluster_coord[1], a_cta_layout, cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2)
@@ -367,10 +486,20 @@ class HopperGemmKernel:
             sched_params, cute.arch.block_idx(), cute.arch.grid_dim()
         )
         work = sched.initial_work_tile_info()
+        it, end = cutlass.Int32(0), cutlass.Int32(0)
+        valid = work.is_valid_tile
+        if cutlass.const_expr(self.plan.stream_k):
+            it, end = self._stream_span(geom, cute.arch.block_idx()[2])
+            valid = it < end
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.plan.stages)
-        while work.is_valid_tile:
-            tile = work.tile_idx
-            l_idx, kt0, kt_count = self._split_range(tile, k_tiles)
+        while valid:
+            if cutlass.const_expr(self.plan.stream_k):
+                tile, kt0, count = self._stream_unit(geom, it, end, cluster_coord)
+                l_idx = tile[2]
+                kt_count = cutlass.max(cutlass.min(count, k_tiles - kt0), 0)
+            else:
+                tile = work.tile_idx
+                l_idx, kt0, kt_count = self._split_range(tile, k_tiles)
             tAgA_t = tAgA[(None, tile[0], None, l_idx)]
             tBgB_t = tBgB[(None, tile[1], None, l_idx)]
             for kt in range(kt_count):
@@ -381,14 +510,19 @@ class HopperGemmKernel:
                           mcast_mask=b_mask)
                 ring.producer_commit(state)
                 state.advance()
-            sched.advance_to_next_work()
-            work = sched.get_current_work()
+            if cutlass.const_expr(self.plan.stream_k):
+                it = it + count
+                valid = it < end
+            else:
+                sched.advance_to_next_work()
+                work = sched.get_current_work()
+                valid = work.is_valid_tile
         ring.producer_tail(state)
 
     # ------------------------------------------------------------------ consumers
     @cute.jit
     def _consumer(self, ring, tiled_mma, sA, sB, k_tiles, storage, d_staged, tma_d, mD_tma, mD, mC, mBias,
-                  mWork, mCount, alpha, beta, tidx, warp_idx, wg_idx, sched_params):
+                  mWork, mCount, alpha, beta, tidx, warp_idx, wg_idx, sched_params, geom, cluster_coord, cta_rank):
         p = self.plan
         consumer_idx = wg_idx - 1
         # Thread index inside the epilogue group, the MMA slice, the group's store warp.
@@ -464,11 +598,21 @@ class HopperGemmKernel:
             read.advance(k_tiles * consumer_idx)
             release.advance(k_tiles * consumer_idx)
 
+        it, end = cutlass.Int32(0), cutlass.Int32(0)
+        valid = work.is_valid_tile
+        if cutlass.const_expr(p.stream_k):
+            it, end = self._stream_span(geom, cute.arch.block_idx()[2])
+            valid = it < end
         tiles_done = cutlass.Int32(0)
-        while work.is_valid_tile:
-            unit = work.tile_idx
-            l_idx, kt0, kt_count = self._split_range(unit, k_tiles)
-            tile = (unit[0], unit[1], l_idx)
+        while valid:
+            if cutlass.const_expr(p.stream_k):
+                tile, kt0, count = self._stream_unit(geom, it, end, cluster_coord)
+                kt_count = cutlass.max(cutlass.min(count, k_tiles - kt0), 0)
+                unit = tile
+            else:
+                unit = work.tile_idx
+                l_idx, kt0, kt_count = self._split_range(unit, k_tiles)
+                tile = (unit[0], unit[1], l_idx)
             # ---- mainloop: WGMMA over the ring, one WGMMA batch in flight
             if cutlass.const_expr(p.pingpong):
                 cute.arch.mbarrier_wait(order + consumer_idx, order_phase)
@@ -516,6 +660,10 @@ class HopperGemmKernel:
                 is_last = True
                 if cutlass.const_expr(p.split_k > 1):
                     is_last = self._reduce_splits(acc, mD, mWork, mCount, unit, group_tidx, epi_barrier)
+                if cutlass.const_expr(p.stream_k):
+                    is_last = self._stream_fixup(
+                        acc, mWork, mCount, it, kt0, count, geom, cta_rank, group_tidx, epi_barrier
+                    )
 
                 if is_last:
                     # ---- epilogue math in registers
@@ -529,11 +677,16 @@ class HopperGemmKernel:
                         self._store_tma(acc, tRS_acc, tRS_chunk, tRS_out, chunk_size, r2s, tRS_sD, sD, gD, tma_d,
                                         tile, tiles_done, group, warp_idx, store_warp, epi_barrier)
                     tiles_done += 1
-            if cutlass.const_expr(p.pingpong):
-                sched.advance_to_next_work(advance_count=2)
+            if cutlass.const_expr(p.stream_k):
+                it = it + count
+                valid = it < end
             else:
-                sched.advance_to_next_work()
-            work = sched.get_current_work()
+                if cutlass.const_expr(p.pingpong):
+                    sched.advance_to_next_work(advance_count=2)
+                else:
+                    sched.advance_to_next_work()
+                work = sched.get_current_work()
+                valid = work.is_valid_tile
 
         if cutlass.const_expr(p.smem_epilogue):
             if warp_idx == store_warp:

@@ -46,6 +46,8 @@ class Plan:
     direct_store: bool
     split_k: int
     split_workspace: bool
+    stream_k: bool
+    """Stream-K (``HopperGemmConfig.stream_k``): a workspace slot and a flag per CTA of the grid."""
     scaled: bool
     """fp8 inputs: the epilogue multiplies the accumulator by two per-tensor scales read from
     global memory (``scale_a * scale_b``; device tensors, so no host synchronisation)."""
@@ -169,6 +171,7 @@ def make_plan(config: HopperGemmConfig, problem: Problem, smem_limit: int = budg
         direct_store=config.store is Store.DIRECT,
         split_k=config.split_k,
         split_workspace=split_workspace(config),
+        stream_k=config.stream_k,
         scaled=problem.a_dtype is DType.E4M3,
         swap_ab=config.swap_ab,
         smem_bytes=smem_bill(config, problem, stages),

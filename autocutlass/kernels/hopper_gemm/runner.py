@@ -41,7 +41,8 @@ class SplitKWorkspace:
     """Split-K scratch of one runner: an fp32 partial-sum buffer and zeroed int32 turnstiles,
     per (device, stream), grown on demand and reused across calls (never allocated per call).
     Serial mode: a tile slot and a turnstile per output tile (the kernel leaves every turnstile
-    at zero when it finishes). Workspace mode: ``S * L * M * N_pad`` partials, no turnstiles."""
+    at zero when it finishes). Workspace mode: ``S * L * M * N_pad`` partials, no turnstiles.
+    Stream-K: a tile slot and a flag per CTA of the grid (flags also left at zero)."""
 
     def __init__(self) -> None:
         self._bufs: dict[tuple[int, int], tuple[Any, Any]] = {}
@@ -140,7 +141,7 @@ class HopperGemmRunner:
         self._cache_dir = cache_dir
         self._fns: dict[int, Any] = {}
         self._clusters: dict[int, int] = {}
-        self._workspace = SplitKWorkspace() if config.split_k > 1 else None
+        self._workspace = SplitKWorkspace() if config.split_k > 1 or config.stream_k else None
         self._slabs = config.split_k > 1 and config.split_mode is SplitMode.WORKSPACE
         self._reduce: dict[int, Any] = {}
         self._transpose: dict[int, Any] = {}
@@ -214,6 +215,13 @@ class HopperGemmRunner:
             slabs = work[: cfg.split_k * l * m * n_pad].view(cfg.split_k, l, m, n_pad)
             fn(a, b, d, c, bias, work, None, scale_a, scale_b, alpha, beta, clusters)  # C, bias: unused here
             self._reduce[d.dim()](slabs, d, c, bias, alpha, beta)
+            return
+        if cfg.stream_k:
+            if m * n * l == 0:
+                return  # no tiles: the kernel's grid would be empty
+            ctas = clusters * cfg.cluster_size  # the grid has at most this many
+            work, count = self._workspace.get(d.device, ctas * cfg.tile_m * cfg.tile_n, ctas)
+            fn(a, b, d, c, bias, work, count, scale_a, scale_b, alpha, beta, clusters)
             return
         # Output tiles padded to whole clusters, as the kernel numbers them.
         tiles = (
