@@ -203,6 +203,12 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
                 c(256, 128, 64), c(256, 128, 64, cluster_m=2, swizzle=4), c(256, 128, 64, cluster_n=2, swizzle=4),
                 c(128, 256, 64), c(128, 256, 64, cluster_n=2), c(128, 128, 64, schedule=pp, cluster_m=2),
             ]
+        if 64 < problem.m <= 128:
+            # 128 tokens: 64x64 tiles in 2x1 clusters (two token halves share each weight tile by
+            # multicast; 128 CTAs) storing straight from registers. The H200 winner on
+            # decode128-down (43.7 us vs cuBLAS 46.1, benchmarks/results/2026-11-22-h200-decode128-probe.txt),
+            # which a 64-trial search does not always sample.
+            guesses.insert(1, c(64, 64, 128, cluster_m=2, store=Store.DIRECT))
         if swap_candidate(problem):
             # The swapped kernel: weight rows on WGMMA's M side, tokens as a narrow tile_n; with
             # the split count that fills whole waves, and with the tokens multicast (cluster_m 2).
