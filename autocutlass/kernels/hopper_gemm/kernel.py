@@ -367,9 +367,9 @@ class HopperGemmKernel:
     # ------------------------------------------------------------------ stream-K
     @cute.jit
     def _stream_geometry(self, tiles_m, tiles_n, tiles_l, k_tiles):
-        """(cluster tiles along M, along N, batches, K iterations per tile, base, extra): the
-        grid's G clusters share ``total`` = tiles x K iterations, cluster g taking ``base + 1``
-        of them if g < ``extra``, else ``base`` (``_stream_span``). K = 0 still counts one
+        """(cluster tiles along M, cluster tiles along N, K iterations per tile, base, extra):
+        the grid's G clusters share ``total`` = cluster tiles (of every batch) x K iterations,
+        cluster g taking ``base + 1`` of them if g < ``extra``, else ``base`` (``_stream_span``). K = 0 still counts one
         iteration per tile (it loads nothing), so that every tile runs its epilogue."""
         ctm = (tiles_m + self.plan.cluster_m - 1) // self.plan.cluster_m
         ctn = (tiles_n + self.plan.cluster_n - 1) // self.plan.cluster_n
