@@ -1,3 +1,5 @@
+# Probe: ncu Speed-of-Light and memory tables of our decode128 and decode64 winners beside cuBLAS
+# (is the decode GEMM DRAM- or L2-bound?). GPU machine: bash benchmarks/probes/ncu_decode.sh
 set -x
 nvidia-smi --query-gpu=name,clocks.sm,power.draw --format=csv
 D128='{"tile_m":64,"tile_n":64,"tile_k":128,"cluster_m":2,"store":"direct"}'
