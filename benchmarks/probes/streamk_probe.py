@@ -17,6 +17,7 @@ import torch
 
 from autocutlass.kernels.hopper_gemm import HopperGemmConfig as C, HopperGemmFamily, check
 from autocutlass.problem import Activation, DType, Epilogue, Major, Problem
+from autocutlass.search.handlers import interleaved_rounds
 from autocutlass.search.timing import time_callable
 from autocutlass.search.verify import make_inputs, reference, torch_baseline, verify
 
@@ -145,11 +146,8 @@ def timing() -> list[dict]:
                 print(f"{name} {cfg.short()} WRONG: {reason}")
                 continue
             sides[cfg.short()] = (lambda r=runner: x.run(r))
-        per: dict[str, list[float]] = {k: [] for k in sides}
-        for rnd in range(ROUNDS):
-            order = list(sides) if rnd % 2 == 0 else list(sides)[::-1]
-            for k in order:
-                per[k].append(time_callable(sides[k], flush_bytes=flush).median_ms)
+        per = dict(zip(sides, interleaved_rounds(
+            [lambda f=f: time_callable(f, flush_bytes=flush).median_ms for f in sides.values()], ROUNDS)))
         t_torch = statistics.median(per["torch"])
         for k, v in per.items():
             ms = statistics.median(v)

@@ -219,13 +219,11 @@ class HopperGemmRunner:
         if cfg.stream_k:
             if m * n * l == 0:
                 return  # no tiles: the kernel's grid would be empty
-            ctas = clusters * cfg.cluster_size  # the grid has at most this many
-            work, count = self._workspace.get(d.device, ctas * cfg.tile_m * cfg.tile_n, ctas)
-            fn(a, b, d, c, bias, work, count, scale_a, scale_b, alpha, beta, clusters)
-            return
-        # Output tiles padded to whole clusters, as the kernel numbers them.
-        tiles = (
-            -(-m // (cfg.tile_m * cfg.cluster_m)) * cfg.cluster_m * -(-n // (cfg.tile_n * cfg.cluster_n)) * cfg.cluster_n * l
-        )
-        work, count = self._workspace.get(d.device, tiles * cfg.tile_m * cfg.tile_n, tiles)
+            slots = clusters * cfg.cluster_size  # one per CTA of the grid (it has at most this many)
+        else:  # one per output tile, tiles padded to whole clusters as the kernel numbers them
+            slots = (
+                -(-m // (cfg.tile_m * cfg.cluster_m)) * cfg.cluster_m * -(-n // (cfg.tile_n * cfg.cluster_n))
+                * cfg.cluster_n * l
+            )
+        work, count = self._workspace.get(d.device, slots * cfg.tile_m * cfg.tile_n, slots)
         fn(a, b, d, c, bias, work, count, scale_a, scale_b, alpha, beta, clusters)
