@@ -19,7 +19,7 @@ from autocutlass.errors import (
     SchemaMismatch,
     UnsupportedProblem,
 )
-from autocutlass.problem import Activation, Problem
+from autocutlass.ops.gemm.problem import Activation, GemmProblem
 from autocutlass.settings import Policy, Settings
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ __all__ = [
     "KernelCompileError",
     "NoGPU",
     "Policy",
-    "Problem",
+    "GemmProblem",
     "SchemaMismatch",
     "Settings",
     "Stats",

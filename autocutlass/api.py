@@ -4,7 +4,7 @@
 Each forwards to the process's default ``Dispatcher`` (made on first use from the
 ``AUTOCUTLASS_*`` environment, see ``autocutlass.settings``), which validates the call, looks
 the problem up, applies the miss policy and launches on the current CUDA stream; see
-``autocutlass.dispatch`` for the hit path's guarantees and ``autocutlass.validate`` for what is
+``autocutlass.dispatch`` for the hit path's guarantees and ``autocutlass.ops.gemm.frontend`` for what is
 served and what falls back to torch.
 """
 
@@ -17,7 +17,7 @@ import torch
 
 from autocutlass import settings as settings_mod
 from autocutlass.dispatch import Dispatcher, Stats, policy
-from autocutlass.problem import Activation
+from autocutlass.ops.gemm.problem import Activation
 
 __all__ = ["gemm", "linear", "matmul", "policy", "reset", "scaled_mm", "stats"]
 

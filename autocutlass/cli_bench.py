@@ -54,7 +54,7 @@ from typing import Any
 from autocutlass import cli_common
 from autocutlass.cli_common import positive_float, positive_int
 from autocutlass.cli_tune import load_cases
-from autocutlass.problem import DType, Major, Problem
+from autocutlass.ops.gemm.problem import DType, Major, GemmProblem
 
 SCHEMA_VERSION = 1
 """Version of the ``bench.json`` layout."""
@@ -118,8 +118,8 @@ def _dims(shape: Sequence[int]) -> str:
     return "(" + ",".join(str(s) for s in shape) + ")"
 
 
-def operand_spec(problem: Problem) -> OperandSpec:
-    """The operands of ``problem`` (the layout of ``autocutlass.search.verify.make_inputs``)."""
+def operand_spec(problem: GemmProblem) -> OperandSpec:
+    """The operands of ``problem`` (the layout of ``autocutlass.ops.gemm.evaluation.make_inputs``)."""
     m, n, k = problem.m, problem.n, problem.k
     batch = (problem.l,) if problem.l > 1 else ()
     a_t = problem.a_major is Major.COL
@@ -136,7 +136,7 @@ def operand_spec(problem: Problem) -> OperandSpec:
     )
 
 
-def skip_reason(problem: Problem) -> str | None:
+def skip_reason(problem: GemmProblem) -> str | None:
     """Why a case cannot be benchmarked against torch.matmul at all, or None."""
     if min(problem.m, problem.n, problem.k, problem.l) == 0:
         return "empty problem (a zero dimension)"
@@ -152,10 +152,10 @@ def skip_reason(problem: Problem) -> str | None:
 
 @dataclass(frozen=True)
 class BenchCase:
-    """One case of the shapes file: its name, Problem and operands."""
+    """One case of the shapes file: its name, GemmProblem and operands."""
 
     name: str
-    problem: Problem
+    problem: GemmProblem
     spec: OperandSpec
 
     @property
@@ -180,7 +180,7 @@ class Roofs:
     tflops_16bit: float = COMPUTE_ROOF_16BIT_TFLOPS
     tflops_tf32: float = COMPUTE_ROOF_16BIT_TFLOPS / 2
 
-    def compute_tflops(self, problem: Problem) -> float:
+    def compute_tflops(self, problem: GemmProblem) -> float:
         dt_ = problem.a_dtype
         if dt_ in (DType.TF32, DType.FP32):
             return self.tflops_tf32
@@ -188,11 +188,11 @@ class Roofs:
             return 2 * self.tflops_16bit
         return self.tflops_16bit
 
-    def ridge(self, problem: Problem) -> float:
+    def ridge(self, problem: GemmProblem) -> float:
         """Arithmetic intensity (flop/byte) at which the compute and bandwidth roofs meet."""
         return self.compute_tflops(problem) / self.bandwidth_tbps
 
-    def attainable_tflops(self, problem: Problem) -> float:
+    def attainable_tflops(self, problem: GemmProblem) -> float:
         """The roofline: min(compute roof, bandwidth roof x intensity)."""
         return min(self.compute_tflops(problem), self.bandwidth_tbps * intensity(problem))
 
@@ -202,12 +202,12 @@ class Roofs:
                 "bandwidth_tbps": self.bandwidth_tbps, "bandwidth_source": self.bandwidth_source}  # fmt: skip
 
 
-def intensity(problem: Problem) -> float:
+def intensity(problem: GemmProblem) -> float:
     """Arithmetic intensity: flops per byte of the fewest bytes the GEMM must move."""
     return problem.flops / problem.min_bytes if problem.min_bytes else math.inf
 
 
-def is_memory_bound(problem: Problem, roofs: Roofs) -> bool:
+def is_memory_bound(problem: GemmProblem, roofs: Roofs) -> bool:
     """True when the problem's intensity is below the ridge point (at the ridge: compute-bound)."""
     return intensity(problem) < roofs.ridge(problem)
 
@@ -733,7 +733,7 @@ def _measure_case(case: BenchCase, vs: Sequence[str], rounds: int, flush_bytes: 
     import autocutlass
     from autocutlass.errors import CantImplement, KernelCompileError, UnsupportedProblem
     from autocutlass.search.timing import time_callable
-    from autocutlass.search.verify import check_output, fp32_matmul_precision, make_inputs, reference
+    from autocutlass.ops.gemm.evaluation import check_output, fp32_matmul_precision, make_inputs, reference
 
     prob = case.problem
     precision = fp32_matmul_precision("tf32") if case.spec.tf32 else contextlib.nullcontext()

@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from autocutlass.problem import DType, Epilogue, Major, Problem
+from autocutlass.ops.gemm.problem import DType, Epilogue, Major, GemmProblem
 
 
 def add_kernels_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
@@ -56,12 +56,12 @@ _OUTPUT_OF = {DType.TF32: DType.FP32, DType.E4M3: DType.BF16}
 """D's dtype for inputs whose own type is not an output type (tf32 writes fp32, fp8 writes bf16)."""
 
 
-def representative_problem(dtype: str = "bf16", layout: str = "nt", shape: str = "8192x8192x8192") -> Problem:
+def representative_problem(dtype: str = "bf16", layout: str = "nt", shape: str = "8192x8192x8192") -> GemmProblem:
     """A problem of the given class (large by default): every config of the family is judged on it."""
     letters = {"n": Major.ROW, "t": Major.COL}
     dt = DType(dtype)
     m, n, k = (int(x) for x in shape.lower().split("x"))
-    return Problem(
+    return GemmProblem(
         m=m, n=n, k=k, a_dtype=dt, b_dtype=dt, d_dtype=_OUTPUT_OF.get(dt, dt),
         a_major=letters[layout[0]], b_major=letters[layout[1]], epilogue=Epilogue(),
     )
@@ -149,7 +149,7 @@ def _compile_job(job: tuple[str, str, dict[str, Any], dict[str, Any]]) -> tuple[
     fam = get_family(family)
     cfg = fam.config_from_dict(cfg_dict)
     try:
-        fam.compile(cfg, Problem.from_dict(prob_dict))
+        fam.compile(cfg, GemmProblem.from_dict(prob_dict))
         return str(cfg), None
     except KernelCompileError as e:
         return str(cfg), str(e)

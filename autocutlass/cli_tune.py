@@ -4,7 +4,7 @@
     autocutlass tune --pending [--trials N] [--timeout S] [--exhaustive]
 
 ``FILE.json`` has the format of the benchmark suite (``{"cases": [{"name", "M", "N", "K", "L"?,
-"dtype", "layout"?}, ...]}``, see ``autocutlass.problem.problem_from_case``). ``--pending`` tunes
+"dtype", "layout"?}, ...]}``, see ``autocutlass.ops.gemm.problem.problem_from_case``). ``--pending`` tunes
 the problems dispatch missed on this GPU that still have no best record. ``--timeout`` is per
 problem. An interrupted run resumes where it stopped (finished trials are in the database).
 
@@ -37,7 +37,7 @@ from autocutlass import cli_common
 from autocutlass.cli_common import positive_float, positive_int
 from autocutlass.kernels import default_family_for, family_names, get_family
 from autocutlass.kernels.base import KernelFamily
-from autocutlass.problem import Problem, problem_from_case
+from autocutlass.ops.gemm.problem import GemmProblem, problem_from_case
 from autocutlass.search.tuner import Evaluator, TuneProgress, TuneResult, tune_problem
 from autocutlass.search.workers import CandidatePipeline
 from autocutlass.settings import current
@@ -48,7 +48,7 @@ class Case:
     """One problem to tune, with the name it is shown under."""
 
     name: str
-    problem: Problem
+    problem: GemmProblem
 
 
 def load_cases(path: str | Path, only: Sequence[str] | None = None) -> list[Case]:
@@ -192,7 +192,7 @@ def _device(ns: argparse.Namespace, evaluators: dict[str, tuple[Any, Evaluator]]
     return HardKey(**reply["hard_key"]), dict(reply["device"])
 
 
-def _family_for(problem: Problem, name: str | None) -> KernelFamily[Any] | str:
+def _family_for(problem: GemmProblem, name: str | None) -> KernelFamily[Any] | str:
     """The family to tune ``problem`` with, or the reason there is none."""
     if name is not None:
         fam = get_family(name)

@@ -10,7 +10,7 @@ shape, dtype and device of the scales and of ``scale_result``, never their value
 and ``use_fast_accum``) indexes
 ``Dispatcher._memo``, a dict of prepared launch closures. A hit is that tuple, one dict lookup,
 the ``as_strided`` views the plan needs, ``torch.empty`` for the output and the runner's launch
-on the current stream. No ``Problem`` is built, nothing synchronises, nothing allocates outside
+on the current stream. No ``GemmProblem`` is built, nothing synchronises, nothing allocates outside
 torch's caching allocator, so a tuned call can be captured in a CUDA graph. Reads of the memo
 take no lock.
 
@@ -21,7 +21,7 @@ kernel reads them on the device, so nothing synchronises. The other ops' runners
 exactly as before, without scale arguments.
 
 **Miss path** (under one re-entrant lock, so concurrent misses neither tune nor compile twice;
-hits in other threads proceed): ``validate.plan`` -> ``Problem`` -> kernel family -> config by
+hits in other threads proceed): ``validate.plan`` -> ``GemmProblem`` -> kernel family -> config by
 policy -> ``family.compile`` -> a closure stored in the memo. Policies (``AUTOCUTLASS_POLICY``,
 overridden per context by ``autocutlass.policy``):
 
@@ -57,12 +57,12 @@ from typing import Any, Protocol
 import torch
 
 from autocutlass import settings as settings_mod
-from autocutlass import validate
+from autocutlass.ops.gemm import frontend as validate
 from autocutlass.device import DeviceInfo, HardKey, current_device
 from autocutlass.errors import CantImplement, DatabaseError, KernelCompileError, UnsupportedProblem
-from autocutlass.problem import Activation, Problem
+from autocutlass.ops.gemm.problem import Activation, GemmProblem
 from autocutlass.settings import Policy, Settings
-from autocutlass.validate import Call, KernelPlan, Op, Unsupported
+from autocutlass.ops.gemm.frontend import Call, KernelPlan, Op, Unsupported
 
 log = logging.getLogger("autocutlass")
 
@@ -95,18 +95,18 @@ class Family(Protocol):
 
     name: str
 
-    def supports(self, problem: Problem) -> str | None: ...
-    def check(self, config: Any, problem: Problem) -> str | None: ...
-    def seeds(self, problem: Problem) -> Sequence[Any]: ...
+    def supports(self, problem: GemmProblem) -> str | None: ...
+    def check(self, config: Any, problem: GemmProblem) -> str | None: ...
+    def seeds(self, problem: GemmProblem) -> Sequence[Any]: ...
     def config_from_dict(self, d: dict[str, Any]) -> Any: ...
-    def compile(self, config: Any, problem: Problem) -> Callable[..., None]: ...
+    def compile(self, config: Any, problem: GemmProblem) -> Callable[..., None]: ...
 
 
 class Store(Protocol):
     """The part of ``db.LayeredStore`` dispatch uses; ``lookup`` may raise ``DatabaseError``."""
 
-    def lookup(self, problem: Problem, hard_key: HardKey) -> Any | None: ...
-    def record_miss(self, problem: Problem, hard_key: HardKey) -> None: ...
+    def lookup(self, problem: GemmProblem, hard_key: HardKey) -> Any | None: ...
+    def record_miss(self, problem: GemmProblem, hard_key: HardKey) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -114,13 +114,13 @@ class Layers:
     """The kernel, database and search layers, as callables."""
 
     get_family: Callable[[str], Family]
-    default_family_for: Callable[[Problem], Family | None]
+    default_family_for: Callable[[GemmProblem], Family | None]
     open_store: Callable[[Settings], tuple[Store, Any]]
     """Returns (the store to look up in, the sink tuning records into). May raise DatabaseError."""
-    tune: Callable[[Problem, Family, Any, HardKey, int, Settings], dict[str, Any] | None]
+    tune: Callable[[GemmProblem, Family, Any, HardKey, int, Settings], dict[str, Any] | None]
     """(problem, family, sink, hard key, device index, settings): tunes ``problem`` now within the
     settings' budgets, records into the sink, returns the winning config dict or None."""
-    why_unsupported: Callable[[Problem], str] = lambda problem: "no family supports it"
+    why_unsupported: Callable[[GemmProblem], str] = lambda problem: "no family supports it"
     """The reason no family serves ``problem`` (asked only when ``default_family_for`` gives None)."""
 
 
@@ -130,7 +130,7 @@ def _real_layers() -> Layers:
 
         return kernels.get_family(name)
 
-    def default_family_for(problem: Problem) -> Family | None:
+    def default_family_for(problem: GemmProblem) -> Family | None:
         from autocutlass import kernels
 
         return kernels.default_family_for(problem)
@@ -142,7 +142,7 @@ def _real_layers() -> Layers:
         return LayeredStore(user, s.shipped_dbs_dir), user
 
     def tune(
-        problem: Problem, family: Family, sink: Any, hard_key: HardKey, device_index: int, s: Settings
+        problem: GemmProblem, family: Family, sink: Any, hard_key: HardKey, device_index: int, s: Settings
     ) -> dict[str, Any] | None:
         from autocutlass.search import tune_problem
 
@@ -152,7 +152,7 @@ def _real_layers() -> Layers:
         )  # fmt: skip
         return result.best_config
 
-    def why_unsupported(problem: Problem) -> str:
+    def why_unsupported(problem: GemmProblem) -> str:
         from autocutlass import kernels
 
         return kernels.unsupported_reason(problem)
@@ -163,10 +163,10 @@ def _real_layers() -> Layers:
 class _NullStore:
     """Stands in for a tuning database that could not be opened: every lookup misses."""
 
-    def lookup(self, problem: Problem, hard_key: HardKey) -> None:
+    def lookup(self, problem: GemmProblem, hard_key: HardKey) -> None:
         return None
 
-    def record_miss(self, problem: Problem, hard_key: HardKey) -> None:
+    def record_miss(self, problem: GemmProblem, hard_key: HardKey) -> None:
         return None
 
 
@@ -433,7 +433,7 @@ class Dispatcher:
             return _scaled_kernel_entry(plan, runner, call), not downgraded
         return _kernel_entry(plan, runner, call), not downgraded
 
-    def _choose(self, problem: Problem, pol: Policy, device_index: int) -> tuple[Family, Any] | str:
+    def _choose(self, problem: GemmProblem, pol: Policy, device_index: int) -> tuple[Family, Any] | str:
         """(family, config) by policy, or the reason no family serves ``problem``."""
         family = self._layers.default_family_for(problem)
         if family is None:
@@ -459,7 +459,7 @@ class Dispatcher:
         return family, self._default_config(family, problem)
 
     # ---- helpers of the miss path ----------------------------------------------------------
-    def _default_config(self, family: Family, problem: Problem) -> Any:
+    def _default_config(self, family: Family, problem: GemmProblem) -> Any:
         seeds = family.seeds(problem)
         if not seeds:
             raise CantImplement(f"{family.name} has no default config for {problem.describe()}")
@@ -474,7 +474,7 @@ class Dispatcher:
                 self._store = (_NullStore(), None)
         return self._store
 
-    def _lookup(self, problem: Problem, hard_key: HardKey) -> Any | None:
+    def _lookup(self, problem: GemmProblem, hard_key: HardKey) -> Any | None:
         store, _ = self._open_store()
         self._n.db_lookups += 1
         try:
@@ -483,7 +483,7 @@ class Dispatcher:
             self._log_once("db", f"tuning database lookup failed, treated as a miss: {e}")
             return None
 
-    def _record_miss(self, problem: Problem, hard_key: HardKey) -> None:
+    def _record_miss(self, problem: GemmProblem, hard_key: HardKey) -> None:
         store, _ = self._open_store()
         try:
             store.record_miss(problem, hard_key)
@@ -491,7 +491,7 @@ class Dispatcher:
         except DatabaseError as e:
             self._log_once("db", f"cannot record a tuning miss: {e}")
 
-    def _from_record(self, rec: Any, problem: Problem) -> tuple[Family, Any] | None:
+    def _from_record(self, rec: Any, problem: GemmProblem) -> tuple[Family, Any] | None:
         """The record's (family, config) if it still serves ``problem``; else None (logged)."""
         try:
             family = self._layers.get_family(rec.family)
@@ -505,7 +505,7 @@ class Dispatcher:
             return None
         return family, config
 
-    def _tune(self, problem: Problem, family: Family, hard_key: HardKey, device_index: int) -> Any | None:
+    def _tune(self, problem: GemmProblem, family: Family, hard_key: HardKey, device_index: int) -> Any | None:
         """The tuned config, or None when tuning found none or could not record (logged)."""
         _, sink = self._open_store()
         if sink is None:
@@ -528,7 +528,7 @@ class Dispatcher:
             raise CantImplement(f"tuning returned a config that fails check: {reason}")
         return config
 
-    def _runner(self, family: Family, config: Any, problem: Problem) -> Callable[..., None]:
+    def _runner(self, family: Family, config: Any, problem: GemmProblem) -> Callable[..., None]:
         key = (family.name, config, problem.kernel_class_key() + f"|l{int(problem.l > 1)}")
         runner = self._runners.get(key)
         if runner is None:

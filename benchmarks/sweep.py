@@ -39,11 +39,11 @@ def _compile_one(args: tuple[dict, dict, int]) -> tuple[str, str | None]:
     from autocutlass.errors import CantImplement, KernelCompileError
     from autocutlass.kernels.hopper_gemm import HopperGemmConfig
     from autocutlass.kernels.hopper_gemm.compile import get_compiled
-    from autocutlass.problem import Problem
+    from autocutlass.ops.gemm.problem import GemmProblem
 
     cfg = HopperGemmConfig.from_dict(args[0])
     try:
-        get_compiled(cfg, Problem.from_dict(args[1]), args[2], CACHE)
+        get_compiled(cfg, GemmProblem.from_dict(args[1]), args[2], CACHE)
         return cfg.short(), None
     except (CantImplement, KernelCompileError) as e:
         return cfg.short(), str(e)[:300]
@@ -77,9 +77,9 @@ def main() -> int:
 
     from autocutlass.device import current_device
     from autocutlass.kernels.hopper_gemm import HopperGemmConfig, HopperGemmFamily, Raster, check
-    from autocutlass.problem import problem_from_case
+    from autocutlass.ops.gemm.problem import problem_from_case
     from autocutlass.search.timing import time_callable
-    from autocutlass.search.verify import make_inputs, reference, verify
+    from autocutlass.ops.gemm.evaluation import make_inputs, reference, verify
 
     dev = current_device()
     flush = 2 * dev.l2_bytes

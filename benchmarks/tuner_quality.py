@@ -46,10 +46,10 @@ def main() -> int:
     from autocutlass.db import TuningStore
     from autocutlass.device import current_device
     from autocutlass.kernels import get_family
-    from autocutlass.problem import problem_from_case
+    from autocutlass.ops.gemm.problem import problem_from_case
     from autocutlass.search import tune_problem
     from autocutlass.search.timing import time_callable
-    from autocutlass.search.verify import make_inputs
+    from autocutlass.ops.gemm.evaluation import make_inputs
     from autocutlass.search.workers import CandidatePipeline
 
     dev = current_device()
@@ -132,11 +132,11 @@ def _tune_new_shape(spec: str, fam, tmp: Path, workers: int) -> dict[str, object
     """One default tuning of an unseen shape with a cold kernel cache, timed end to end (worker
     start-up, compiles, verification, timing, recording)."""
     from autocutlass.db import TuningStore
-    from autocutlass.problem import Major, Problem
+    from autocutlass.ops.gemm.problem import Major, GemmProblem
     from autocutlass.search import tune_problem
 
     m, n, k = (int(x) for x in spec.lower().split("x"))
-    prob = Problem(m=m, n=n, k=k, b_major=Major.COL)
+    prob = GemmProblem(m=m, n=n, k=k, b_major=Major.COL)
     os.environ["AUTOCUTLASS_CACHE_DIR"] = str(tmp / "cold-cache")  # the compile workers inherit it
     t0 = time.time()
     res = tune_problem(prob, fam, TuningStore(tmp / "new-shape.sqlite"), compile_workers=workers, resume=False)

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from autocutlass.device import DeviceInfo, HardKey
 from autocutlass.dispatch import Dispatcher, Layers
 from autocutlass.errors import DatabaseError
-from autocutlass.problem import Activation, DType, Major, Problem
+from autocutlass.ops.gemm.problem import Activation, DType, Major, GemmProblem
 from autocutlass.settings import Policy, Settings
 
 
@@ -37,7 +37,7 @@ class FakeConfig:
 @dataclass
 class Launch:
     config: FakeConfig
-    problem: Problem
+    problem: GemmProblem
     a: torch.Tensor
     b: torch.Tensor
     d: torch.Tensor
@@ -62,7 +62,7 @@ def _act(y: torch.Tensor, act: Activation) -> torch.Tensor:
 class FakeRunner:
     """Asserts what the real runner relies on, then computes D in fp32 with torch."""
 
-    def __init__(self, family: FakeFamily, config: FakeConfig, problem: Problem) -> None:
+    def __init__(self, family: FakeFamily, config: FakeConfig, problem: GemmProblem) -> None:
         self.family, self.config, self.problem = family, config, problem
 
     def __call__(self, a, b, d, *, c=None, bias=None, alpha=1.0, beta=0.0, **scales) -> None:  # noqa: ANN001, ANN003
@@ -106,25 +106,25 @@ class FakeFamily:
 
     def __init__(self) -> None:
         self.launches: list[Launch] = []
-        self.compiled: list[tuple[FakeConfig, Problem]] = []
+        self.compiled: list[tuple[FakeConfig, GemmProblem]] = []
         self.compile_error: Exception | None = None
 
-    def supports(self, problem: Problem) -> str | None:
+    def supports(self, problem: GemmProblem) -> str | None:
         for name in ("align_a", "align_b", "align_d"):
             if getattr(problem, name) < 16:
                 return f"{name}={getattr(problem, name)} < 16"
         return None
 
-    def check(self, config: FakeConfig, problem: Problem) -> str | None:
+    def check(self, config: FakeConfig, problem: GemmProblem) -> str | None:
         return None if config.tile in (64, 128, 256) else f"tile={config.tile} is not 64, 128 or 256"
 
-    def seeds(self, problem: Problem) -> list[FakeConfig]:
+    def seeds(self, problem: GemmProblem) -> list[FakeConfig]:
         return [FakeConfig(128), FakeConfig(64)]
 
     def config_from_dict(self, d: dict[str, Any]) -> FakeConfig:
         return FakeConfig(**d)
 
-    def compile(self, config: FakeConfig, problem: Problem) -> FakeRunner:
+    def compile(self, config: FakeConfig, problem: GemmProblem) -> FakeRunner:
         if self.compile_error is not None:
             raise self.compile_error
         self.compiled.append((config, problem))
@@ -144,18 +144,18 @@ class FakeStore:
 
     records: dict[str, Record] = field(default_factory=dict)
     fallback: Record | None = None
-    lookups: list[Problem] = field(default_factory=list)
-    misses: list[Problem] = field(default_factory=list)
+    lookups: list[GemmProblem] = field(default_factory=list)
+    misses: list[GemmProblem] = field(default_factory=list)
     fail_lookup: bool = False
 
-    def lookup(self, problem: Problem, hard_key: HardKey) -> Record | None:
+    def lookup(self, problem: GemmProblem, hard_key: HardKey) -> Record | None:
         assert hard_key == HARD_KEY
         self.lookups.append(problem)
         if self.fail_lookup:
             raise DatabaseError("fake database is broken")
         return self.records.get(problem.key(), self.fallback)
 
-    def record_miss(self, problem: Problem, hard_key: HardKey) -> None:
+    def record_miss(self, problem: GemmProblem, hard_key: HardKey) -> None:
         self.misses.append(problem)
 
 
@@ -163,7 +163,7 @@ class FakeTuner:
     def __init__(self, result: dict[str, Any] | None = None, delay_s: float = 0.0) -> None:
         self.result = {"tile": 256} if result is None else result
         self.delay_s = delay_s
-        self.calls: list[Problem] = []
+        self.calls: list[GemmProblem] = []
         self.lock = threading.Lock()
 
     def __call__(self, problem, family, sink, hard_key, device_index, settings):  # noqa: ANN001

@@ -13,7 +13,7 @@ from typing import Any
 
 from autocutlass.device import HardKey
 from autocutlass.kernels.base import GemmRunner, KernelFamily
-from autocutlass.problem import Problem
+from autocutlass.ops.gemm.problem import GemmProblem
 from autocutlass.search.space import config_key
 from autocutlass.search.timing import Timing, summarize
 from autocutlass.search.workers import EvalOutcome, FinalsOutcome
@@ -39,19 +39,19 @@ class FakeFamily(KernelFamily[FakeConfig]):
         self._seeds = list(seeds) if seeds is not None else [FakeConfig(32, 2, "a")]
         self.checked: list[FakeConfig] = []
 
-    def supports(self, problem: Problem) -> str | None:
+    def supports(self, problem: GemmProblem) -> str | None:
         return None if problem.k > 0 else "K must be positive"
 
-    def space(self, problem: Problem) -> Sequence[FakeConfig]:
+    def space(self, problem: GemmProblem) -> Sequence[FakeConfig]:
         return [FakeConfig(t, s, m) for t, s, m in itertools.product(self.tiles, self.stages, self.modes)]
 
-    def check(self, config: FakeConfig, problem: Problem) -> str | None:
+    def check(self, config: FakeConfig, problem: GemmProblem) -> str | None:
         self.checked.append(config)
         if config.tile * config.stages > self.smem:
             return f"tile*stages={config.tile * config.stages} exceeds smem {self.smem}"
         return None
 
-    def seeds(self, problem: Problem) -> Sequence[FakeConfig]:
+    def seeds(self, problem: GemmProblem) -> Sequence[FakeConfig]:
         return [s for s in self._seeds if self.check(s, problem) is None]
 
     def config_to_dict(self, config: FakeConfig) -> dict[str, Any]:
@@ -60,7 +60,7 @@ class FakeFamily(KernelFamily[FakeConfig]):
     def config_from_dict(self, d: dict[str, Any]) -> FakeConfig:
         return FakeConfig(**d)
 
-    def compile(self, config: FakeConfig, problem: Problem) -> GemmRunner:
+    def compile(self, config: FakeConfig, problem: GemmProblem) -> GemmRunner:
         raise NotImplementedError
 
     def simplicity(self, config: FakeConfig) -> tuple[int, ...]:
@@ -108,7 +108,7 @@ class FakeEvaluator:
     def in_flight(self) -> int:
         return len(self._queue)
 
-    def submit(self, problem: Problem, key: str, params: dict[str, Any]) -> None:
+    def submit(self, problem: GemmProblem, key: str, params: dict[str, Any]) -> None:
         assert key == config_key(params)
         self.submitted.append(dict(params))
         self._queue.append((key, dict(params)))
@@ -125,10 +125,10 @@ class FakeEvaluator:
                 out.append(EvalOutcome(key, params, "ok", None, timing(s)))
         return out
 
-    def baseline(self, problem: Problem) -> EvalOutcome:
+    def baseline(self, problem: GemmProblem) -> EvalOutcome:
         return EvalOutcome("torch", {}, "ok", None, timing(self.torch_ms))
 
-    def finals(self, problem: Problem, configs: list[dict[str, Any]], rounds: int) -> FinalsOutcome | None:
+    def finals(self, problem: GemmProblem, configs: list[dict[str, Any]], rounds: int) -> FinalsOutcome | None:
         assert not self._queue, "finals while candidates are in flight"
         self.finals_calls.append([dict(c) for c in configs])
         if self.finals_fail:
@@ -168,7 +168,7 @@ class MemorySink:
     records: list[FakeTrialRecord] = field(default_factory=list)
     best: dict[str, tuple[dict[str, Any], float, int | None]] = field(default_factory=dict)
 
-    def record_trial(self, problem: Problem, hard_key: HardKey, family: str, config: Any, state: str,
+    def record_trial(self, problem: GemmProblem, hard_key: HardKey, family: str, config: Any, state: str,
                      reason: str | None = None, median_ms: float | None = None, p20_ms: float | None = None,
                      p80_ms: float | None = None, tflops: float | None = None) -> int:  # fmt: skip
         rid = len(self.records) + 1
@@ -176,15 +176,15 @@ class MemorySink:
                                             p20_ms, p80_ms, problem.key(), hard_key))  # fmt: skip
         return rid
 
-    def record_best(self, problem: Problem, hard_key: HardKey, family: str, config: Any, median_ms: float,
+    def record_best(self, problem: GemmProblem, hard_key: HardKey, family: str, config: Any, median_ms: float,
                     tflops: float, trial_id: int | None = None) -> None:  # fmt: skip
         self.best[problem.key()] = (dict(config), median_ms, trial_id)
 
-    def finished_config_keys(self, problem: Problem, hard_key: HardKey, family: str) -> set[str]:
+    def finished_config_keys(self, problem: GemmProblem, hard_key: HardKey, family: str) -> set[str]:
         return {r.config_key for r in self.records
                 if r.problem_key == problem.key() and r.hard_key == hard_key and r.family == family}  # fmt: skip
 
-    def trials(self, problem: Problem | None = None, hard_key: HardKey | None = None) -> list[FakeTrialRecord]:
+    def trials(self, problem: GemmProblem | None = None, hard_key: HardKey | None = None) -> list[FakeTrialRecord]:
         return [r for r in self.records
                 if (problem is None or r.problem_key == problem.key()) and (hard_key is None or r.hard_key == hard_key)]  # fmt: skip
 

@@ -39,8 +39,8 @@ from autocutlass.cli_bench import (
     write_json,
 )
 from autocutlass.device import gpu_available
-from autocutlass.problem import Major, DType, Problem
-from autocutlass.search.verify import make_inputs
+from autocutlass.ops.gemm.problem import Major, DType, GemmProblem
+from autocutlass.ops.gemm.evaluation import make_inputs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -140,18 +140,18 @@ def test_operand_spec_matches_make_inputs(shapes: Path, name: str) -> None:
 
 
 def test_unbenchmarkable_cases_are_skipped() -> None:
-    fp8 = Problem(64, 64, 64, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16)
+    fp8 = GemmProblem(64, 64, 64, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16)
     assert "torch._scaled_mm" in (BenchCase("fp8", fp8, operand_spec(fp8)).skip or "")  # 'nn': not served
-    fp8_nt = Problem(64, 64, 64, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16, b_major=Major.COL)
+    fp8_nt = GemmProblem(64, 64, 64, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16, b_major=Major.COL)
     assert BenchCase("fp8-nt", fp8_nt, operand_spec(fp8_nt)).skip is None
-    empty = Problem(0, 64, 64)
+    empty = GemmProblem(0, 64, 64)
     assert BenchCase("empty", empty, operand_spec(empty)).skip == "empty problem (a zero dimension)"
-    assert BenchCase("ok", Problem(64, 64, 64), operand_spec(Problem(64, 64, 64))).skip is None
+    assert BenchCase("ok", GemmProblem(64, 64, 64), operand_spec(GemmProblem(64, 64, 64))).skip is None
 
 
 # ---- the ridge ---------------------------------------------------------------------------------
 def test_memory_bound_at_the_ridge() -> None:
-    p = Problem(96, 96, 96)  # bf16: 2*96^3 flops / (3 * 96^2 * 2 bytes) = 32 flop/byte exactly
+    p = GemmProblem(96, 96, 96)  # bf16: 2*96^3 flops / (3 * 96^2 * 2 bytes) = 32 flop/byte exactly
     assert intensity(p) == 32.0
     at = Roofs(bandwidth_tbps=2.0, bandwidth_source="test", tflops_16bit=64.0, tflops_tf32=32.0)
     assert at.ridge(p) == 32.0 and not is_memory_bound(p, at)  # at the ridge: compute-bound
@@ -164,14 +164,14 @@ def test_memory_bound_at_the_ridge() -> None:
 
 def test_suite_classification_with_default_roofs() -> None:
     roofs = Roofs(bandwidth_tbps=4.27, bandwidth_source="test")  # the H200 copy ceiling; 790 / 395
-    decode = Problem(16, 6144, 4096, b_major="col")
-    square = Problem(8192, 8192, 8192)
-    tf32 = Problem(512, 512, 512, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32)
+    decode = GemmProblem(16, 6144, 4096, b_major="col")
+    square = GemmProblem(8192, 8192, 8192)
+    tf32 = GemmProblem(512, 512, 512, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32)
     assert is_memory_bound(decode, roofs) and not is_memory_bound(square, roofs)
     assert roofs.compute_tflops(tf32) == 395.0 and roofs.ridge(tf32) == pytest.approx(395.0 / 4.27)
     assert intensity(tf32) == pytest.approx(2 * 512**3 / (3 * 512 * 512 * 4))  # 85.3 < 395 / 4.27 = 92.5
     assert is_memory_bound(tf32, roofs)
-    assert not is_memory_bound(Problem(1024, 1024, 1024, a_dtype=DType.TF32, b_dtype=DType.TF32,
+    assert not is_memory_bound(GemmProblem(1024, 1024, 1024, a_dtype=DType.TF32, b_dtype=DType.TF32,
                                        d_dtype=DType.FP32), roofs)  # 170.7 flop/byte
 
 
@@ -208,7 +208,7 @@ DELTA = {"memo_hits": 0, "memo_misses": 1, "db_lookups": 1, "db_hits": 1, "misse
 
 
 def _case(name: str, m: int, n: int, k: int, dtype: str = "bf16", layout: str = "nt") -> BenchCase:
-    from autocutlass.problem import problem_from_case
+    from autocutlass.ops.gemm.problem import problem_from_case
 
     p = problem_from_case({"name": name, "M": m, "N": n, "K": k, "dtype": dtype, "layout": layout})
     return BenchCase(name, p, operand_spec(p))
@@ -218,7 +218,7 @@ def synthetic_rows() -> list[dict[str, Any]]:
     big, decode, odd, wrong = _case("big", 8192, 8192, 8192), _case("decode", 16, 6144, 4096), \
         _case("odd", 2000, 3000, 1000), _case("wrong", 256, 256, 256)  # fmt: skip
     tf32 = _case("tf32", 4096, 4096, 4096, "fp32", "nn")
-    fp8_problem = Problem(64, 64, 64, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16)
+    fp8_problem = GemmProblem(64, 64, 64, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16)
     return [
         case_row(big, ROOFS, Measured("db", DELTA, 0.05, True, rounds_ms={
             "autocutlass": [1.5, 1.4, 1.45], "torch": [1.5, 1.54, 1.5], "compile": [1.6, 1.6, 1.6]})),

@@ -40,7 +40,7 @@ def test_compile_with_an_unknown_filter_field_exits_2(capsys: pytest.CaptureFixt
 
 def test_representative_problem_output_dtypes() -> None:
     from autocutlass.cli_kernels import representative_problem
-    from autocutlass.problem import DType, Major
+    from autocutlass.ops.gemm.problem import DType, Major
 
     assert representative_problem("e4m3", "nt").d_dtype is DType.BF16
     assert representative_problem("tf32", "nn").d_dtype is DType.FP32

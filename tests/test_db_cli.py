@@ -11,12 +11,12 @@ import pytest
 from autocutlass.cli_db import add_db_parser, info_db_lines
 from autocutlass.db import SCHEMA_VERSION, TuningStore, release
 from autocutlass.device import HardKey
-from autocutlass.problem import Problem
+from autocutlass.ops.gemm.problem import GemmProblem
 from autocutlass.settings import Settings
 
 H100 = HardKey("NVIDIA H100 80GB HBM3", "9.0", 132, "4.8.1", "k0", 1)
 H200 = HardKey("NVIDIA H200", "9.0", 132, "4.8.1", "k0", 1)
-P1, P2 = Problem(m=128, n=4096, k=4096), Problem(m=8192, n=1024, k=512)
+P1, P2 = GemmProblem(m=128, n=4096, k=4096), GemmProblem(m=8192, n=1024, k=512)
 
 
 def main(argv: list[str]) -> int:

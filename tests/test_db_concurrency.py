@@ -18,14 +18,14 @@ from sqlalchemy import create_engine, select
 from autocutlass.db import TuningStore, release
 from autocutlass.db.models import Base, Miss
 from autocutlass.device import HardKey
-from autocutlass.problem import Problem
+from autocutlass.ops.gemm.problem import GemmProblem
 
 PG_ENV = "AUTOCUTLASS_TEST_PG_URL"
 WORKERS = 4
 TRIALS_EACH = 50
 
 HK = HardKey("NVIDIA H100 80GB HBM3", cc="9.0", sm_count=132, dsl_version="4.8.1", kernel_hash="k0", protocol_version=1)
-SHARED = Problem(m=512, n=4096, k=4096)
+SHARED = GemmProblem(m=512, n=4096, k=4096)
 
 
 def _worker(url: str, worker: int, start: Any, results: Any) -> None:
@@ -34,7 +34,7 @@ def _worker(url: str, worker: int, start: Any, results: Any) -> None:
         store = TuningStore(url)
         start.wait(60)
         for i in range(TRIALS_EACH):
-            own = Problem(m=16 * (1 + i % 5), n=1024 * (1 + worker), k=4096)
+            own = GemmProblem(m=16 * (1 + i % 5), n=1024 * (1 + worker), k=4096)
             ms = 1.0 + worker + i / 100
             tid = store.record_trial(SHARED, HK, "f", {"worker": worker, "i": i}, "ok", median_ms=ms)
             store.record_trial(own, HK, "f", {"i": i}, "cant_implement", reason="r")

@@ -16,16 +16,16 @@ from autocutlass.db import MIGRATIONS, SCHEMA_VERSION, TuningStore, release, upg
 from autocutlass.db import engine as eng
 from autocutlass.device import HardKey
 from autocutlass.errors import DatabaseError, SchemaMismatch
-from autocutlass.problem import Problem
+from autocutlass.ops.gemm.problem import GemmProblem
 
 HK = HardKey("NVIDIA H100 80GB HBM3", cc="9.0", sm_count=132, dsl_version="4.8.1", kernel_hash="k0", protocol_version=1)
-P = Problem(m=256, n=4096, k=4096)
+P = GemmProblem(m=256, n=4096, k=4096)
 
 
 def _good_db(path: Path, rows: int = 200) -> bytes:
     store = TuningStore(path)
     for i in range(rows):
-        store.record_trial(Problem(m=i + 1, n=4096, k=4096), HK, "f", {"pad": "x" * 200, "i": i}, "ok", median_ms=1.0)
+        store.record_trial(GemmProblem(m=i + 1, n=4096, k=4096), HK, "f", {"pad": "x" * 200, "i": i}, "ok", median_ms=1.0)
     store.record_best(P, HK, "f", {"i": 0}, 1.0, 1.0)
     release(path)
     for side in ("-wal", "-shm"):

@@ -9,7 +9,7 @@ import pytest
 
 from autocutlass.db import LayeredStore, TuningStore, export
 from autocutlass.device import HardKey
-from autocutlass.problem import Problem
+from autocutlass.ops.gemm.problem import GemmProblem
 
 
 def hk(gpu: str = "NVIDIA H100 80GB HBM3") -> HardKey:
@@ -17,10 +17,10 @@ def hk(gpu: str = "NVIDIA H100 80GB HBM3") -> HardKey:
 
 
 H100, H200 = hk(), hk("NVIDIA H200")
-P = Problem(m=256, n=4096, k=4096)
+P = GemmProblem(m=256, n=4096, k=4096)
 
 
-def _shipped(tmp_path: Path, name: str, records: list[tuple[Problem, HardKey, str]]) -> Path:
+def _shipped(tmp_path: Path, name: str, records: list[tuple[GemmProblem, HardKey, str]]) -> Path:
     """A shipped directory entry made the way releases make them: tune into a DB, export it."""
     work = TuningStore(tmp_path / f"work-{name}.sqlite")
     for problem, key, tag in records:
@@ -39,24 +39,24 @@ def test_corrupt_user_db_still_finds_shipped_records(tmp_path: Path, caplog: pyt
         for _ in range(3):
             rec = layered.lookup(P, H100)
             assert rec is not None and rec.config == {"from": "shipped"} and rec.origin == str(shipped)
-        assert layered.lookup(Problem(m=256, n=8192, k=4096), H100) is None
+        assert layered.lookup(GemmProblem(m=256, n=8192, k=4096), H100) is None
         layered.record_miss(P, H100)  # best effort: reported, not raised
     reports = [r for r in caplog.records if str(user_path) in r.getMessage()]
     assert len(reports) == 1  # reported once
 
 
 def test_user_db_first_then_shipped(tmp_path: Path) -> None:
-    shipped = _shipped(tmp_path, "h100", [(P, H100, "shipped"), (Problem(m=64, n=4096, k=4096), H100, "shipped64")])
+    shipped = _shipped(tmp_path, "h100", [(P, H100, "shipped"), (GemmProblem(m=64, n=4096, k=4096), H100, "shipped64")])
     user = TuningStore(tmp_path / "user.sqlite")
     layered = LayeredStore(user, shipped.parent)
     assert layered.lookup(P, H100).config == {"from": "shipped"}  # type: ignore[union-attr]
     user.record_best(P, H100, "f", {"from": "user"}, 2.0, 1.0)
     assert layered.lookup(P, H100).config == {"from": "user"}  # type: ignore[union-attr]
     # The user's approximate record loses to a shipped exact one.
-    rec = layered.lookup(Problem(m=64, n=4096, k=4096), H100)
+    rec = layered.lookup(GemmProblem(m=64, n=4096, k=4096), H100)
     assert rec is not None and rec.source == "exact" and rec.config == {"from": "shipped64"}
     # Neither has M=32's bucket: the nearest tuned M (64, shipped) wins over 256 (user).
-    rec = layered.lookup(Problem(m=32, n=4096, k=4096), H100)
+    rec = layered.lookup(GemmProblem(m=32, n=4096, k=4096), H100)
     assert rec is not None and rec.source == "nearest_m" and rec.problem.m == 64
 
 
@@ -73,8 +73,8 @@ def test_shipped_dbs_are_never_written(tmp_path: Path) -> None:
     user = TuningStore(tmp_path / "user.sqlite")
     layered = LayeredStore(user, shipped.parent)
     layered.lookup(P, H100)
-    layered.record_miss(Problem(m=17, n=4096, k=4096), H100)
-    assert user.pending_misses(H100) == [Problem(m=17, n=4096, k=4096)]
+    layered.record_miss(GemmProblem(m=17, n=4096, k=4096), H100)
+    assert user.pending_misses(H100) == [GemmProblem(m=17, n=4096, k=4096)]
     assert shipped.read_bytes() == before
     assert sorted(p.name for p in shipped.parent.iterdir()) == ["h100.sqlite"]  # no -wal/-shm/-journal
 

@@ -19,7 +19,7 @@ from sqlalchemy import create_engine
 from autocutlass.db import SCHEMA_VERSION, BestRecord, TrialState, TuningStore, config_key, release
 from autocutlass.db.models import Base
 from autocutlass.device import HardKey
-from autocutlass.problem import DType, Major, Problem
+from autocutlass.ops.gemm.problem import DType, Major, GemmProblem
 
 PG_ENV = "AUTOCUTLASS_TEST_PG_URL"
 
@@ -28,8 +28,8 @@ def hk(gpu: str = "NVIDIA H100 80GB HBM3", kernel_hash: str = "k0") -> HardKey:
     return HardKey(gpu, cc="9.0", sm_count=132, dsl_version="4.8.1", kernel_hash=kernel_hash, protocol_version=1)
 
 
-def prob(m: int, n: int = 4096, k: int = 4096) -> Problem:
-    return Problem(m=m, n=n, k=k)
+def prob(m: int, n: int = 4096, k: int = 4096) -> GemmProblem:
+    return GemmProblem(m=m, n=n, k=k)
 
 
 def reset_pg(url: str) -> None:
@@ -139,8 +139,8 @@ def test_lookup_order_exact_bucket_nearest_none(store: TuningStore) -> None:
     assert found(1 << 20) == ("nearest_m", 4096)
     assert found(1) == ("nearest_m", 100)
     assert found(100, n=8192) is None  # another family
-    assert store.lookup(Problem(m=100, n=4096, k=4096, b_major=Major.COL), key) is None
-    assert store.lookup(Problem(m=100, n=4096, k=4096, a_dtype=DType.FP16, b_dtype=DType.FP16), key) is None
+    assert store.lookup(GemmProblem(m=100, n=4096, k=4096, b_major=Major.COL), key) is None
+    assert store.lookup(GemmProblem(m=100, n=4096, k=4096, a_dtype=DType.FP16, b_dtype=DType.FP16), key) is None
 
 
 def test_lookup_nearest_ties_go_to_larger_m(store: TuningStore) -> None:

@@ -12,7 +12,7 @@ import pytest
 from autocutlass.db import TuningStore, export, import_, merge
 from autocutlass.device import HardKey
 from autocutlass.errors import DatabaseError, SchemaMismatch
-from autocutlass.problem import Problem
+from autocutlass.ops.gemm.problem import GemmProblem
 
 
 def hk(kernel_hash: str = "k0", gpu: str = "NVIDIA H100 80GB HBM3") -> HardKey:
@@ -20,7 +20,7 @@ def hk(kernel_hash: str = "k0", gpu: str = "NVIDIA H100 80GB HBM3") -> HardKey:
 
 
 A_KEY, B_KEY = hk(), hk("k1")
-P1, P2 = Problem(m=128, n=4096, k=4096), Problem(m=8192, n=1024, k=512)
+P1, P2 = GemmProblem(m=128, n=4096, k=4096), GemmProblem(m=8192, n=1024, k=512)
 
 
 def _content(store: TuningStore) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
@@ -44,7 +44,7 @@ def _populated(path: Path) -> TuningStore:
     store.record_trial(P2, B_KEY, "g", {"tile": 64}, "ok", median_ms=0.2, tflops=40.0)
     store.record_best(P1, A_KEY, "f", {"tile": 128}, 1.5, 90.0, trial_id=t)
     store.record_best(P2, B_KEY, "g", {"tile": 64}, 0.2, 40.0)
-    store.record_miss(Problem(m=3, n=4096, k=4096), A_KEY)
+    store.record_miss(GemmProblem(m=3, n=4096, k=4096), A_KEY)
     store.record_device(A_KEY, {"l2_bytes": 50 << 20})
     return store
 
@@ -67,7 +67,7 @@ def test_export_import_round_trip(tmp_path: Path, suffix: str) -> None:
     stats = import_(dst, out)
     assert (stats.trials_added, stats.trials_present, stats.bests_written) == (3, 0, 2)
     assert _content(dst) == _content(src)
-    assert dst.pending_misses(A_KEY) == [Problem(m=3, n=4096, k=4096)]
+    assert dst.pending_misses(A_KEY) == [GemmProblem(m=3, n=4096, k=4096)]
     again = import_(dst, out)  # idempotent
     assert (again.trials_added, again.trials_present, again.bests_written) == (0, 3, 0)
     assert _content(dst) == _content(src)

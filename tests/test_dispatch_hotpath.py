@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from _dispatch_fakes import make_rig
-from autocutlass import validate
+from autocutlass.ops.gemm import frontend as validate
 from autocutlass.settings import Policy
 
 BF = torch.bfloat16

@@ -168,8 +168,8 @@ def test_empty_and_k0_run_in_torch(rig) -> None:  # noqa: ANN001
 def test_weight_view_cache_follows_new_storage() -> None:
     """Assigning new storage to the same weight object (param.data = ...) is seen by the next call."""
     from autocutlass.dispatch import _kernel_entry
-    from autocutlass.problem import Problem
-    from autocutlass.validate import Call, KernelPlan, Op, View
+    from autocutlass.ops.gemm.problem import GemmProblem
+    from autocutlass.ops.gemm.frontend import Call, KernelPlan, Op, View
 
     seen: list[int] = []
 
@@ -177,7 +177,7 @@ def test_weight_view_cache_follows_new_storage() -> None:
         seen.append(b.data_ptr())
 
     w = torch.zeros(8, 16)
-    plan = KernelPlan(problem=Problem(m=4, n=8, k=16), a=None, b=View((16, 8), (1, 16)), c=None, d=None,
+    plan = KernelPlan(problem=GemmProblem(m=4, n=8, k=16), a=None, b=View((16, 8), (1, 16)), c=None, d=None,
                       out_shape=(4, 8), out_dtype=torch.float32, device_index=-1, spans=(0, 0, 0, 0))
     entry = _kernel_entry(plan, runner, Call(Op.LINEAR, torch.zeros(4, 16), w))
     x = torch.zeros(4, 16)

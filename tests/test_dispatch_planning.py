@@ -1,4 +1,4 @@
-"""validate.plan: which calls become which Problem (layouts, alignment, folding, buckets), which
+"""validate.plan: which calls become which GemmProblem (layouts, alignment, folding, buckets), which
 fall back and why, and which raise. CPU tensors stand in for GPU ones through the Context seam."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from _dispatch_fakes import device_info
-from autocutlass.problem import Activation, DType, Major
-from autocutlass.validate import Call, Context, KernelPlan, Op, Unsupported, plan
+from autocutlass.ops.gemm.problem import Activation, DType, Major
+from autocutlass.ops.gemm.frontend import Call, Context, KernelPlan, Op, Unsupported, plan
 
 BF = torch.bfloat16
 
@@ -160,7 +160,7 @@ def test_gemm_broadcast_or_column_major_c_falls_back() -> None:
 def test_m_bucket_of_planned_problem(m: int, bucket: int) -> None:
     pr = kernel(Call(Op.LINEAR, t(m, 64), t(96, 64))).problem
     assert pr.m == m and pr.bucket().m == bucket
-    assert pr.family_key() == kernel(Call(Op.LINEAR, t(1000, 64), t(96, 64))).problem.family_key()
+    assert pr.neighbour_key() == kernel(Call(Op.LINEAR, t(1000, 64), t(96, 64))).problem.neighbour_key()
 
 
 # ---- unsupported -----------------------------------------------------------------------------

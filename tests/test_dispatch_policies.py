@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from _dispatch_fakes import FakeConfig, FakeStore, FakeTuner, Record, make_rig
-from autocutlass import validate
+from autocutlass.ops.gemm import frontend as validate
 from autocutlass.dispatch import POLICY_OVERRIDE, policy
 from autocutlass.errors import CantImplement, KernelCompileError, UnsupportedProblem
 from autocutlass.settings import Policy

@@ -1,5 +1,5 @@
 """``scaled_mm`` (fp8 e4m3, per-tensor scales) on CPU: the errors it raises (only where torch._scaled_mm
-rejects the call), what falls back to torch and why (every other call torch accepts), the ``Problem``
+rejects the call), what falls back to torch and why (every other call torch accepts), the ``GemmProblem``
 a served call becomes, how the scales reach the runner (and that the other ops'
 runners never see scale arguments), the memo, and torch's fallback. CPU fp8 tensors stand in for
 GPU ones through the Context/``on_gpu`` seams; torch._scaled_mm runs on CPU in this torch."""
@@ -19,9 +19,9 @@ from _dispatch_fakes import device_info, make_rig
 from autocutlass import dispatch, validate
 from autocutlass.dispatch import policy
 from autocutlass.errors import UnsupportedProblem
-from autocutlass.problem import Activation, DType, Epilogue, Major
+from autocutlass.ops.gemm.problem import Activation, DType, Epilogue, Major
 from autocutlass.settings import Policy
-from autocutlass.validate import Call, Context, KernelPlan, Op, Unsupported, plan
+from autocutlass.ops.gemm.frontend import Call, Context, KernelPlan, Op, Unsupported, plan
 
 F8 = torch.float8_e4m3fn
 E5M2 = torch.float8_e5m2
@@ -91,7 +91,7 @@ def no_host_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         yield
 
 
-# ---- the Problem of a served call ------------------------------------------------------------
+# ---- the GemmProblem of a served call ------------------------------------------------------------
 @pytest.mark.parametrize(
     ("out_dtype", "d_dtype"), [(BF, DType.BF16), (torch.float16, DType.FP16), (torch.float32, DType.FP32)]
 )
@@ -492,7 +492,7 @@ def test_entry_switches_to_the_operands_device(monkeypatch: pytest.MonkeyPatch) 
 def test_use_fast_accum_false_runs_torch_with_it(rig, monkeypatch) -> None:  # noqa: ANN001
     """torch's default (use_fast_accum=False: cuBLAS promotes partial sums to fp32) is not what the
     kernel does (WGMMA accumulates across all of K), so it is served by torch, with the flag."""
-    from autocutlass.validate import FAST_ACCUM_ONLY
+    from autocutlass.ops.gemm.frontend import FAST_ACCUM_ONLY
 
     a, b = f8(32, 64), wt(48, 64)
     assert unsupported(scaled(a, b, fast_accum=False)) == FAST_ACCUM_ONLY

@@ -6,136 +6,136 @@ from __future__ import annotations
 import pytest
 
 from autocutlass.kernels.hopper_gemm import HopperGemmConfig as C, HopperGemmFamily, check
-from autocutlass.problem import Activation, DType, Epilogue, Major, Problem
+from autocutlass.ops.gemm.problem import Activation, DType, Epilogue, Major, GemmProblem
 
 pytestmark = pytest.mark.gpu
 
 R, T = Major.ROW, Major.COL
 CASES = [
     # every layout, residues in M, N and K (N and K not multiples of the tile)
-    (C(128, 128, 64), Problem(m=257, n=392, k=200, a_major=R, b_major=R)),
-    (C(128, 128, 64), Problem(m=257, n=392, k=200, a_major=R, b_major=T)),
-    (C(128, 128, 64), Problem(m=264, n=392, k=200, a_major=T, b_major=R)),
-    (C(128, 128, 64), Problem(m=264, n=392, k=200, a_major=T, b_major=T)),
-    (C(64, 64, 64), Problem(m=1, n=4096, k=1000, b_major=T)),
-    (C(64, 128, 128), Problem(m=7, n=264, k=136, b_major=T)),
+    (C(128, 128, 64), GemmProblem(m=257, n=392, k=200, a_major=R, b_major=R)),
+    (C(128, 128, 64), GemmProblem(m=257, n=392, k=200, a_major=R, b_major=T)),
+    (C(128, 128, 64), GemmProblem(m=264, n=392, k=200, a_major=T, b_major=R)),
+    (C(128, 128, 64), GemmProblem(m=264, n=392, k=200, a_major=T, b_major=T)),
+    (C(64, 64, 64), GemmProblem(m=1, n=4096, k=1000, b_major=T)),
+    (C(64, 128, 128), GemmProblem(m=7, n=264, k=136, b_major=T)),
     # tile_m 256 / two consumers, tile_n values, tile_k 128
-    (C(256, 128, 64), Problem(m=700, n=640, k=384)),
-    (C(128, 96, 64), Problem(m=300, n=416, k=96)),
-    (C(128, 160, 128), Problem(m=300, n=480, k=520, b_major=T)),
-    (C(128, 208, 64), Problem(m=300, n=416, k=96, l=3, b_major=T)),
-    (C(128, 224, 64), Problem(m=129, n=448, k=64)),
-    (C(128, 192, 128), Problem(m=512, n=960, k=1024, l=4, a_major=T)),
+    (C(256, 128, 64), GemmProblem(m=700, n=640, k=384)),
+    (C(128, 96, 64), GemmProblem(m=300, n=416, k=96)),
+    (C(128, 160, 128), GemmProblem(m=300, n=480, k=520, b_major=T)),
+    (C(128, 208, 64), GemmProblem(m=300, n=416, k=96, l=3, b_major=T)),
+    (C(128, 224, 64), GemmProblem(m=129, n=448, k=64)),
+    (C(128, 192, 128), GemmProblem(m=512, n=960, k=1024, l=4, a_major=T)),
     # clusters (multicast), explicit stages
-    (C(128, 256, 64, cluster_m=2), Problem(m=1000, n=1000, k=1000, b_major=T)),
-    (C(128, 128, 64, cluster_n=2), Problem(m=1000, n=1000, k=1000)),
-    (C(128, 128, 64, cluster_m=2, cluster_n=2, stages=3), Problem(m=1496, n=1496, k=800)),
+    (C(128, 256, 64, cluster_m=2), GemmProblem(m=1000, n=1000, k=1000, b_major=T)),
+    (C(128, 128, 64, cluster_n=2), GemmProblem(m=1000, n=1000, k=1000)),
+    (C(128, 128, 64, cluster_m=2, cluster_n=2, stages=3), GemmProblem(m=1496, n=1496, k=800)),
     # schedules, raster order, swizzle, stores
-    (C(128, 128, 64, schedule="pingpong"), Problem(m=2048, n=2048, k=1024, b_major=T)),
-    (C(64, 256, 64, schedule="pingpong", raster="along_n", swizzle=2), Problem(m=777, n=1024, k=1024)),
-    (C(128, 256, 64, raster="along_n", swizzle=8), Problem(m=2048, n=2048, k=512, b_major=T)),
-    (C(128, 256, 64, swizzle=4, store="direct"), Problem(m=1000, n=1000, k=1000, a_major=T)),
-    (C(128, 128, 64, schedule="pingpong", store="direct"), Problem(m=1024, n=1000, k=520)),
+    (C(128, 128, 64, schedule="pingpong"), GemmProblem(m=2048, n=2048, k=1024, b_major=T)),
+    (C(64, 256, 64, schedule="pingpong", raster="along_n", swizzle=2), GemmProblem(m=777, n=1024, k=1024)),
+    (C(128, 256, 64, raster="along_n", swizzle=8), GemmProblem(m=2048, n=2048, k=512, b_major=T)),
+    (C(128, 256, 64, swizzle=4, store="direct"), GemmProblem(m=1000, n=1000, k=1000, a_major=T)),
+    (C(128, 128, 64, schedule="pingpong", store="direct"), GemmProblem(m=1024, n=1000, k=520)),
     # dtypes and epilogues
-    (C(128, 128, 64), Problem(m=512, n=512, k=512, a_dtype=DType.FP16, b_dtype=DType.FP16, d_dtype=DType.FP16)),
-    (C(128, 128, 64), Problem(m=500, n=512, k=512, d_dtype=DType.FP32, c_dtype=DType.FP32,
+    (C(128, 128, 64), GemmProblem(m=512, n=512, k=512, a_dtype=DType.FP16, b_dtype=DType.FP16, d_dtype=DType.FP16)),
+    (C(128, 128, 64), GemmProblem(m=500, n=512, k=512, d_dtype=DType.FP32, c_dtype=DType.FP32,
                               epilogue=Epilogue(with_c=True))),
-    (C(64, 128, 64), Problem(m=500, n=520, k=512, c_dtype=DType.BF16,
+    (C(64, 128, 64), GemmProblem(m=500, n=520, k=512, c_dtype=DType.BF16,
                              epilogue=Epilogue(with_c=True, bias=True, activation=Activation.GELU))),
-    (C(128, 128, 64, store="direct"), Problem(m=64, n=512, k=512, b_major=T,
+    (C(128, 128, 64, store="direct"), GemmProblem(m=64, n=512, k=512, b_major=T,
                                               epilogue=Epilogue(bias=True, activation=Activation.SILU))),
-    (C(128, 128, 64), Problem(m=100, n=512, k=256, epilogue=Epilogue(bias=True, activation=Activation.RELU))),
-    (C(128, 128, 64), Problem(m=100, n=512, k=256, epilogue=Epilogue(activation=Activation.GELU_TANH))),
+    (C(128, 128, 64), GemmProblem(m=100, n=512, k=256, epilogue=Epilogue(bias=True, activation=Activation.RELU))),
+    (C(128, 128, 64), GemmProblem(m=100, n=512, k=256, epilogue=Epilogue(activation=Activation.GELU_TANH))),
     # serial split-K: uneven splits, empty splits (K = 64 in 4 splits), batched, clusters, epilogues
-    (C(64, 128, 64, split_k=4), Problem(m=16, n=6144, k=4096, b_major=T)),
-    (C(128, 128, 64, split_k=3), Problem(m=257, n=392, k=1000)),
-    (C(64, 64, 64, split_k=4), Problem(m=30, n=200, k=64, b_major=T)),
-    (C(128, 96, 128, split_k=2, cluster_n=2), Problem(m=300, n=480, k=2056, l=3)),
-    (C(64, 128, 128, split_k=8, store="direct"), Problem(m=128, n=4096, k=14336, b_major=T,
+    (C(64, 128, 64, split_k=4), GemmProblem(m=16, n=6144, k=4096, b_major=T)),
+    (C(128, 128, 64, split_k=3), GemmProblem(m=257, n=392, k=1000)),
+    (C(64, 64, 64, split_k=4), GemmProblem(m=30, n=200, k=64, b_major=T)),
+    (C(128, 96, 128, split_k=2, cluster_n=2), GemmProblem(m=300, n=480, k=2056, l=3)),
+    (C(64, 128, 128, split_k=8, store="direct"), GemmProblem(m=128, n=4096, k=14336, b_major=T,
                                                          epilogue=Epilogue(bias=True, activation=Activation.SILU))),
-    (C(128, 256, 64, split_k=2, cluster_m=2), Problem(m=500, n=512, k=2048, d_dtype=DType.FP32, c_dtype=DType.FP32,
+    (C(128, 256, 64, split_k=2, cluster_m=2), GemmProblem(m=500, n=512, k=2048, d_dtype=DType.FP32, c_dtype=DType.FP32,
                                                       epilogue=Epilogue(with_c=True))),
     # workspace split-K (partials in slabs, then the reduce kernel): residues, batched, clusters, epilogues
-    (C(64, 128, 128, split_k=4, split_mode="workspace"), Problem(m=16, n=6144, k=4096, b_major=T)),
-    (C(128, 128, 64, split_k=3, split_mode="workspace"), Problem(m=257, n=392, k=1000)),
-    (C(64, 64, 64, split_k=4, split_mode="workspace"), Problem(m=30, n=200, k=64, b_major=T)),
-    (C(128, 96, 128, split_k=2, cluster_n=2, split_mode="workspace"), Problem(m=300, n=480, k=2056, l=3)),
-    (C(64, 128, 128, split_k=8, split_mode="workspace"), Problem(
+    (C(64, 128, 128, split_k=4, split_mode="workspace"), GemmProblem(m=16, n=6144, k=4096, b_major=T)),
+    (C(128, 128, 64, split_k=3, split_mode="workspace"), GemmProblem(m=257, n=392, k=1000)),
+    (C(64, 64, 64, split_k=4, split_mode="workspace"), GemmProblem(m=30, n=200, k=64, b_major=T)),
+    (C(128, 96, 128, split_k=2, cluster_n=2, split_mode="workspace"), GemmProblem(m=300, n=480, k=2056, l=3)),
+    (C(64, 128, 128, split_k=8, split_mode="workspace"), GemmProblem(
         m=128, n=4096, k=14336, b_major=T, c_dtype=DType.BF16,
         epilogue=Epilogue(with_c=True, bias=True, activation=Activation.GELU_TANH))),
-    (C(128, 256, 64, split_k=2, cluster_m=2, split_mode="workspace"), Problem(
+    (C(128, 256, 64, split_k=2, cluster_m=2, split_mode="workspace"), GemmProblem(
         m=500, n=516, k=2048, b_major=T, d_dtype=DType.FP32, c_dtype=DType.FP32, epilogue=Epilogue(with_c=True))),
     # swap_ab (D^T = B^T A^T, D written column-major): narrow tiles, residues, every layout,
     # batched, clusters, ping-pong, direct store, serial split-K, C / bias (along D's columns) / activation
-    (C(128, 16, 128, swap_ab=True), Problem(m=16, n=6144, k=4096, b_major=T)),
-    (C(64, 16, 128, swap_ab=True, split_k=11), Problem(m=13, n=6144, k=4096, b_major=T)),
-    (C(128, 32, 64, swap_ab=True, cluster_n=2), Problem(m=50, n=1000, k=1000, b_major=T)),
-    (C(128, 64, 64, swap_ab=True), Problem(m=104, n=520, k=300, a_major=T, b_major=R, l=2)),  # M-contiguous A: 16-byte rows
-    (C(128, 16, 64, swap_ab=True, cluster_m=2), Problem(m=1, n=4096, k=1000)),
-    (C(64, 32, 64, swap_ab=True, schedule="pingpong"), Problem(m=24, n=904, k=520, a_major=T, b_major=T)),
-    (C(128, 16, 128, swap_ab=True, store="direct"), Problem(
+    (C(128, 16, 128, swap_ab=True), GemmProblem(m=16, n=6144, k=4096, b_major=T)),
+    (C(64, 16, 128, swap_ab=True, split_k=11), GemmProblem(m=13, n=6144, k=4096, b_major=T)),
+    (C(128, 32, 64, swap_ab=True, cluster_n=2), GemmProblem(m=50, n=1000, k=1000, b_major=T)),
+    (C(128, 64, 64, swap_ab=True), GemmProblem(m=104, n=520, k=300, a_major=T, b_major=R, l=2)),  # M-contiguous A: 16-byte rows
+    (C(128, 16, 64, swap_ab=True, cluster_m=2), GemmProblem(m=1, n=4096, k=1000)),
+    (C(64, 32, 64, swap_ab=True, schedule="pingpong"), GemmProblem(m=24, n=904, k=520, a_major=T, b_major=T)),
+    (C(128, 16, 128, swap_ab=True, store="direct"), GemmProblem(
         m=9, n=1032, k=1024, b_major=T, c_dtype=DType.BF16,
         epilogue=Epilogue(with_c=True, bias=True, activation=Activation.SILU))),
-    (C(128, 64, 128, swap_ab=True, split_k=4), Problem(
+    (C(128, 64, 128, swap_ab=True, split_k=4), GemmProblem(
         m=64, n=2048, k=8192, b_major=T, d_dtype=DType.FP32, c_dtype=DType.FP32,
         epilogue=Epilogue(with_c=True, bias=True, activation=Activation.GELU))),
-    (C(128, 128, 64, swap_ab=True), Problem(m=128, n=4096, k=512, b_major=T, a_dtype=DType.FP16, b_dtype=DType.FP16,
+    (C(128, 128, 64, swap_ab=True), GemmProblem(m=128, n=4096, k=512, b_major=T, a_dtype=DType.FP16, b_dtype=DType.FP16,
                                             d_dtype=DType.FP16, epilogue=Epilogue(bias=True))),
     # fp8 e4m3 (K-major A and B, per-tensor scales): tile_k 128/256, clusters, ping-pong, residues,
     # every output dtype, bias + activation, serial split-K, the swapped decode kernel
-    (C(128, 256, 128, cluster_m=2), Problem(m=1000, n=1000, k=1008, a_dtype=DType.E4M3, b_dtype=DType.E4M3,
+    (C(128, 256, 128, cluster_m=2), GemmProblem(m=1000, n=1000, k=1008, a_dtype=DType.E4M3, b_dtype=DType.E4M3,
                                             d_dtype=DType.BF16, b_major=T)),
-    (C(128, 128, 256, schedule="pingpong"), Problem(m=257, n=392, k=512, a_dtype=DType.E4M3, b_dtype=DType.E4M3,
+    (C(128, 128, 256, schedule="pingpong"), GemmProblem(m=257, n=392, k=512, a_dtype=DType.E4M3, b_dtype=DType.E4M3,
                                                     d_dtype=DType.FP16, b_major=T)),
-    (C(256, 128, 128, cluster_n=2), Problem(m=700, n=640, k=400, l=2, a_dtype=DType.E4M3, b_dtype=DType.E4M3,
+    (C(256, 128, 128, cluster_n=2), GemmProblem(m=700, n=640, k=400, l=2, a_dtype=DType.E4M3, b_dtype=DType.E4M3,
                                             d_dtype=DType.FP32, b_major=T)),
-    (C(64, 128, 256, split_k=4, store="direct"), Problem(
+    (C(64, 128, 256, split_k=4, store="direct"), GemmProblem(
         m=16, n=6144, k=4096, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16, b_major=T,
         epilogue=Epilogue(bias=True, activation=Activation.GELU))),
-    (C(128, 16, 256, swap_ab=True), Problem(m=7, n=4096, k=4096, a_dtype=DType.E4M3, b_dtype=DType.E4M3,
+    (C(128, 16, 256, swap_ab=True), GemmProblem(m=7, n=4096, k=4096, a_dtype=DType.E4M3, b_dtype=DType.E4M3,
                                             d_dtype=DType.BF16, b_major=T, epilogue=Epilogue(bias=True))),
     # tf32: K-major natively; row-major B / column-major A through a K-major copy; residues
-    (C(128, 256, 32), Problem(m=1000, n=1000, k=1000, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
+    (C(128, 256, 32), GemmProblem(m=1000, n=1000, k=1000, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
                               b_major=T)),
-    (C(128, 128, 64, cluster_m=2), Problem(m=257, n=392, k=200, a_dtype=DType.TF32, b_dtype=DType.TF32,
+    (C(128, 128, 64, cluster_m=2), GemmProblem(m=257, n=392, k=200, a_dtype=DType.TF32, b_dtype=DType.TF32,
                                            d_dtype=DType.FP32)),
-    (C(128, 128, 32, schedule="pingpong"), Problem(m=264, n=392, k=204, l=2, a_dtype=DType.TF32, b_dtype=DType.TF32,
+    (C(128, 128, 32, schedule="pingpong"), GemmProblem(m=264, n=392, k=204, l=2, a_dtype=DType.TF32, b_dtype=DType.TF32,
                                                    d_dtype=DType.FP32, a_major=T, b_major=T)),
-    (C(64, 128, 32, split_k=2, split_mode="workspace"), Problem(
+    (C(64, 128, 32, split_k=2, split_mode="workspace"), GemmProblem(
         m=7, n=520, k=2052, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32, b_major=T,
         epilogue=Epilogue(bias=True, activation=Activation.RELU))),
     # tf32 with an M-major A through registers (Plan.a_regs): 'nn' swapped (no copy), 'tn'
     # unswapped, 'tt' swapped (B' copied); clusters, both schedules, residues, batched, C + bias
-    (C(128, 256, 32, cluster_m=2, swap_ab=True), Problem(m=1000, n=1000, k=1000, a_dtype=DType.TF32,
+    (C(128, 256, 32, cluster_m=2, swap_ab=True), GemmProblem(m=1000, n=1000, k=1000, a_dtype=DType.TF32,
                                                          b_dtype=DType.TF32, d_dtype=DType.FP32)),
-    (C(128, 128, 32, schedule="pingpong", swap_ab=True), Problem(
+    (C(128, 128, 32, schedule="pingpong", swap_ab=True), GemmProblem(
         m=257, n=392, k=200, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32, c_dtype=DType.FP32,
         epilogue=Epilogue(with_c=True, bias=True, activation=Activation.SILU))),
-    (C(256, 128, 32, cluster_n=2), Problem(m=264, n=520, k=204, l=2, a_dtype=DType.TF32, b_dtype=DType.TF32,
+    (C(256, 128, 32, cluster_n=2), GemmProblem(m=264, n=520, k=204, l=2, a_dtype=DType.TF32, b_dtype=DType.TF32,
                                            d_dtype=DType.FP32, a_major=T, b_major=T, epilogue=Epilogue(bias=True))),
-    (C(128, 192, 64, swap_ab=True), Problem(m=300, n=264, k=136, a_dtype=DType.TF32, b_dtype=DType.TF32,
+    (C(128, 192, 64, swap_ab=True), GemmProblem(m=300, n=264, k=136, a_dtype=DType.TF32, b_dtype=DType.TF32,
                                             d_dtype=DType.FP32, a_major=T)),
-    (C(64, 64, 32, split_k=3, swap_ab=True), Problem(m=96, n=1024, k=3000, a_dtype=DType.TF32, b_dtype=DType.TF32,
+    (C(64, 64, 32, split_k=3, swap_ab=True), GemmProblem(m=96, n=1024, k=3000, a_dtype=DType.TF32, b_dtype=DType.TF32,
                                                      d_dtype=DType.FP32)),
     # stream-K: cut tiles finished from the workspace; clusters, raster orders, residues, batched,
     # epilogues, swapped decode, fp8, tf32 through registers, direct store, M = 1, one K block
-    (C(128, 128, 64, stream_k=True), Problem(m=1000, n=1000, k=3000)),
-    (C(128, 128, 64, cluster_m=2, cluster_n=2, raster="along_n", stream_k=True), Problem(
+    (C(128, 128, 64, stream_k=True), GemmProblem(m=1000, n=1000, k=3000)),
+    (C(128, 128, 64, cluster_m=2, cluster_n=2, raster="along_n", stream_k=True), GemmProblem(
         m=257, n=136, k=1000, l=2, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True, bias=True,
                                                                          activation=Activation.GELU))),
-    (C(128, 16, 128, swap_ab=True, stream_k=True), Problem(m=16, n=6144, k=4096, b_major=T)),
-    (C(128, 128, 128, stream_k=True), Problem(m=128, n=1024, k=8192, a_dtype=DType.E4M3, b_dtype=DType.E4M3,
+    (C(128, 16, 128, swap_ab=True, stream_k=True), GemmProblem(m=16, n=6144, k=4096, b_major=T)),
+    (C(128, 128, 128, stream_k=True), GemmProblem(m=128, n=1024, k=8192, a_dtype=DType.E4M3, b_dtype=DType.E4M3,
                                               b_major=T)),
-    (C(128, 128, 32, swap_ab=True, stream_k=True), Problem(m=500, n=700, k=3000, a_dtype=DType.TF32,
+    (C(128, 128, 32, swap_ab=True, stream_k=True), GemmProblem(m=500, n=700, k=3000, a_dtype=DType.TF32,
                                                            b_dtype=DType.TF32, d_dtype=DType.FP32)),
-    (C(64, 128, 64, store="direct", stream_k=True), Problem(m=1, n=4096, k=4096, b_major=T)),
-    (C(128, 256, 64, stream_k=True), Problem(m=300, n=520, k=64, d_dtype=DType.FP32)),
+    (C(64, 128, 64, store="direct", stream_k=True), GemmProblem(m=1, n=4096, k=4096, b_major=T)),
+    (C(128, 256, 64, stream_k=True), GemmProblem(m=300, n=520, k=64, d_dtype=DType.FP32)),
 ]
 
 
 @pytest.mark.parametrize("cfg,prob", CASES, ids=[f"{c.short()}|{p.describe()}" for c, p in CASES])
-def test_kernel_matches_reference(cfg: C, prob: Problem) -> None:
-    from autocutlass.search.verify import make_inputs, reference, verify
+def test_kernel_matches_reference(cfg: C, prob: GemmProblem) -> None:
+    from autocutlass.ops.gemm.evaluation import make_inputs, reference, verify
 
     assert check(cfg, prob) is None, check(cfg, prob)
     runner = HopperGemmFamily(cache_dir=None).compile(cfg, prob)
@@ -147,14 +147,14 @@ def test_kernel_matches_reference(cfg: C, prob: Problem) -> None:
 
 def test_one_compiled_kernel_serves_many_shapes() -> None:
     from autocutlass.kernels.hopper_gemm.compile import STATS
-    from autocutlass.search.verify import make_inputs, reference, verify
+    from autocutlass.ops.gemm.evaluation import make_inputs, reference, verify
 
     fam = HopperGemmFamily(cache_dir=None)
     cfg = C(128, 128, 64)
-    runner = fam.compile(cfg, Problem(m=64, n=64, k=64, b_major=T))
+    runner = fam.compile(cfg, GemmProblem(m=64, n=64, k=64, b_major=T))
     before = STATS.compiled
     for m, n, k in ((1, 8, 8), (33, 200, 72), (1000, 2056, 4104)):
-        prob = Problem(m=m, n=n, k=k, b_major=T)
+        prob = GemmProblem(m=m, n=n, k=k, b_major=T)
         inputs = make_inputs(prob, device="cuda", seed=m)
         ok, why = verify(runner, prob, inputs, reference(prob, inputs))
         assert ok, why
@@ -165,9 +165,9 @@ def test_one_compiled_kernel_serves_many_shapes() -> None:
 def test_split_k_is_bitwise_deterministic(mode: str) -> None:
     import torch
 
-    from autocutlass.search.verify import make_inputs
+    from autocutlass.ops.gemm.evaluation import make_inputs
 
-    prob = Problem(m=64, n=4096, k=8192, b_major=T)
+    prob = GemmProblem(m=64, n=4096, k=8192, b_major=T)
     cfg = C(64, 128, 64, stream_k=True) if mode == "stream" else C(64, 128, 64, split_k=8, split_mode=mode)
     runner = HopperGemmFamily(cache_dir=None).compile(cfg, prob)
     inputs = make_inputs(prob, device="cuda", seed=7)
@@ -182,9 +182,9 @@ def test_split_k_is_bitwise_deterministic(mode: str) -> None:
 
 
 def test_fp8_runner_without_scales_raises() -> None:
-    from autocutlass.search.verify import make_inputs
+    from autocutlass.ops.gemm.evaluation import make_inputs
 
-    prob = Problem(m=64, n=64, k=128, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16, b_major=T)
+    prob = GemmProblem(m=64, n=64, k=128, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16, b_major=T)
     runner = HopperGemmFamily(cache_dir=None).compile(C(128, 128, 128), prob)
     x = make_inputs(prob, device="cuda")
     with pytest.raises(ValueError, match="scale_a and scale_b"):

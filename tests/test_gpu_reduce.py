@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from autocutlass.problem import Activation, DType
+from autocutlass.ops.gemm.problem import Activation, DType
 
 pytestmark = pytest.mark.gpu
 

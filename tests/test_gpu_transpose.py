@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from autocutlass.problem import DType, Major, Problem
+from autocutlass.ops.gemm.problem import DType, Major, GemmProblem
 
 pytestmark = pytest.mark.gpu
 
@@ -142,25 +142,25 @@ def test_k_major_copy_matches_torch(l: int) -> None:
 TF32_CASES = [
     # M = 257: A's (K, M) source rows are 1028 bytes (4-byte aligned), too unaligned for TMA and
     # for the kernel, so A goes through torch's copy, B through the kernel
-    (Problem(m=257, n=392, k=204, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
+    (GemmProblem(m=257, n=392, k=204, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
              a_major=Major.COL, b_major=Major.ROW, align_a=4), False, 1),
     # an aligned column-major A is read through registers; B through the kernel; batched (rank 3),
     # K not a multiple of 4
-    (Problem(m=264, n=392, k=203, l=2, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
+    (GemmProblem(m=264, n=392, k=203, l=2, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
              a_major=Major.COL, b_major=Major.ROW), False, 1),
     # swapped: A' = B^T is read through registers, B' = A^T (N-major) through the kernel (K-major
     # B's rows are K long: K = 204 keeps them 16-byte aligned, as TMA needs)
-    (Problem(m=264, n=392, k=204, l=2, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
+    (GemmProblem(m=264, n=392, k=204, l=2, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
              a_major=Major.COL, b_major=Major.COL), True, 1),
 ]
 
 
 @pytest.mark.parametrize("prob,swap,kernel_copies", TF32_CASES,
                          ids=[p.describe() + (" swap" if s else "") for p, s, _ in TF32_CASES])
-def test_tf32_gemm_through_the_transpose(prob: Problem, swap: bool, kernel_copies: int) -> None:
+def test_tf32_gemm_through_the_transpose(prob: GemmProblem, swap: bool, kernel_copies: int) -> None:
     from autocutlass.kernels.hopper_gemm import HopperGemmConfig, HopperGemmFamily
     from autocutlass.kernels.hopper_gemm.runner import HopperGemmRunner
-    from autocutlass.search.verify import make_inputs, reference, verify
+    from autocutlass.ops.gemm.evaluation import make_inputs, reference, verify
 
     runner = HopperGemmFamily(cache_dir=None).compile(HopperGemmConfig(128, 128, 32, swap_ab=swap), prob)
     assert isinstance(runner, HopperGemmRunner)

@@ -7,10 +7,10 @@ import pytest
 from autocutlass.kernels import budgets, get_family
 from autocutlass.kernels.hopper_gemm import HopperGemmConfig, HopperGemmFamily, Schedule, check
 from autocutlass.kernels.hopper_gemm.plan import make_plan, max_stages, smem_bill
-from autocutlass.problem import DType, Major, Problem
+from autocutlass.ops.gemm.problem import DType, Major, GemmProblem
 
-NT = Problem(m=8192, n=8192, k=8192, b_major=Major.COL)
-NN = Problem(m=8192, n=8192, k=8192)
+NT = GemmProblem(m=8192, n=8192, k=8192, b_major=Major.COL)
+NN = GemmProblem(m=8192, n=8192, k=8192)
 
 
 def test_good_config_passes_and_plan_fits() -> None:
@@ -33,25 +33,25 @@ def test_good_config_passes_and_plan_fits() -> None:
         (HopperGemmConfig(128, 208, 64, cluster_m=2), NN, "B multicast"),
         (HopperGemmConfig(128, 128, 64, split_k=2, schedule=Schedule.PINGPONG), NT, "split_k"),
         (HopperGemmConfig(128, 128, 64, split_k=17), NT, "split_k"),
-        (HopperGemmConfig(128, 128, 64), Problem(m=8, n=8, k=8, align_a=8), "8-byte aligned"),
-        (HopperGemmConfig(128, 128, 128), Problem(m=8, n=8, k=8, a_dtype=DType.TF32, b_dtype=DType.TF32,
+        (HopperGemmConfig(128, 128, 64), GemmProblem(m=8, n=8, k=8, align_a=8), "8-byte aligned"),
+        (HopperGemmConfig(128, 128, 128), GemmProblem(m=8, n=8, k=8, a_dtype=DType.TF32, b_dtype=DType.TF32,
                                                   d_dtype=DType.FP32), "tile_k=128 for tf32 inputs is not one of"),
-        (HopperGemmConfig(128, 128, 32), Problem(m=8, n=8, k=8, a_dtype=DType.TF32, b_dtype=DType.TF32,
+        (HopperGemmConfig(128, 128, 32), GemmProblem(m=8, n=8, k=8, a_dtype=DType.TF32, b_dtype=DType.TF32,
                                                  d_dtype=DType.BF16), "tf32 GEMMs write fp32 D"),
-        (HopperGemmConfig(128, 128, 32), Problem(m=8, n=8, k=8), "tile_k=32 for bf16 inputs is not one of"),
-        (HopperGemmConfig(128, 208, 32), Problem(m=8, n=8, k=8, a_dtype=DType.TF32, b_dtype=DType.TF32,
+        (HopperGemmConfig(128, 128, 32), GemmProblem(m=8, n=8, k=8), "tile_k=32 for bf16 inputs is not one of"),
+        (HopperGemmConfig(128, 208, 32), GemmProblem(m=8, n=8, k=8, a_dtype=DType.TF32, b_dtype=DType.TF32,
                                                  d_dtype=DType.FP32), "compiler aborts"),
-        (HopperGemmConfig(128, 128, 64), Problem(m=8, n=8, k=8, a_dtype=DType.FP32, b_dtype=DType.FP32,
+        (HopperGemmConfig(128, 128, 64), GemmProblem(m=8, n=8, k=8, a_dtype=DType.FP32, b_dtype=DType.FP32,
                                                  d_dtype=DType.FP32), "served through tf32"),
-        (HopperGemmConfig(128, 128, 64, split_mode="workspace"), Problem(m=8, n=8, k=8), "needs split_k > 1"),
-        (HopperGemmConfig(128, 128, 64, split_k=2, split_mode="workspace", store="direct"), Problem(m=8, n=8, k=8),
+        (HopperGemmConfig(128, 128, 64, split_mode="workspace"), GemmProblem(m=8, n=8, k=8), "needs split_k > 1"),
+        (HopperGemmConfig(128, 128, 64, split_k=2, split_mode="workspace", store="direct"), GemmProblem(m=8, n=8, k=8),
          "no effect in workspace"),
         (HopperGemmConfig(64, 128, 64, split_k=16, split_mode="workspace"),
-         Problem(m=4096, n=8192, k=8192, l=8), "32-bit offsets"),
-        (HopperGemmConfig(128, 128, 64), Problem(m=8, n=8, k=8, b_dtype=DType.FP16), "differ"),
+         GemmProblem(m=4096, n=8192, k=8192, l=8), "32-bit offsets"),
+        (HopperGemmConfig(128, 128, 64), GemmProblem(m=8, n=8, k=8, b_dtype=DType.FP16), "differ"),
     ],
 )
-def test_infeasible_pairs_have_reasons(cfg: HopperGemmConfig, prob: Problem, needle: str) -> None:
+def test_infeasible_pairs_have_reasons(cfg: HopperGemmConfig, prob: GemmProblem, needle: str) -> None:
     reason = check(cfg, prob)
     assert reason is not None and needle in reason
 
@@ -66,7 +66,7 @@ def test_explicit_stages_bill_matches_the_limit() -> None:
 
 def test_seeds_are_feasible_and_space_is_large() -> None:
     fam = get_family("hopper_gemm")
-    for prob in (NT, NN, Problem(m=16, n=6144, k=4096, b_major=Major.COL), Problem(m=1, n=64, k=64)):
+    for prob in (NT, NN, GemmProblem(m=16, n=6144, k=4096, b_major=Major.COL), GemmProblem(m=1, n=64, k=64)):
         seeds = fam.seeds(prob)
         assert seeds and all(check(s, prob) is None for s in seeds)
     space = fam.space(NT)
@@ -84,7 +84,7 @@ def test_config_dict_round_trip_and_simplicity() -> None:
 def test_problem_supported_reasons() -> None:
     fam = HopperGemmFamily()
     assert fam.supports(NT) is None
-    assert "16" in (fam.supports(Problem(m=8, n=8, k=8, align_d=4)) or "")
+    assert "16" in (fam.supports(GemmProblem(m=8, n=8, k=8, align_d=4)) or "")
 
 
 def test_tf32_operands_are_judged_k_major() -> None:
@@ -92,7 +92,7 @@ def test_tf32_operands_are_judged_k_major() -> None:
     K-major kernel problem, and an unaligned N no longer matters (the copy is aligned)."""
     from autocutlass.kernels.hopper_gemm.check import kernel_problem
 
-    tf = Problem(m=4096, n=4094, k=4096, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
+    tf = GemmProblem(m=4096, n=4094, k=4096, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
                  align_b=8, align_d=16)
     kp = kernel_problem(tf)
     assert (kp.a_major, kp.b_major, kp.align_b) == (Major.ROW, Major.COL, 16)
@@ -107,7 +107,7 @@ def test_tf32_operands_are_judged_k_major() -> None:
 def test_workspace_split_k_plan_has_no_smem_epilogue() -> None:
     base = HopperGemmConfig(64, 128, 128, split_k=4)
     ws = HopperGemmConfig(64, 128, 128, split_k=4, split_mode="workspace")
-    p = Problem(m=16, n=6144, k=4096, b_major=Major.COL)
+    p = GemmProblem(m=16, n=6144, k=4096, b_major=Major.COL)
     assert check(ws, p) is None
     assert make_plan(ws, p).split_workspace and not make_plan(ws, p).smem_epilogue
     assert make_plan(base, p).smem_epilogue and make_plan(ws, p).smem_bytes < make_plan(base, p).smem_bytes or \
@@ -119,14 +119,14 @@ def test_workspace_split_k_plan_has_no_smem_epilogue() -> None:
 def test_swapped_problem_flips_operands_and_majors() -> None:
     from autocutlass.kernels.hopper_gemm.check import kernel_problem, swapped
 
-    p = Problem(m=16, n=6144, k=4096, b_major=Major.COL, align_a=8)
+    p = GemmProblem(m=16, n=6144, k=4096, b_major=Major.COL, align_a=8)
     s = swapped(p)
     # A' = B^T (N, K): K-contiguous since B was; B' = A^T (K, M): K-contiguous since A was
     assert (s.m, s.n, s.k) == (6144, 16, 4096)
     assert s.a_major is Major.ROW and s.b_major is Major.COL
     assert s.align_a == 16 and s.align_b == 8
     assert swapped(s) == p
-    q = Problem(m=16, n=512, k=64, a_major=Major.COL, b_major=Major.ROW)
+    q = GemmProblem(m=16, n=512, k=64, a_major=Major.COL, b_major=Major.ROW)
     assert (swapped(q).a_major, swapped(q).b_major) == (Major.COL, Major.ROW)
     swap = HopperGemmConfig(128, 16, 128, swap_ab=True)
     assert kernel_problem(p, swap) == s and kernel_problem(p, HopperGemmConfig()) == p
@@ -134,13 +134,13 @@ def test_swapped_problem_flips_operands_and_majors() -> None:
 
 
 def test_swap_ab_rules() -> None:
-    decode = Problem(m=16, n=6144, k=4096, b_major=Major.COL)
+    decode = GemmProblem(m=16, n=6144, k=4096, b_major=Major.COL)
     assert check(HopperGemmConfig(128, 16, 128, swap_ab=True), decode) is None
     # the rules judge the swapped problem: tile_n 16 covers the 16 tokens, tile_m the weight rows
     assert check(HopperGemmConfig(64, 16, 128, split_k=11, swap_ab=True), decode) is None
     why = check(HopperGemmConfig(64, 16, 128, split_k=2, split_mode="workspace", swap_ab=True), decode)
     assert why is not None and "serial" in why
-    tf = Problem(m=16, n=512, k=512, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32, b_major=Major.COL)
+    tf = GemmProblem(m=16, n=512, k=512, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32, b_major=Major.COL)
     assert check(HopperGemmConfig(64, 16, 64, swap_ab=True), tf) is None
     # B' multicast over cluster_m splits the narrow tile_n: 16 -> 8-row slices are whole atoms
     assert check(HopperGemmConfig(128, 16, 128, cluster_m=2, swap_ab=True), decode) is None
@@ -152,7 +152,7 @@ def test_decode_space_has_swapped_and_balanced_split_configs() -> None:
     from autocutlass.kernels.hopper_gemm import split_counts, swap_tile_ns
 
     fam = HopperGemmFamily()
-    decode = Problem(m=16, n=6144, k=4096, b_major=Major.COL)
+    decode = GemmProblem(m=16, n=6144, k=4096, b_major=Major.COL)
     space = fam.space(decode)
     swapped_cfgs = [c for c in space if c.swap_ab and check(c, decode) is None]
     assert swapped_cfgs and {c.tile_n for c in swapped_cfgs} == {16}
@@ -172,18 +172,18 @@ def test_decode_space_has_swapped_and_balanced_split_configs() -> None:
 def test_fp8_rules_space_and_seeds() -> None:
     fam = HopperGemmFamily()
     e = DType.E4M3
-    nt = Problem(m=4096, n=4096, k=4096, a_dtype=e, b_dtype=e, d_dtype=DType.BF16, b_major=Major.COL)
+    nt = GemmProblem(m=4096, n=4096, k=4096, a_dtype=e, b_dtype=e, d_dtype=DType.BF16, b_major=Major.COL)
     assert check(HopperGemmConfig(128, 256, 128, cluster_m=2), nt) is None
     assert check(HopperGemmConfig(128, 256, 256), nt) is None
     assert "tile_k=64" in (check(HopperGemmConfig(128, 256, 64), nt) or "")
-    nn = Problem(m=4096, n=4096, k=4096, a_dtype=e, b_dtype=e, d_dtype=DType.BF16)
+    nn = GemmProblem(m=4096, n=4096, k=4096, a_dtype=e, b_dtype=e, d_dtype=DType.BF16)
     assert "K-major" in (fam.supports(nn) or "")
     ws = HopperGemmConfig(64, 128, 128, split_k=2, split_mode="workspace")
-    assert "fp8 scales" in (check(ws, Problem(m=16, n=6144, k=4096, a_dtype=e, b_dtype=e, d_dtype=DType.BF16,
+    assert "fp8 scales" in (check(ws, GemmProblem(m=16, n=6144, k=4096, a_dtype=e, b_dtype=e, d_dtype=DType.BF16,
                                               b_major=Major.COL)) or "")  # fmt: skip
     space = [c for c in fam.space(nt) if check(c, nt) is None]
     assert space and {c.tile_k for c in space} == {128, 256}
-    decode = Problem(m=16, n=6144, k=4096, a_dtype=e, b_dtype=e, d_dtype=DType.BF16, b_major=Major.COL)
+    decode = GemmProblem(m=16, n=6144, k=4096, a_dtype=e, b_dtype=e, d_dtype=DType.BF16, b_major=Major.COL)
     dspace = fam.space(decode)
     assert any(c.swap_ab for c in dspace) and not any(c.split_mode.value == "workspace" for c in dspace)
     seeds = fam.seeds(decode)
@@ -197,8 +197,8 @@ def test_tf32_m_major_a_is_read_through_registers() -> None:
     from autocutlass.kernels.hopper_gemm import tf32_swap_saves_copy
     from autocutlass.kernels.hopper_gemm.check import copied_operands, kernel_problem
 
-    def tf(a: Major, b: Major, **kw: int) -> Problem:
-        return Problem(m=512, n=768, k=256, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
+    def tf(a: Major, b: Major, **kw: int) -> GemmProblem:
+        return GemmProblem(m=512, n=768, k=256, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
                        a_major=a, b_major=b, **kw)
 
     plain, swap = HopperGemmConfig(128, 128, 32), HopperGemmConfig(128, 128, 32, swap_ab=True)
@@ -223,7 +223,7 @@ def test_tf32_m_major_a_is_read_through_registers() -> None:
     assert copied_operands(unaligned, plain) == (True, False)
     assert kernel_problem(unaligned, plain).a_major is R
     # bf16 never reads A through registers
-    assert not make_plan(plain, Problem(m=64, n=64, k=64, a_major=C)).a_regs
+    assert not make_plan(plain, GemmProblem(m=64, n=64, k=64, a_major=C)).a_regs
     fam = HopperGemmFamily()
     assert any(c.swap_ab for c in fam.space(nn)) and not any(c.swap_ab for c in fam.space(tf(R, C)))
     assert fam.seeds(nn)[0].swap_ab
@@ -233,16 +233,16 @@ def test_four_byte_d_uses_narrow_epilogue_chunks() -> None:
     """fp32 D is staged 16 columns at a time (the bytes of a 32-column 16-bit chunk), which
     leaves tf32 128x256x32 four mainloop stages instead of three."""
     cfg = HopperGemmConfig(128, 256, 32)
-    tf = Problem(m=4096, n=4096, k=4096, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
+    tf = GemmProblem(m=4096, n=4096, k=4096, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
                  b_major=Major.COL)
     plan = make_plan(cfg, tf)
     assert (plan.epi_m, plan.epi_n, plan.stages) == (128, 16, 4)
-    bf = make_plan(HopperGemmConfig(128, 256, 64), Problem(m=4096, n=4096, k=4096, b_major=Major.COL))
+    bf = make_plan(HopperGemmConfig(128, 256, 64), GemmProblem(m=4096, n=4096, k=4096, b_major=Major.COL))
     assert bf.epi_n == 32
 
 
 def test_stream_k_rules_space_and_round_trip() -> None:
-    decode = Problem(m=128, n=4096, k=14336, b_major=Major.COL)
+    decode = GemmProblem(m=128, n=4096, k=14336, b_major=Major.COL)
     assert check(HopperGemmConfig(128, 128, 128, stream_k=True), decode) is None
     assert check(HopperGemmConfig(128, 16, 128, swap_ab=True, stream_k=True), decode) is None
     for bad, needle in (
@@ -260,7 +260,7 @@ def test_stream_k_rules_space_and_round_trip() -> None:
     assert any(c.swap_ab for c in streamed) and any(not c.swap_ab for c in streamed)
     assert len(space) == len(set(space))
     assert not any(c.stream_k for c in fam.space(NT))  # many tiles: data-parallel only
-    assert not any(c.stream_k for c in fam.space(Problem(m=512, n=512, k=128, l=32)))  # short K
+    assert not any(c.stream_k for c in fam.space(GemmProblem(m=512, n=512, k=128, l=32)))  # short K
     cfg = HopperGemmConfig(128, 256, 64, cluster_m=2, stream_k=True)
     assert HopperGemmConfig.from_dict(cfg.as_dict()) == cfg and "streamk" in cfg.short()
     assert HopperGemmConfig.from_dict({k: v for k, v in cfg.as_dict().items() if k != "stream_k"}).stream_k is False

@@ -12,17 +12,17 @@ from pathlib import Path
 import pytest
 
 from autocutlass.kernels.hopper_gemm import HopperGemmConfig, HopperGemmFamily, check
-from autocutlass.problem import Activation, DType, Epilogue, Major, Problem
+from autocutlass.ops.gemm.problem import Activation, DType, Epilogue, Major, GemmProblem
 
 pytestmark = pytest.mark.compile
 
 
-def _sample(n: int, seed: int) -> list[tuple[HopperGemmConfig, Problem]]:
+def _sample(n: int, seed: int) -> list[tuple[HopperGemmConfig, GemmProblem]]:
     fam = HopperGemmFamily()
     rng = random.Random(seed)
     out = []
     for am, bm in ((Major.ROW, Major.ROW), (Major.ROW, Major.COL), (Major.COL, Major.ROW), (Major.COL, Major.COL)):
-        prob = Problem(m=4096, n=4096, k=4096, a_major=am, b_major=bm)
+        prob = GemmProblem(m=4096, n=4096, k=4096, a_major=am, b_major=bm)
         feasible = [c for c in fam.space(prob) if check(c, prob) is None]
         out += [(c, prob) for c in rng.sample(feasible, n)]
     return out
@@ -34,7 +34,7 @@ def _arch() -> None:
 
 
 @pytest.mark.parametrize("cfg,prob", _sample(3, seed=2026), ids=lambda x: getattr(x, "short", lambda: "")())
-def test_sampled_config_compiles(cfg: HopperGemmConfig, prob: Problem) -> None:
+def test_sampled_config_compiles(cfg: HopperGemmConfig, prob: GemmProblem) -> None:
     from autocutlass.kernels.hopper_gemm.compile import _compile
     from autocutlass.kernels.hopper_gemm.plan import make_plan
 
@@ -45,7 +45,7 @@ def test_epilogue_variants_and_batched_compile() -> None:
     from autocutlass.kernels.hopper_gemm.compile import _compile
     from autocutlass.kernels.hopper_gemm.plan import make_plan
 
-    prob = Problem(m=64, n=64, k=64, l=4, d_dtype=DType.FP32, c_dtype=DType.BF16,
+    prob = GemmProblem(m=64, n=64, k=64, l=4, d_dtype=DType.FP32, c_dtype=DType.BF16,
                    epilogue=Epilogue(with_c=True, bias=True, activation=Activation.GELU_TANH))
     assert _compile(make_plan(HopperGemmConfig(64, 128, 64), prob), 3) is not None
 
@@ -54,43 +54,43 @@ def test_epilogue_variants_and_batched_compile() -> None:
     "cfg,prob",
     [
         # tf32 (K-major natively; the row-major-B class compiles as its K-major kernel problem)
-        (HopperGemmConfig(128, 256, 32, cluster_m=2), Problem(m=4096, n=4096, k=4096, a_dtype=DType.TF32,
+        (HopperGemmConfig(128, 256, 32, cluster_m=2), GemmProblem(m=4096, n=4096, k=4096, a_dtype=DType.TF32,
                                                               b_dtype=DType.TF32, d_dtype=DType.FP32)),
-        (HopperGemmConfig(128, 128, 64, schedule="pingpong"), Problem(m=512, n=512, k=512, a_dtype=DType.TF32,
+        (HopperGemmConfig(128, 128, 64, schedule="pingpong"), GemmProblem(m=512, n=512, k=512, a_dtype=DType.TF32,
                                                                       b_dtype=DType.TF32, d_dtype=DType.FP32,
                                                                       b_major=Major.COL)),
         # workspace split-K, with an epilogue the GEMM leaves to the reduce kernel
-        (HopperGemmConfig(64, 128, 128, split_k=4, split_mode="workspace"), Problem(
+        (HopperGemmConfig(64, 128, 128, split_k=4, split_mode="workspace"), GemmProblem(
             m=16, n=6144, k=4096, b_major=Major.COL, epilogue=Epilogue(bias=True, activation=Activation.SILU))),
         # swap_ab: column-major D through the stmatrix + TMA epilogue, with C, bias and split-K
-        (HopperGemmConfig(64, 16, 128, split_k=11, swap_ab=True), Problem(
+        (HopperGemmConfig(64, 16, 128, split_k=11, swap_ab=True), GemmProblem(
             m=16, n=6144, k=4096, b_major=Major.COL, c_dtype=DType.BF16,
             epilogue=Epilogue(with_c=True, bias=True, activation=Activation.GELU))),
         # fp8 (e4m3): per-tensor scales, swapped decode kernel with a bias
-        (HopperGemmConfig(128, 256, 128, cluster_m=2), Problem(
+        (HopperGemmConfig(128, 256, 128, cluster_m=2), GemmProblem(
             m=4096, n=4096, k=4096, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16, b_major=Major.COL)),
-        (HopperGemmConfig(128, 16, 256, swap_ab=True, split_k=4), Problem(
+        (HopperGemmConfig(128, 16, 256, swap_ab=True, split_k=4), GemmProblem(
             m=16, n=6144, k=4096, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16, b_major=Major.COL,
             epilogue=Epilogue(bias=True))),
         # tf32 with A through registers: 'nn' swapped (column-major D, bias), and a column-major
         # A unswapped (ping-pong, A multicast over cluster_n)
-        (HopperGemmConfig(128, 256, 32, cluster_m=2, swap_ab=True), Problem(
+        (HopperGemmConfig(128, 256, 32, cluster_m=2, swap_ab=True), GemmProblem(
             m=4096, n=4096, k=4096, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
             epilogue=Epilogue(bias=True))),
-        (HopperGemmConfig(128, 128, 32, cluster_n=2, schedule="pingpong"), Problem(
+        (HopperGemmConfig(128, 128, 32, cluster_n=2, schedule="pingpong"), GemmProblem(
             m=512, n=512, k=512, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32, a_major=Major.COL,
             b_major=Major.COL)),
         # stream-K: a 2x2 cluster along N with C, bias and GELU; swapped decode with a direct store
-        (HopperGemmConfig(128, 128, 64, cluster_m=2, cluster_n=2, raster="along_n", stream_k=True), Problem(
+        (HopperGemmConfig(128, 128, 64, cluster_m=2, cluster_n=2, raster="along_n", stream_k=True), GemmProblem(
             m=1536, n=1536, k=8192, l=2, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True, bias=True,
                                                                               activation=Activation.GELU))),
-        (HopperGemmConfig(128, 16, 128, swap_ab=True, store="direct", stream_k=True), Problem(
+        (HopperGemmConfig(128, 16, 128, swap_ab=True, store="direct", stream_k=True), GemmProblem(
             m=16, n=6144, k=4096, b_major=Major.COL)),
     ],
     ids=["tf32-nn", "tf32-nt-pingpong", "splitk-workspace", "swap-ab-splitk-epilogue", "fp8", "fp8-swap-ab",
          "tf32-nn-swap-a-regs", "tf32-col-a-regs-pingpong", "stream-k-c2x2-epilogue", "stream-k-swap-direct"],
 )
-def test_tf32_workspace_split_k_and_swap_ab_compile(cfg: HopperGemmConfig, prob: Problem) -> None:
+def test_tf32_workspace_split_k_and_swap_ab_compile(cfg: HopperGemmConfig, prob: GemmProblem) -> None:
     from autocutlass.kernels.hopper_gemm.check import kernel_problem
     from autocutlass.kernels.hopper_gemm.compile import _compile
     from autocutlass.kernels.hopper_gemm.plan import make_plan
@@ -109,7 +109,7 @@ def test_sampled_decode_configs_compile() -> None:
     from autocutlass.kernels.hopper_gemm.compile import _compile
     from autocutlass.kernels.hopper_gemm.plan import make_plan
 
-    prob = Problem(m=16, n=6144, k=4096, b_major=Major.COL)
+    prob = GemmProblem(m=16, n=6144, k=4096, b_major=Major.COL)
     feasible = [c for c in HopperGemmFamily().space(prob) if check(c, prob) is None]
     rng = random.Random(11)
     sample = rng.sample([c for c in feasible if c.swap_ab], 2) + rng.sample([c for c in feasible if not c.swap_ab], 1)
@@ -120,7 +120,7 @@ def test_sampled_decode_configs_compile() -> None:
 def test_disk_cache_serves_a_new_process(tmp_path: Path) -> None:
     from autocutlass.kernels.hopper_gemm.compile import STATS, get_compiled
 
-    cfg, prob = HopperGemmConfig(128, 128, 64), Problem(m=256, n=256, k=256, b_major=Major.COL)
+    cfg, prob = HopperGemmConfig(128, 128, 64), GemmProblem(m=256, n=256, k=256, b_major=Major.COL)
     before = STATS.compiled
     get_compiled(cfg, prob, 2, tmp_path)
     assert STATS.compiled == before + 1
@@ -130,8 +130,8 @@ def test_disk_cache_serves_a_new_process(tmp_path: Path) -> None:
         "from pathlib import Path;"
         "from autocutlass.kernels.hopper_gemm.compile import STATS, get_compiled;"
         "from autocutlass.kernels.hopper_gemm import HopperGemmConfig;"
-        "from autocutlass.problem import Problem, Major;"
-        f"get_compiled(HopperGemmConfig(128,128,64), Problem(m=999,n=64,k=32,b_major=Major.COL), 2, Path({str(tmp_path)!r}));"
+        "from autocutlass.ops.gemm.problem import GemmProblem, Major;"
+        f"get_compiled(HopperGemmConfig(128,128,64), GemmProblem(m=999,n=64,k=32,b_major=Major.COL), 2, Path({str(tmp_path)!r}));"
         "print(STATS.compiled, STATS.disk_hits)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -148,10 +148,10 @@ def test_compile_key_is_the_plan_the_kernel_is_built_from() -> None:
 
     tf32 = dict(m=512, n=512, k=512, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32)
     cfg = HopperGemmConfig(128, 128, 32)
-    copied, native = Problem(**tf32, b_major=Major.ROW), Problem(**tf32, b_major=Major.COL)
+    copied, native = GemmProblem(**tf32, b_major=Major.ROW), GemmProblem(**tf32, b_major=Major.COL)
     assert copied.kernel_class_key() != native.kernel_class_key()
 
-    def key(c: HopperGemmConfig, p: Problem) -> str:
+    def key(c: HopperGemmConfig, p: GemmProblem) -> str:
         return compile_key(make_plan(c, kernel_problem(p, c)), 2)
 
     assert key(cfg, copied) == key(cfg, native)
@@ -163,7 +163,7 @@ def test_corrupt_cache_entry_is_recompiled(tmp_path: Path) -> None:
     from autocutlass.kernels.hopper_gemm.compile import STATS, _memory, compile_key, get_compiled
     from autocutlass.kernels.hopper_gemm.plan import make_plan
 
-    cfg, prob = HopperGemmConfig(64, 64, 64), Problem(m=64, n=64, k=64)
+    cfg, prob = HopperGemmConfig(64, 64, 64), GemmProblem(m=64, n=64, k=64)
     key = compile_key(make_plan(cfg, prob), 2)
     (tmp_path / f"hopper_gemm-{key}.o").write_bytes(b"not an object file")
     _memory.pop(key, None)

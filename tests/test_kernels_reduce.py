@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from autocutlass.problem import Activation, DType
+from autocutlass.ops.gemm.problem import Activation, DType
 
 pytestmark = pytest.mark.compile
 
@@ -99,7 +99,7 @@ def test_disk_cache_serves_a_new_process(cache_dir: Path) -> None:
         "import os; os.environ['CUTE_DSL_ARCH']='sm_90a';"
         "from pathlib import Path;"
         "from autocutlass.kernels.hopper_gemm.reduce import STATS, get_reduce;"
-        "from autocutlass.problem import Activation, DType;"
+        "from autocutlass.ops.gemm.problem import Activation, DType;"
         f"get_reduce(2, DType.BF16, None, False, Activation.NONE, 2, Path({str(cache_dir)!r}));"
         "print(STATS.compiled, STATS.disk_hits)"
     )

@@ -1,4 +1,4 @@
-"""Problem keys are canonical and process-stable; the bucket rule is the documented one."""
+"""GemmProblem keys are canonical and process-stable; the bucket rule is the documented one."""
 
 from __future__ import annotations
 
@@ -8,30 +8,30 @@ import sys
 
 import pytest
 
-from autocutlass.problem import (
+from autocutlass.ops.gemm.problem import (
     Activation,
     DType,
     Epilogue,
     Major,
-    Problem,
+    GemmProblem,
     bucket_m,
     problem_from_case,
 )
 
-P = Problem(m=1000, n=4096, k=4096, b_major=Major.COL, epilogue=Epilogue(bias=True, activation=Activation.SILU))
+P = GemmProblem(m=1000, n=4096, k=4096, b_major=Major.COL, epilogue=Epilogue(bias=True, activation=Activation.SILU))
 
 
 def test_key_is_canonical_json_of_typed_fields() -> None:
     d = json.loads(P.key())
     assert d["m"] == 1000 and d["b_major"] == "col" and d["epilogue"]["activation"] == "silu"
     assert d["v"] == 1
-    assert P.key() == Problem.from_dict(P.as_dict()).key()
+    assert P.key() == GemmProblem.from_dict(P.as_dict()).key()
 
 
 def test_key_same_in_another_process() -> None:
     code = (
-        "from autocutlass.problem import *;"
-        "print(Problem(m=1000,n=4096,k=4096,b_major=Major.COL,"
+        "from autocutlass.ops.gemm.problem import *;"
+        "print(GemmProblem(m=1000,n=4096,k=4096,b_major=Major.COL,"
         "epilogue=Epilogue(bias=True,activation=Activation.SILU)).key())"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -41,40 +41,40 @@ def test_key_same_in_another_process() -> None:
 
 def test_keys_differ_in_every_field() -> None:
     variants = [
-        Problem(m=1001, n=4096, k=4096),
-        Problem(m=1000, n=4096, k=4096, l=2),
-        Problem(m=1000, n=4096, k=4096, a_dtype=DType.FP16, b_dtype=DType.FP16),
-        Problem(m=1000, n=4096, k=4096, a_major=Major.COL),
-        Problem(m=1000, n=4096, k=4096, align_a=8),
-        Problem(m=1000, n=4096, k=4096, d_dtype=DType.FP32),
-        Problem(m=1000, n=4096, k=4096, epilogue=Epilogue(activation=Activation.RELU)),
+        GemmProblem(m=1001, n=4096, k=4096),
+        GemmProblem(m=1000, n=4096, k=4096, l=2),
+        GemmProblem(m=1000, n=4096, k=4096, a_dtype=DType.FP16, b_dtype=DType.FP16),
+        GemmProblem(m=1000, n=4096, k=4096, a_major=Major.COL),
+        GemmProblem(m=1000, n=4096, k=4096, align_a=8),
+        GemmProblem(m=1000, n=4096, k=4096, d_dtype=DType.FP32),
+        GemmProblem(m=1000, n=4096, k=4096, epilogue=Epilogue(activation=Activation.RELU)),
     ]
-    keys = {v.key() for v in variants} | {Problem(m=1000, n=4096, k=4096).key()}
+    keys = {v.key() for v in variants} | {GemmProblem(m=1000, n=4096, k=4096).key()}
     assert len(keys) == len(variants) + 1
 
 
 @pytest.mark.parametrize("m,b", [(1, 16), (16, 16), (17, 32), (100, 128), (128, 128), (129, 256), (8192, 8192)])
 def test_bucket_rounds_m_up_to_power_of_two(m: int, b: int) -> None:
     assert bucket_m(m) == b
-    assert Problem(m=m, n=64, k=64).bucket().m == b
+    assert GemmProblem(m=m, n=64, k=64).bucket().m == b
 
 
 def test_bucket_and_family_keys() -> None:
-    a, b = Problem(m=100, n=4096, k=4096), Problem(m=120, n=4096, k=4096)
+    a, b = GemmProblem(m=100, n=4096, k=4096), GemmProblem(m=120, n=4096, k=4096)
     assert a.key() != b.key() and a.bucket_key() == b.bucket_key()
-    assert Problem(m=300, n=4096, k=4096).bucket_key() != a.bucket_key()
-    assert Problem(m=300, n=4096, k=4096).family_key() == a.family_key()
-    assert Problem(m=300, n=4096, k=1024).family_key() != a.family_key()
-    assert a.kernel_class_key() == Problem(m=7, n=8, k=9, l=3).kernel_class_key()
+    assert GemmProblem(m=300, n=4096, k=4096).bucket_key() != a.bucket_key()
+    assert GemmProblem(m=300, n=4096, k=4096).neighbour_key() == a.neighbour_key()
+    assert GemmProblem(m=300, n=4096, k=1024).neighbour_key() != a.neighbour_key()
+    assert a.kernel_class_key() == GemmProblem(m=7, n=8, k=9, l=3).kernel_class_key()
 
 
 def test_validation_errors_name_the_field() -> None:
-    with pytest.raises(ValueError, match="Problem.m"):
-        Problem(m=-1, n=1, k=1)
+    with pytest.raises(ValueError, match="GemmProblem.m"):
+        GemmProblem(m=-1, n=1, k=1)
     with pytest.raises(ValueError, match="align_b"):
-        Problem(m=1, n=1, k=1, align_b=3)
+        GemmProblem(m=1, n=1, k=1, align_b=3)
     with pytest.raises(ValueError, match="c_dtype"):
-        Problem(m=1, n=1, k=1, epilogue=Epilogue(with_c=True))
+        GemmProblem(m=1, n=1, k=1, epilogue=Epilogue(with_c=True))
 
 
 def test_problem_from_case_layouts() -> None:

@@ -14,7 +14,7 @@ from _search_fakes import HARD_KEY, FakeEvaluator
 
 from autocutlass.cli_tune import add_tune_parser, load_cases, run_tune
 from autocutlass.db import TuningStore
-from autocutlass.problem import DType, Major
+from autocutlass.ops.gemm.problem import DType, Major
 
 SHAPES = {
     "about": "same format as shared/bench/shapes.json",
@@ -139,10 +139,10 @@ def test_run_tune_pending_with_no_misses(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_run_tune_pending_tunes_recorded_misses(tmp_path: Path) -> None:
-    from autocutlass.problem import Problem
+    from autocutlass.ops.gemm.problem import GemmProblem
 
     store = TuningStore(tmp_path / "t.sqlite")
-    missed = Problem(m=100, n=256, k=256)
+    missed = GemmProblem(m=100, n=256, k=256)
     store.record_miss(missed, HARD_KEY)
     ns = parser().parse_args(["tune", "--pending", "--trials", "3"])
 

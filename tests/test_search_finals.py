@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from _search_fakes import HARD_KEY, FakeConfig, FakeEvaluator, FakeFamily, MemorySink, Score, search_stop
 
-from autocutlass.problem import Problem
+from autocutlass.ops.gemm.problem import GemmProblem
 from autocutlass.search import handlers, tuner, workers
 from autocutlass.search.handlers import BenchHandler, interleaved_rounds, round_order
 from autocutlass.search.space import config_key
@@ -31,7 +31,7 @@ from autocutlass.search.tuner import (
 )
 from autocutlass.search.workers import CandidatePipeline, EvalOutcome, FinalsOutcome
 
-P = Problem(m=512, n=512, k=512)
+P = GemmProblem(m=512, n=512, k=512)
 
 
 def cfg(tile: int, stages: int = 1, mode: str = "a") -> dict[str, Any]:
@@ -185,13 +185,13 @@ class NoFinals:
     def in_flight(self) -> int:
         return self.inner.in_flight
 
-    def submit(self, problem: Problem, key: str, params: dict[str, Any]) -> None:
+    def submit(self, problem: GemmProblem, key: str, params: dict[str, Any]) -> None:
         self.inner.submit(problem, key, params)
 
     def poll(self, timeout_s: float) -> list[EvalOutcome]:
         return self.inner.poll(timeout_s)
 
-    def baseline(self, problem: Problem) -> EvalOutcome:
+    def baseline(self, problem: GemmProblem) -> EvalOutcome:
         return self.inner.baseline(problem)
 
     def device(self) -> dict[str, Any]:
@@ -340,7 +340,7 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     def runner_for(name: str) -> FakeRunner:
         return FakeRunner(name, state, inputs)
 
-    def compile_(family: Any, config: dict[str, Any], problem: Problem) -> tuple[Any, dict[str, Any]]:
+    def compile_(family: Any, config: dict[str, Any], problem: GemmProblem) -> tuple[Any, dict[str, Any]]:
         if config["name"] in state["no_compile"]:
             return None, {"state": "compile_error", "reason": "fake DSL error", "timing": None}
         return runner_for(config["name"]), {}

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from autocutlass.problem import Major, Problem
+from autocutlass.ops.gemm.problem import Major, GemmProblem
 
 pytestmark = pytest.mark.gpu
 
@@ -33,9 +33,9 @@ def test_time_callable_on_torch_matmul() -> None:
 def test_verify_on_cuda() -> None:
     import torch
 
-    from autocutlass.search.verify import make_inputs, reference, verify
+    from autocutlass.ops.gemm.evaluation import make_inputs, reference, verify
 
-    p = Problem(m=300, n=200, k=136, b_major=Major.COL)
+    p = GemmProblem(m=300, n=200, k=136, b_major=Major.COL)
     inp = make_inputs(p, device="cuda")
     ref = reference(p, inp)
 
@@ -73,7 +73,7 @@ def test_finals_of_two_configs_in_the_real_benchmark_child(tmp_path: Path, monke
 
     monkeypatch.setenv("AUTOCUTLASS_CACHE_DIR", str(tmp_path / "cache"))  # the bench child compiles itself
     fam = get_family("hopper_gemm")
-    p = Problem(m=256, n=512, k=256, b_major=Major.COL)
+    p = GemmProblem(m=256, n=512, k=256, b_major=Major.COL)
     configs = [fam.config_to_dict(c) for c in fam.seeds(p)[:2]]
     assert len(configs) == 2
     with CandidatePipeline(fam.name, compile_workers=1) as pipe:
@@ -95,7 +95,7 @@ def test_tune_one_small_problem_end_to_end(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv("AUTOCUTLASS_CACHE_DIR", str(tmp_path / "cache"))  # the children's kernel cache
     store = TuningStore(tmp_path / "tuning.sqlite")
     fam = get_family("hopper_gemm")
-    p = Problem(m=256, n=512, k=256, b_major=Major.COL)
+    p = GemmProblem(m=256, n=512, k=256, b_major=Major.COL)
     r = tune_problem(p, fam, store, trials=4, compile_workers=2)
     assert r.evaluated == 4, r
     assert r.best is not None, [(f.config, f.state, f.reason) for f in r.failures]

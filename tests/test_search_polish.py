@@ -10,12 +10,12 @@ import pytest
 from _search_fakes import HARD_KEY, FakeConfig, FakeEvaluator, FakeFamily, MemorySink, search_stop
 
 from autocutlass.db import TuningStore
-from autocutlass.problem import Problem
+from autocutlass.ops.gemm.problem import GemmProblem
 from autocutlass.search import tuner
 from autocutlass.search.space import config_key
 from autocutlass.search.tuner import POLISH_MAX_TRIALS, TuneProgress, TuneResult, differs_in_one_field, tune_problem
 
-P = Problem(m=512, n=512, k=512)
+P = GemmProblem(m=512, n=512, k=512)
 
 # A landscape like skinny-k on the H200: the seed is good, everything TPE samples at random is far
 # worse, and the optimum is two single-field moves away from the seed (stages, then mode); the

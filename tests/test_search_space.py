@@ -7,11 +7,11 @@ import pytest
 from _search_fakes import FakeConfig, FakeFamily
 
 from autocutlass.db.records import config_key as db_config_key
-from autocutlass.problem import Problem
+from autocutlass.ops.gemm.problem import GemmProblem
 from autocutlass.search.space import NOT_IN_SPACE, SearchSpace, config_key
 from autocutlass.search.strategy import GridStrategy, TpeStrategy, make_strategy
 
-P = Problem(m=256, n=256, k=256)
+P = GemmProblem(m=256, n=256, k=256)
 
 
 def test_config_key_matches_the_database() -> None:

@@ -11,12 +11,12 @@ from _search_fakes import HARD_KEY, FakeConfig, FakeEvaluator, FakeFamily, Memor
 
 from autocutlass.db import TuningStore
 from autocutlass.errors import UnsupportedProblem
-from autocutlass.problem import Problem
+from autocutlass.ops.gemm.problem import GemmProblem
 from autocutlass.search.space import config_key
 from autocutlass.search.timing import NOISE_FLOOR_REL, Timing, beats, noise_ms
 from autocutlass.search.tuner import TrialResult, select_winner, tune_problem
 
-P = Problem(m=512, n=512, k=512)
+P = GemmProblem(m=512, n=512, k=512)
 
 
 def big_family(**kw: Any) -> FakeFamily:
@@ -141,7 +141,7 @@ def test_hard_key_defaults_to_the_evaluator_device() -> None:
 
 def test_unsupported_problem_raises() -> None:
     with pytest.raises(UnsupportedProblem):
-        tune_problem(Problem(m=16, n=16, k=0), FakeFamily(), MemorySink(), evaluator=FakeEvaluator(by_tile))
+        tune_problem(GemmProblem(m=16, n=16, k=0), FakeFamily(), MemorySink(), evaluator=FakeEvaluator(by_tile))
 
 
 def test_progress_callback() -> None:

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from _search_fakes import HARD_KEY, FakeFamily, MemorySink
 
-from autocutlass.problem import Problem
+from autocutlass.ops.gemm.problem import GemmProblem
 from autocutlass.search.space import config_key
 from autocutlass.search.tuner import tune_problem
 from autocutlass.search.workers import CandidatePipeline, IsolatedWorker, WorkerError
 
 ECHO = "_search_fakes:make_echo_handler"
-P = Problem(m=128, n=128, k=128)
+P = GemmProblem(m=128, n=128, k=128)
 
 
 @pytest.fixture
@@ -120,12 +120,12 @@ def test_real_compile_handler_compiles_without_a_gpu(tmp_path: Any, monkeypatch:
     """The GPU-blind compile child fills the on-disk kernel cache (needs the DSL, not a GPU)."""
     pytest.importorskip("cutlass")
     from autocutlass.kernels import get_family
-    from autocutlass.problem import Major
+    from autocutlass.ops.gemm.problem import Major
     from autocutlass.search.workers import COMPILE_HANDLER
 
     monkeypatch.setenv("AUTOCUTLASS_CACHE_DIR", str(tmp_path))
     fam = get_family("hopper_gemm")
-    p = Problem(m=256, n=512, k=256, b_major=Major.COL)
+    p = GemmProblem(m=256, n=512, k=256, b_major=Major.COL)
     w = IsolatedWorker(COMPILE_HANDLER, name="compile", env={"CUDA_VISIBLE_DEVICES": "", "CUTE_DSL_ARCH": "sm_90a"})
     try:
         req = {"op": "compile", "family": fam.name, "problem": p.as_dict(), "config": fam.config_to_dict(fam.seeds(p)[0])}

@@ -20,7 +20,7 @@ from autocutlass.db.records import BestRecord
 from autocutlass.db.store import TuningStore, m_distance
 from autocutlass.device import HardKey
 from autocutlass.errors import DatabaseError
-from autocutlass.problem import Problem
+from autocutlass.ops.gemm.problem import GemmProblem
 
 logger = logging.getLogger("autocutlass.db")
 
@@ -70,7 +70,7 @@ class LayeredStore:
             self._shipped = opened
         return self._shipped
 
-    def lookup(self, problem: Problem, hard_key: HardKey) -> BestRecord | None:
+    def lookup(self, problem: GemmProblem, hard_key: HardKey) -> BestRecord | None:
         """The best record for ``problem`` under ``hard_key`` across all layers, or None.
 
         An exact record of the earliest layer that has one wins. Otherwise each layer's own
@@ -96,7 +96,7 @@ class LayeredStore:
                 best = (rank, rec)
         return None if best is None else best[1]
 
-    def record_miss(self, problem: Problem, hard_key: HardKey) -> None:
+    def record_miss(self, problem: GemmProblem, hard_key: HardKey) -> None:
         """Best-effort miss counting in the user database: a DatabaseError is reported once, not raised."""
         try:
             self.user.record_miss(problem, hard_key)

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from autocutlass.device import HardKey
 from autocutlass.keys import canonical_json as canonical_json  # the db layer's names for the shared keys
 from autocutlass.keys import config_key as config_key
-from autocutlass.problem import Problem
+from autocutlass.ops.gemm.problem import GemmProblem
 
 LookupSource = Literal["exact", "bucket", "nearest_m"]
 """How a ``BestRecord`` was found: the problem itself, its M bucket, or the nearest tuned M."""
@@ -71,7 +71,7 @@ class BestRecord:
     from (a file path or a URL without password).
     """
 
-    problem: Problem
+    problem: GemmProblem
     family: str
     config: dict[str, Any]
     median_ms: float
@@ -86,7 +86,7 @@ class TrialRecord:
     """One evaluated candidate. Timing fields are None unless ``state`` is ``ok``."""
 
     id: int
-    problem: Problem
+    problem: GemmProblem
     hard_key: HardKey
     family: str
     config: dict[str, Any]

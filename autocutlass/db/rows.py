@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from autocutlass.db.models import Best, Device, Miss, ProblemRow
 from autocutlass.device import HardKey
-from autocutlass.problem import Problem
+from autocutlass.ops.gemm.problem import GemmProblem
 
 _best: Table = Best.__table__  # type: ignore[assignment]
 _miss: Table = Miss.__table__  # type: ignore[assignment]
@@ -59,7 +59,7 @@ def ensure_device(s: Session, hk: HardKey, info: Mapping[str, Any] | None = None
     return int(found)
 
 
-def ensure_problem(s: Session, problem: Problem) -> int:
+def ensure_problem(s: Session, problem: GemmProblem) -> int:
     """Id of the ``problems`` row of ``problem.key()``, created if missing."""
     key = problem.key()
     found = s.execute(select(ProblemRow.id).where(ProblemRow.key == key)).scalar_one_or_none()

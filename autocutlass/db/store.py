@@ -38,7 +38,7 @@ from autocutlass.db.schema import ensure_schema
 from autocutlass.device import HardKey
 from autocutlass.keys import canonical_json, config_key
 from autocutlass.errors import DatabaseError
-from autocutlass.problem import Problem
+from autocutlass.ops.gemm.problem import GemmProblem
 
 T = TypeVar("T")
 
@@ -118,7 +118,7 @@ class TuningStore:
         self._engine()
 
     # ---- lookup ----------------------------------------------------------------------------
-    def lookup(self, problem: Problem, hard_key: HardKey) -> BestRecord | None:
+    def lookup(self, problem: GemmProblem, hard_key: HardKey) -> BestRecord | None:
         """The best record for ``problem`` measured under ``hard_key``, or None.
 
         Tries, among records of ``hard_key`` only: the exact problem; else a tuned problem of
@@ -153,7 +153,7 @@ class TuningStore:
 
     def _best_record(self, row: Row[Any], hard_key: HardKey, source: LookupSource) -> BestRecord:
         return BestRecord(
-            problem=Problem.from_dict(row.problem),
+            problem=GemmProblem.from_dict(row.problem),
             family=row.family,
             config=json.loads(row.config),
             median_ms=float(row.median_ms),
@@ -170,7 +170,7 @@ class TuningStore:
 
     def record_trial(
         self,
-        problem: Problem,
+        problem: GemmProblem,
         hard_key: HardKey,
         family: str,
         config: Mapping[str, Any],
@@ -214,7 +214,7 @@ class TuningStore:
 
     def record_best(
         self,
-        problem: Problem,
+        problem: GemmProblem,
         hard_key: HardKey,
         family: str,
         config: Mapping[str, Any],
@@ -230,7 +230,7 @@ class TuningStore:
 
     def merge_best(
         self,
-        problem: Problem,
+        problem: GemmProblem,
         hard_key: HardKey,
         family: str,
         config: Mapping[str, Any],
@@ -244,7 +244,7 @@ class TuningStore:
 
     def _upsert_best(
         self,
-        problem: Problem,
+        problem: GemmProblem,
         hard_key: HardKey,
         family: str,
         config: Mapping[str, Any],
@@ -273,7 +273,7 @@ class TuningStore:
 
         return self._write(_tx)
 
-    def record_miss(self, problem: Problem, hard_key: HardKey) -> None:
+    def record_miss(self, problem: GemmProblem, hard_key: HardKey) -> None:
         """Count one lookup miss of ``problem`` on ``hard_key`` (for ``autocutlass tune --pending``)."""
         now = utc_now()
 
@@ -291,7 +291,7 @@ class TuningStore:
         self._write(_tx)
 
     # ---- queries ---------------------------------------------------------------------------
-    def finished_config_keys(self, problem: Problem, hard_key: HardKey, family: str) -> set[str]:
+    def finished_config_keys(self, problem: GemmProblem, hard_key: HardKey, family: str) -> set[str]:
         """``config_key``s of every trial already recorded (any state) for this problem, hard key
         and family: the candidates a resumed tuning run can skip."""
 
@@ -306,7 +306,7 @@ class TuningStore:
 
         return self._read(_q)
 
-    def trials(self, problem: Problem | None = None, hard_key: HardKey | None = None) -> list[TrialRecord]:
+    def trials(self, problem: GemmProblem | None = None, hard_key: HardKey | None = None) -> list[TrialRecord]:
         """Recorded trials, oldest first, optionally only those of ``problem`` and/or ``hard_key``."""
 
         def _q(s: Session) -> list[TrialRecord]:
@@ -325,7 +325,7 @@ class TuningStore:
                 out.append(
                     TrialRecord(
                         id=t.id,
-                        problem=Problem.from_dict(pdict),
+                        problem=GemmProblem.from_dict(pdict),
                         hard_key=hard_key_from_json(hk_text),
                         family=t.family,
                         config=json.loads(t.config),
@@ -358,7 +358,7 @@ class TuningStore:
                 stmt = stmt.where(Device.gpu_name == gpu)
             return [
                 BestRecord(
-                    problem=Problem.from_dict(pdict),
+                    problem=GemmProblem.from_dict(pdict),
                     family=family,
                     config=json.loads(cfg),
                     median_ms=float(med),
@@ -372,11 +372,11 @@ class TuningStore:
 
         return self._read(_q)
 
-    def pending_misses(self, hard_key: HardKey | None = None) -> list[Problem]:
+    def pending_misses(self, hard_key: HardKey | None = None) -> list[GemmProblem]:
         """Problems that missed (on ``hard_key``, or on any device) and still have no best of
         their own there; most-missed first, each problem once."""
 
-        def _q(s: Session) -> list[Problem]:
+        def _q(s: Session) -> list[GemmProblem]:
             stmt = (
                 select(ProblemRow.key, ProblemRow.problem)
                 .select_from(Miss)
@@ -393,7 +393,7 @@ class TuningStore:
             for key, pdict in s.execute(stmt):
                 if key not in seen:
                     seen.add(key)
-                    out.append(Problem.from_dict(pdict))
+                    out.append(GemmProblem.from_dict(pdict))
             return out
 
         return self._read(_q)

@@ -46,7 +46,7 @@ from autocutlass.db.store import TuningStore
 from autocutlass.device import HardKey
 from autocutlass.keys import canonical_json, config_key
 from autocutlass.errors import DatabaseError, SchemaMismatch
-from autocutlass.problem import Problem
+from autocutlass.ops.gemm.problem import GemmProblem
 
 JSON_FORMAT = "autocutlass-tuning-db"
 """The ``format`` field of a JSON export."""
@@ -65,7 +65,7 @@ class _Device:
 
 @dataclass(frozen=True)
 class _Trial:
-    problem: Problem
+    problem: GemmProblem
     hard_key: HardKey
     family: str
     config: dict[str, Any]
@@ -90,7 +90,7 @@ class _Trial:
 
 @dataclass(frozen=True)
 class _Best:
-    problem: Problem
+    problem: GemmProblem
     hard_key: HardKey
     family: str
     config: dict[str, Any]
@@ -102,7 +102,7 @@ class _Best:
 
 @dataclass(frozen=True)
 class _Miss:
-    problem: Problem
+    problem: GemmProblem
     hard_key: HardKey
     count: int
     first_seen: datetime
@@ -139,8 +139,8 @@ def snapshot(store: TuningStore) -> Snapshot:
     """Read every record of ``store`` in one transaction."""
 
     def _q(s: Session) -> Snapshot:
-        problems: dict[int, Problem] = {
-            pid: Problem.from_dict(p) for pid, p in s.execute(select(ProblemRow.id, ProblemRow.problem))
+        problems: dict[int, GemmProblem] = {
+            pid: GemmProblem.from_dict(p) for pid, p in s.execute(select(ProblemRow.id, ProblemRow.problem))
         }
         devices: dict[int, _Device] = {
             did: _Device(hard_key_from_json(hk), dict(info or {}))
@@ -204,7 +204,7 @@ def load(store: TuningStore, snap: Snapshot) -> TransferStats:
                 device_ids[hk] = ensure_device(s, hk)
             return device_ids[hk]
 
-        def pid(p: Problem) -> int:
+        def pid(p: GemmProblem) -> int:
             key = p.key()
             if key not in problem_ids:
                 problem_ids[key] = ensure_problem(s, p)
@@ -364,7 +364,7 @@ def snapshot_from_json(doc: Any, origin: str) -> Snapshot:
     try:
         trials = tuple(
             _Trial(
-                problem=Problem.from_dict(t["problem"]),
+                problem=GemmProblem.from_dict(t["problem"]),
                 hard_key=hk(t["hard_key"]),
                 family=str(t["family"]),
                 config=dict(t["config"]),
@@ -385,7 +385,7 @@ def snapshot_from_json(doc: Any, origin: str) -> Snapshot:
                 raise ValueError(f"best record refers to trial {trial!r}, not in the file")
             bests.append(
                 _Best(
-                    problem=Problem.from_dict(b["problem"]),
+                    problem=GemmProblem.from_dict(b["problem"]),
                     hard_key=hk(b["hard_key"]),
                     family=str(b["family"]),
                     config=dict(b["config"]),
@@ -397,7 +397,7 @@ def snapshot_from_json(doc: Any, origin: str) -> Snapshot:
             )
         misses = tuple(
             _Miss(
-                problem=Problem.from_dict(m["problem"]),
+                problem=GemmProblem.from_dict(m["problem"]),
                 hard_key=hk(m["hard_key"]),
                 count=int(m["count"]),
                 first_seen=when(m["first_seen"]),

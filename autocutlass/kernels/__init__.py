@@ -10,7 +10,7 @@ import functools
 
 from autocutlass.kernels.base import GemmRunner, KernelFamily
 from autocutlass.kernels.hopper_gemm import HopperGemmFamily
-from autocutlass.problem import Problem
+from autocutlass.ops.gemm.problem import GemmProblem
 from autocutlass.settings import current
 
 __all__ = ["GemmRunner", "KernelFamily", "default_family_for", "family_names", "get_family", "unsupported_reason"]
@@ -32,7 +32,7 @@ def get_family(name: str) -> KernelFamily:
     return cls(cache_dir=current().kernel_cache_dir)
 
 
-def default_family_for(problem: Problem) -> KernelFamily | None:
+def default_family_for(problem: GemmProblem) -> KernelFamily | None:
     """The first family that supports ``problem``, or None."""
     for name in family_names():
         fam = get_family(name)
@@ -41,7 +41,7 @@ def default_family_for(problem: Problem) -> KernelFamily | None:
     return None
 
 
-def unsupported_reason(problem: Problem) -> str:
+def unsupported_reason(problem: GemmProblem) -> str:
     """Why no family serves ``problem``: each family's reason, '; '-joined."""
     reasons = [f"{name}: {get_family(name).supports(problem)}" for name in family_names()]
     return "; ".join(reasons)

@@ -27,7 +27,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
-from autocutlass.problem import Problem
+from autocutlass.ops.gemm.problem import GemmProblem
 
 
 class GemmRunner(Protocol):
@@ -56,20 +56,20 @@ class KernelFamily(ABC, Generic[C]):
     """Stable identifier stored in the database ('hopper_gemm')."""
 
     @abstractmethod
-    def supports(self, problem: Problem) -> str | None:
+    def supports(self, problem: GemmProblem) -> str | None:
         """None if some config of this family can serve ``problem``, else the reason why not."""
 
     @abstractmethod
-    def space(self, problem: Problem) -> Sequence[C]:
+    def space(self, problem: GemmProblem) -> Sequence[C]:
         """Every config of the family worth considering for ``problem`` (feasible or not)."""
 
     @abstractmethod
-    def check(self, config: C, problem: Problem) -> str | None:
+    def check(self, config: C, problem: GemmProblem) -> str | None:
         """None when ``config`` can run ``problem``; otherwise the reason, naming the budget or
         rule broken. Pure Python, no compile, no GPU. Every accepted pair must compile."""
 
     @abstractmethod
-    def seeds(self, problem: Problem) -> Sequence[C]:
+    def seeds(self, problem: GemmProblem) -> Sequence[C]:
         """A few good configs, best guess first, all passing ``check``: TPE seeds and the
         ``heuristic`` policy's choice (the first)."""
 
@@ -81,7 +81,7 @@ class KernelFamily(ABC, Generic[C]):
     def config_from_dict(self, d: dict[str, Any]) -> C: ...
 
     @abstractmethod
-    def compile(self, config: C, problem: Problem) -> GemmRunner:
+    def compile(self, config: C, problem: GemmProblem) -> GemmRunner:
         """A runner for ``problem``'s kernel class. Cached in-process and on disk.
 
         Raises ``CantImplement`` if ``check`` rejects the pair and ``KernelCompileError`` if

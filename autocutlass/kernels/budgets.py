@@ -15,7 +15,6 @@ SMEM_RESERVED_BYTES = 1024
 SMEM_BUFFER_ALIGN = 1024
 """Alignment of each shared-memory operand buffer (128B swizzle atoms need 1 KiB)."""
 
-REGS_PER_THREAD_MAX = 255
 PRODUCER_REGS = 40
 """setmaxnreg target of the TMA producer warpgroup; consumers get ``consumer_regs(n)``."""
 
@@ -31,9 +30,6 @@ TMA_ALIGN_BYTES = 16
 
 WGMMA_M = 64
 """Rows of one WGMMA instruction (one warpgroup)."""
-
-MAX_CLUSTER_SIZE = 4
-"""Largest cluster we use; portable cluster size on sm_90 is 8, multicast pays off up to 4."""
 
 SM_COUNT_SM90 = 132
 """Multiprocessors of H100 SXM / H200 SXM; used only when no GPU is present to ask."""

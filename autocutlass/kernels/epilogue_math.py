@@ -26,7 +26,7 @@ from typing import Any
 import cutlass
 from cutlass import cute
 
-from autocutlass.problem import Activation
+from autocutlass.ops.gemm.problem import Activation
 
 GELU_K = 0.7071067811865476
 """1/sqrt(2): the erf-form GELU's scale."""

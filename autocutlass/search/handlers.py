@@ -22,7 +22,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from autocutlass.errors import CantImplement, KernelCompileError
-from autocutlass.problem import DType, Problem
+from autocutlass.ops.gemm.problem import DType, GemmProblem
 
 if TYPE_CHECKING:
     from autocutlass.search.timing import Timing
@@ -39,7 +39,7 @@ def _family(name: str) -> Any:
     return get_family(name)
 
 
-def _compile(family: Any, config_dict: dict[str, Any], problem: Problem) -> tuple[Any | None, dict[str, Any]]:
+def _compile(family: Any, config_dict: dict[str, Any], problem: GemmProblem) -> tuple[Any | None, dict[str, Any]]:
     """(runner, {}) or (None, failure reply)."""
     try:
         config = family.config_from_dict(config_dict)
@@ -57,7 +57,7 @@ def make_compile_handler() -> Handler:
         if request["op"] != "compile":
             raise ValueError(f"compile worker got request {request['op']!r}")
         family = _family(request["family"])
-        problem = Problem.from_dict(request["problem"])
+        problem = GemmProblem.from_dict(request["problem"])
         t0 = time.perf_counter()
         runner, failure = _compile(family, request["config"], problem)
         seconds = time.perf_counter() - t0
@@ -147,11 +147,11 @@ class BenchHandler:
         info = current_device(torch.cuda.current_device())
         return {"device": info.as_dict(), "hard_key": dataclasses.asdict(info.hard_key())}
 
-    def _prepare(self, problem: Problem) -> None:
+    def _prepare(self, problem: GemmProblem) -> None:
         import torch
 
         from autocutlass.device import current_device
-        from autocutlass.search.verify import make_inputs, reference
+        from autocutlass.ops.gemm.evaluation import make_inputs, reference
 
         if self._problem_key == problem.key():
             return
@@ -164,10 +164,10 @@ class BenchHandler:
         self._flush_bytes = 2 * l2
         self._problem_key = problem.key()
 
-    def _torch_timing(self, problem: Problem) -> Timing:
+    def _torch_timing(self, problem: GemmProblem) -> Timing:
         """torch on the prepared inputs, timed like a candidate; TF32 problems under TF32 precision."""
         from autocutlass.search.timing import time_callable
-        from autocutlass.search.verify import fp32_matmul_precision, torch_baseline
+        from autocutlass.ops.gemm.evaluation import fp32_matmul_precision, torch_baseline
 
         precision = "tf32" if problem.a_dtype is DType.TF32 else "ieee"
         with fp32_matmul_precision(precision):
@@ -175,9 +175,9 @@ class BenchHandler:
 
     def _bench(self, request: dict[str, Any]) -> dict[str, Any]:
         from autocutlass.search.timing import time_callable
-        from autocutlass.search.verify import check_output, verify
+        from autocutlass.ops.gemm.evaluation import check_output, verify
 
-        problem = Problem.from_dict(request["problem"])
+        problem = GemmProblem.from_dict(request["problem"])
         self._prepare(problem)
         inputs, ref = self._inputs, self._ref
         try:
@@ -201,9 +201,9 @@ class BenchHandler:
     def _final(self, request: dict[str, Any]) -> dict[str, Any]:
         """Verify every config, then time them and torch in interleaved rounds (module doc)."""
         from autocutlass.search.timing import summarize
-        from autocutlass.search.verify import verify
+        from autocutlass.ops.gemm.evaluation import verify
 
-        problem = Problem.from_dict(request["problem"])
+        problem = GemmProblem.from_dict(request["problem"])
         self._prepare(problem)
         family = _family(request["family"])
         entries: list[dict[str, Any]] = [
@@ -235,11 +235,11 @@ class BenchHandler:
         torch = {"timing": summarize(torch_ms).as_dict() if torch_ms else None, "round_ms": torch_ms}
         return {"state": "ok", "entries": entries, "torch": torch}
 
-    def _time_finalist(self, runner: Any, problem: Problem, entry: dict[str, Any]) -> float | None:
+    def _time_finalist(self, runner: Any, problem: GemmProblem, entry: dict[str, Any]) -> float | None:
         """One round of one finalist: its median ms, or None (and ``entry`` says why) when what it
         wrote is wrong. D is poisoned first, since the previous participant left a correct D."""
         from autocutlass.search.timing import time_callable
-        from autocutlass.search.verify import check_output
+        from autocutlass.ops.gemm.evaluation import check_output
 
         inputs = self._inputs
         inputs.poison()

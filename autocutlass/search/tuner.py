@@ -55,7 +55,7 @@ from autocutlass.device import HardKey
 from autocutlass.errors import UnsupportedProblem
 from autocutlass.kernels.base import KernelFamily
 from autocutlass.keys import config_key
-from autocutlass.problem import Problem
+from autocutlass.ops.gemm.problem import GemmProblem
 from autocutlass.search.space import Candidate, SearchSpace
 from autocutlass.search.strategy import GridStrategy, TpeStrategy, make_strategy
 from autocutlass.search.timing import Timing, beats
@@ -133,7 +133,7 @@ class TrialSink(Protocol):
 
     def record_trial(
         self,
-        problem: Problem,
+        problem: GemmProblem,
         hard_key: HardKey,
         family: str,
         config: Mapping[str, Any],
@@ -147,7 +147,7 @@ class TrialSink(Protocol):
 
     def record_best(
         self,
-        problem: Problem,
+        problem: GemmProblem,
         hard_key: HardKey,
         family: str,
         config: Mapping[str, Any],
@@ -156,9 +156,9 @@ class TrialSink(Protocol):
         trial_id: int | None = None,
     ) -> None: ...
 
-    def finished_config_keys(self, problem: Problem, hard_key: HardKey, family: str) -> set[str]: ...
+    def finished_config_keys(self, problem: GemmProblem, hard_key: HardKey, family: str) -> set[str]: ...
 
-    def trials(self, problem: Problem | None = None, hard_key: HardKey | None = None) -> Sequence[PriorTrial]: ...
+    def trials(self, problem: GemmProblem | None = None, hard_key: HardKey | None = None) -> Sequence[PriorTrial]: ...
 
 
 class Evaluator(Protocol):
@@ -168,10 +168,10 @@ class Evaluator(Protocol):
     def capacity(self) -> int: ...
     @property
     def in_flight(self) -> int: ...
-    def submit(self, problem: Problem, key: str, params: dict[str, Any]) -> None: ...
+    def submit(self, problem: GemmProblem, key: str, params: dict[str, Any]) -> None: ...
     def poll(self, timeout_s: float) -> list[EvalOutcome]: ...
-    def baseline(self, problem: Problem) -> EvalOutcome: ...
-    def finals(self, problem: Problem, configs: list[dict[str, Any]], rounds: int) -> FinalsOutcome | None:
+    def baseline(self, problem: GemmProblem) -> EvalOutcome: ...
+    def finals(self, problem: GemmProblem, configs: list[dict[str, Any]], rounds: int) -> FinalsOutcome | None:
         """Time ``configs`` and torch head to head (only when nothing is in flight); None when the
         finals did not finish. Optional: the tuner falls back to ``select_winner`` without it."""
         ...
@@ -201,7 +201,7 @@ class TrialResult:
 class TuneProgress:
     """Passed to the ``progress`` callback after every outcome."""
 
-    problem: Problem
+    problem: GemmProblem
     evaluated: int
     planned: int | None
     """Candidates this run will evaluate at most (trial budget or remaining feasible space)."""
@@ -225,7 +225,7 @@ class TuneResult:
     finals timings and ``torch`` is torch's timing in the same rounds.
     """
 
-    problem: Problem
+    problem: GemmProblem
     family: str
     hard_key: HardKey
     strategy: str
@@ -332,7 +332,7 @@ class _Finals:
 
 
 # ---- the loop -----------------------------------------------------------------------------------
-def _prior_results(sink: TrialSink, problem: Problem, hard_key: HardKey, family: str) -> list[TrialResult]:
+def _prior_results(sink: TrialSink, problem: GemmProblem, hard_key: HardKey, family: str) -> list[TrialResult]:
     out = []
     for t in sink.trials(problem, hard_key):
         if t.family != family:
@@ -364,7 +364,7 @@ def _faster(a: Timing | None, b: Timing | None) -> Timing | None:
 
 
 def tune_problem(
-    problem: Problem,
+    problem: GemmProblem,
     family: KernelFamily[C],
     sink: TrialSink,
     *,
@@ -409,7 +409,7 @@ class _Tuning:
 
     def __init__(
         self,
-        problem: Problem,
+        problem: GemmProblem,
         family: KernelFamily[Any],
         sink: TrialSink,
         evaluator: Evaluator,

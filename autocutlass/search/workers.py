@@ -3,7 +3,7 @@
 Every candidate is compiled and run in a child process, never in the caller's: a kernel that
 faults, hangs or crashes the interpreter costs that child, which is killed and restarted, while
 the caller and its CUDA context carry on. Only plain data crosses the process boundary
-(``Problem.as_dict()``, config dicts, replies of strings and numbers), as JSON.
+(``GemmProblem.as_dict()``, config dicts, replies of strings and numbers), as JSON.
 
 ``IsolatedWorker`` is one child process (``python -m autocutlass.search._child``) running an
 injectable *handler* named ``"module:factory"``, with its environment set at spawn time, a
@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from autocutlass.keys import config_key
-from autocutlass.problem import Problem
+from autocutlass.ops.gemm.problem import GemmProblem
 from autocutlass.search.timing import Timing
 
 log = logging.getLogger("autocutlass")
@@ -486,13 +486,13 @@ class CandidatePipeline:
             raise WorkerError(f"benchmark worker could not report its device: {reply.reason}")
         return reply.result
 
-    def baseline(self, problem: Problem) -> EvalOutcome:
+    def baseline(self, problem: GemmProblem) -> EvalOutcome:
         """torch on the same inputs as the candidates, timed with the same protocol (config ``None``).
         The first benchmark request of a problem builds its inputs, hence the longer timeout."""
         request = self._bench_request(problem.as_dict(), None)
         return _bench_outcome("torch", {}, self._bench_call(request, self.baseline_timeout_s), None)
 
-    def finals(self, problem: Problem, configs: list[dict[str, Any]], rounds: int) -> FinalsOutcome | None:
+    def finals(self, problem: GemmProblem, configs: list[dict[str, Any]], rounds: int) -> FinalsOutcome | None:
         """Time ``configs`` and torch head to head in ``rounds`` interleaved rounds (the ``final``
         request of the module doc); None when the finals did not finish (timeout, the child died,
         a CUDA fault), so that the caller decides without them. Only with nothing in flight."""
@@ -511,7 +511,7 @@ class CandidatePipeline:
                 "device": self.device_index}  # fmt: skip
 
     # ---- the pipeline -----------------------------------------------------------------------
-    def submit(self, problem: Problem, key: str, params: dict[str, Any]) -> None:
+    def submit(self, problem: GemmProblem, key: str, params: dict[str, Any]) -> None:
         """Queue a candidate for compile (or straight for benchmark without compile children)."""
         job = _Job(problem.as_dict(), key, dict(params))
         if self._compilers:

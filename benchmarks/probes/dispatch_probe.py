@@ -36,7 +36,7 @@ def main() -> int:
     from autocutlass.device import current_device
     from autocutlass.kernels import get_family
     from autocutlass.search.timing import time_callable
-    from autocutlass.search.verify import make_inputs
+    from autocutlass.ops.gemm.evaluation import make_inputs
 
     dev = current_device(0)
     store = TuningStore(ns.db, read_only=True)

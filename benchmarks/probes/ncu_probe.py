@@ -15,7 +15,7 @@ import sys
 import torch
 
 from autocutlass.kernels.hopper_gemm import HopperGemmConfig as C, HopperGemmFamily
-from autocutlass.problem import Major, Problem
+from autocutlass.ops.gemm.problem import Major, GemmProblem
 
 m, n, k, l = 8192, 6144, 4096, 1  # llama8b-qkv ('nt')
 if len(sys.argv) >= 5:
@@ -23,7 +23,7 @@ if len(sys.argv) >= 5:
     l = int(sys.argv[5]) if len(sys.argv) >= 6 else 1  # noqa: E741
 cfg = C(256, 128, 64) if len(sys.argv) < 2 else C.from_dict(eval(sys.argv[1]))  # noqa: S307 (probe input)
 fam = HopperGemmFamily(cache_dir=None)
-p = Problem(m=m, n=n, k=k, l=l, b_major=Major.COL)
+p = GemmProblem(m=m, n=n, k=k, l=l, b_major=Major.COL)
 a = torch.randn(l, m, k, device="cuda").bfloat16()
 b = torch.randn(l, n, k, device="cuda").bfloat16().transpose(-1, -2)
 d = torch.empty(l, m, n, device="cuda", dtype=torch.bfloat16)

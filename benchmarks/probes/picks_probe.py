@@ -14,10 +14,10 @@ import sys
 import torch
 
 from autocutlass.kernels.hopper_gemm import HopperGemmConfig as C, HopperGemmFamily
-from autocutlass.problem import DType, Major, Problem
+from autocutlass.ops.gemm.problem import DType, Major, GemmProblem
 from autocutlass.search.handlers import interleaved_rounds
 from autocutlass.search.timing import time_callable
-from autocutlass.search.verify import make_inputs, reference, torch_baseline, verify
+from autocutlass.ops.gemm.evaluation import make_inputs, reference, torch_baseline, verify
 
 ROUNDS = 9
 T = Major.COL
@@ -26,15 +26,15 @@ fam = HopperGemmFamily(cache_dir=None)
 flush = 2 * torch.cuda.get_device_properties(0).L2_cache_size
 OLD, NEW = "session-4 pick", "session-5 pick"
 CASES = [
-    ("llama8b-o", Problem(m=8192, n=4096, k=4096, b_major=T), {
+    ("llama8b-o", GemmProblem(m=8192, n=4096, k=4096, b_major=T), {
         OLD: C(128, 256, 64, cluster_n=2, swizzle=4), NEW: C(128, 256, 64, cluster_m=2, raster=N_, swizzle=8)}),
-    ("square-4k", Problem(m=4096, n=4096, k=4096), {
+    ("square-4k", GemmProblem(m=4096, n=4096, k=4096), {
         OLD: C(128, 256, 64), NEW: C(128, 256, 64, cluster_m=2, raster=N_)}),
-    ("llama8b-qkv", Problem(m=8192, n=6144, k=4096, b_major=T), {
+    ("llama8b-qkv", GemmProblem(m=8192, n=6144, k=4096, b_major=T), {
         OLD: C(128, 256, 64, cluster_m=2, swizzle=8), NEW: C(128, 256, 64, cluster_n=2, swizzle=2)}),
-    ("square-4k-fp16", Problem(m=4096, n=4096, k=4096, a_dtype=DType.FP16, b_dtype=DType.FP16, d_dtype=DType.FP16), {
+    ("square-4k-fp16", GemmProblem(m=4096, n=4096, k=4096, a_dtype=DType.FP16, b_dtype=DType.FP16, d_dtype=DType.FP16), {
         OLD: C(128, 256, 64, cluster_m=2), NEW: C(128, 256, 64, cluster_m=2, raster=N_, swizzle=8)}),
-    ("llama8b-down", Problem(m=8192, n=4096, k=14336, b_major=T), {
+    ("llama8b-down", GemmProblem(m=8192, n=4096, k=14336, b_major=T), {
         OLD: C(128, 256, 64, cluster_m=2, raster=N_, swizzle=8), NEW: C(128, 256, 64, cluster_n=2, swizzle=4)}),
 ]
 

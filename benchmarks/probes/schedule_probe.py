@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from autocutlass.kernels.hopper_gemm import HopperGemmConfig as C, HopperGemmFamily
-from autocutlass.problem import Major, Problem
+from autocutlass.ops.gemm.problem import Major, GemmProblem
 from autocutlass.search.timing import time_callable
 
 fam = HopperGemmFamily(cache_dir=None)
@@ -16,7 +16,7 @@ flush = 2 * torch.cuda.get_device_properties(0).L2_cache_size
 rows = []
 for k in (512, 2048, 8192):
     m, n = 4096, 4096
-    p = Problem(m=m, n=n, k=k, b_major=Major.COL)
+    p = GemmProblem(m=m, n=n, k=k, b_major=Major.COL)
     a = torch.randn(m, k, device="cuda").bfloat16()
     b = torch.randn(n, k, device="cuda").bfloat16().t()
     d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)

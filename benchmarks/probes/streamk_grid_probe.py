@@ -10,16 +10,16 @@ from __future__ import annotations
 import torch
 
 from autocutlass.kernels.hopper_gemm import HopperGemmConfig as C, HopperGemmFamily
-from autocutlass.problem import Major, Problem
+from autocutlass.ops.gemm.problem import Major, GemmProblem
 from autocutlass.search.timing import time_callable
-from autocutlass.search.verify import make_inputs, reference, verify
+from autocutlass.ops.gemm.evaluation import make_inputs, reference, verify
 
 fam = HopperGemmFamily(cache_dir=None)
 flush = 2 * torch.cuda.get_device_properties(0).L2_cache_size
 CASES = [
-    ("odd 128x192", Problem(m=2000, n=3000, k=1000), C(128, 192, 64), (128, 132, 64, 256)),
-    ("decode128 128x128", Problem(m=128, n=4096, k=14336, b_major=Major.COL), C(128, 128, 128), (32, 64, 128, 132)),
-    ("decode64 64x128", Problem(m=64, n=28672, k=4096, b_major=Major.COL), C(64, 128, 128), (112, 224, 132)),
+    ("odd 128x192", GemmProblem(m=2000, n=3000, k=1000), C(128, 192, 64), (128, 132, 64, 256)),
+    ("decode128 128x128", GemmProblem(m=128, n=4096, k=14336, b_major=Major.COL), C(128, 128, 128), (32, 64, 128, 132)),
+    ("decode64 64x128", GemmProblem(m=64, n=28672, k=4096, b_major=Major.COL), C(64, 128, 128), (112, 224, 132)),
 ]
 for name, prob, cfg, grids in CASES:
     x = make_inputs(prob, device="cuda", seed=0)

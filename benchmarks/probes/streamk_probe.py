@@ -16,10 +16,10 @@ import sys
 import torch
 
 from autocutlass.kernels.hopper_gemm import HopperGemmConfig as C, HopperGemmFamily, check
-from autocutlass.problem import Activation, DType, Epilogue, Major, Problem
+from autocutlass.ops.gemm.problem import Activation, DType, Epilogue, Major, GemmProblem
 from autocutlass.search.handlers import interleaved_rounds
 from autocutlass.search.timing import time_callable
-from autocutlass.search.verify import make_inputs, reference, torch_baseline, verify
+from autocutlass.ops.gemm.evaluation import make_inputs, reference, torch_baseline, verify
 
 R, T = Major.ROW, Major.COL
 ROUNDS = 3
@@ -27,74 +27,74 @@ fam = HopperGemmFamily(cache_dir=None)
 flush = 2 * torch.cuda.get_device_properties(0).L2_cache_size
 
 CORRECTNESS = [
-    ("decode128 nt 128x256", C(128, 256, 128, stream_k=True), Problem(m=128, n=4096, k=14336, b_major=T)),
+    ("decode128 nt 128x256", C(128, 256, 128, stream_k=True), GemmProblem(m=128, n=4096, k=14336, b_major=T)),
     ("decode128 nt c1x2 direct", C(128, 128, 128, cluster_n=2, store="direct", stream_k=True),
-     Problem(m=128, n=4096, k=14336, b_major=T)),
-    ("residues 257x136x1000 c2x2", C(128, 128, 64, cluster_m=2, cluster_n=2, stream_k=True), Problem(m=257, n=136, k=1000)),
+     GemmProblem(m=128, n=4096, k=14336, b_major=T)),
+    ("residues 257x136x1000 c2x2", C(128, 128, 64, cluster_m=2, cluster_n=2, stream_k=True), GemmProblem(m=257, n=136, k=1000)),
     ("residues col/row along_n", C(128, 128, 64, raster="along_n", stream_k=True),
-     Problem(m=304, n=520, k=3000, a_major=T, b_major=R)),
+     GemmProblem(m=304, n=520, k=3000, a_major=T, b_major=R)),
     ("batched L=3 C+bias+silu", C(128, 128, 64, stream_k=True),
-     Problem(m=200, n=136, k=2000, l=3, c_dtype=DType.BF16, epilogue=Epilogue(True, True, Activation.SILU))),
-    ("K=64 one block", C(128, 128, 64, stream_k=True), Problem(m=1000, n=1000, k=64)),
-    ("M=1", C(64, 128, 64, stream_k=True), Problem(m=1, n=4096, k=4096, b_major=T)),
-    ("swap decode16", C(128, 16, 128, swap_ab=True, stream_k=True), Problem(m=16, n=6144, k=4096, b_major=T)),
+     GemmProblem(m=200, n=136, k=2000, l=3, c_dtype=DType.BF16, epilogue=Epilogue(True, True, Activation.SILU))),
+    ("K=64 one block", C(128, 128, 64, stream_k=True), GemmProblem(m=1000, n=1000, k=64)),
+    ("M=1", C(64, 128, 64, stream_k=True), GemmProblem(m=1, n=4096, k=4096, b_major=T)),
+    ("swap decode16", C(128, 16, 128, swap_ab=True, stream_k=True), GemmProblem(m=16, n=6144, k=4096, b_major=T)),
     ("swap c2x1 bias", C(128, 32, 64, cluster_m=2, swap_ab=True, stream_k=True),
-     Problem(m=20, n=2048, k=4096, b_major=T, epilogue=Epilogue(bias=True))),
+     GemmProblem(m=20, n=2048, k=4096, b_major=T, epilogue=Epilogue(bias=True))),
     ("fp8 decode", C(128, 128, 128, stream_k=True),
-     Problem(m=128, n=4096, k=8192, a_dtype=DType.E4M3, b_dtype=DType.E4M3, b_major=T)),
+     GemmProblem(m=128, n=4096, k=8192, a_dtype=DType.E4M3, b_dtype=DType.E4M3, b_major=T)),
     ("tf32 nn swapped (A in regs)", C(128, 128, 32, swap_ab=True, stream_k=True),
-     Problem(m=500, n=700, k=3000, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32)),
-    ("fp32 D", C(128, 128, 64, stream_k=True), Problem(m=333, n=512, k=5000, d_dtype=DType.FP32)),
+     GemmProblem(m=500, n=700, k=3000, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32)),
+    ("fp32 D", C(128, 128, 64, stream_k=True), GemmProblem(m=333, n=512, k=5000, d_dtype=DType.FP32)),
 ]
 
 NT = dict(b_major=T)
 TIMING = [
-    ("decode128", Problem(m=128, n=4096, k=14336, **NT), [
+    ("decode128", GemmProblem(m=128, n=4096, k=14336, **NT), [
         C(64, 64, 128, cluster_m=2, store="direct"),
         C(128, 256, 128, stream_k=True), C(128, 256, 128, cluster_n=2, stream_k=True),
         C(128, 128, 128, stream_k=True), C(128, 128, 128, cluster_n=2, stream_k=True),
         C(128, 128, 128, cluster_n=2, store="direct", stream_k=True),
         C(128, 128, 128, swap_ab=True, stream_k=True), C(128, 128, 128, cluster_m=2, swap_ab=True, stream_k=True),
     ]),
-    ("decode64", Problem(m=64, n=28672, k=4096, **NT), [
+    ("decode64", GemmProblem(m=64, n=28672, k=4096, **NT), [
         C(64, 128, 128),
         C(64, 256, 128, stream_k=True), C(64, 256, 128, cluster_n=2, stream_k=True),
         C(64, 128, 128, stream_k=True), C(64, 128, 128, cluster_n=2, stream_k=True),
         C(128, 64, 128, swap_ab=True, stream_k=True),
     ]),
-    ("decode16", Problem(m=16, n=6144, k=4096, **NT), [
+    ("decode16", GemmProblem(m=16, n=6144, k=4096, **NT), [
         C(64, 16, 128, cluster_m=2, store="direct", swap_ab=True),
         C(128, 16, 128, swap_ab=True, stream_k=True), C(128, 16, 128, cluster_m=2, swap_ab=True, stream_k=True),
         C(64, 16, 128, cluster_m=2, store="direct", swap_ab=True, stream_k=True),
     ]),
-    ("odd", Problem(m=2000, n=3000, k=1000), [
+    ("odd", GemmProblem(m=2000, n=3000, k=1000), [
         C(128, 192, 64, cluster_n=2, raster="along_n"),
         C(128, 256, 64, stream_k=True), C(128, 192, 64, stream_k=True), C(128, 192, 64, cluster_n=2, stream_k=True),
         C(256, 128, 64, stream_k=True), C(128, 256, 64, cluster_m=2, stream_k=True),
     ]),
-    ("square-4k", Problem(m=4096, n=4096, k=4096), [
+    ("square-4k", GemmProblem(m=4096, n=4096, k=4096), [
         C(128, 256, 64), C(128, 256, 64, stream_k=True), C(128, 256, 64, cluster_m=2, stream_k=True),
         C(256, 128, 64, cluster_n=2, stream_k=True),
     ]),
     # 144 tiles of 128x128 on 132 SMs: data-parallel runs a second wave of 12 tiles.
-    ("1536x1536x8192", Problem(m=1536, n=1536, k=8192), [
+    ("1536x1536x8192", GemmProblem(m=1536, n=1536, k=8192), [
         C(128, 128, 64), C(128, 128, 64, cluster_m=2), C(128, 192, 64), C(128, 256, 64),
         C(128, 128, 64, stream_k=True), C(128, 128, 64, cluster_m=2, stream_k=True), C(128, 256, 64, stream_k=True),
     ]),
-    ("decode128-dp", Problem(m=128, n=4096, k=14336, **NT), [
+    ("decode128-dp", GemmProblem(m=128, n=4096, k=14336, **NT), [
         C(64, 64, 128, cluster_m=2, store="direct"), C(64, 64, 128, cluster_m=2, cluster_n=2, store="direct"),
         C(64, 64, 128, cluster_m=2, cluster_n=2), C(64, 64, 64, cluster_m=2, cluster_n=2, store="direct"),
         C(64, 64, 128, cluster_m=2, store="direct", stages=6),
     ]),
     # decode128 with less L2 traffic: all 128 tokens in one tile row, multicast along N
-    ("decode128-l2", Problem(m=128, n=4096, k=14336, **NT), [
+    ("decode128-l2", GemmProblem(m=128, n=4096, k=14336, **NT), [
         C(64, 64, 128, cluster_m=2, store="direct"), C(64, 128, 64, cluster_m=2, split_k=2),
         C(128, 64, 128, cluster_n=2, split_k=2), C(128, 64, 128, cluster_n=2, split_k=2, store="direct"),
         C(128, 64, 64, cluster_n=2, split_k=2), C(128, 64, 128, cluster_n=2, stream_k=True),
         C(128, 64, 128, cluster_n=2, store="direct", stream_k=True), C(128, 128, 128, cluster_n=2, split_k=4),
         C(128, 32, 128, cluster_n=2), C(128, 64, 128, cluster_n=2, split_k=2, split_mode="workspace"),
     ]),
-    ("batched-dp", Problem(m=512, n=512, k=128, l=32), [
+    ("batched-dp", GemmProblem(m=512, n=512, k=128, l=32), [
         C(128, 128, 64, cluster_n=2, raster="along_n"), C(128, 128, 64, cluster_n=2, raster="along_n", store="direct"),
         C(128, 128, 64, store="direct"), C(128, 128, 128, store="direct"), C(128, 256, 64, store="direct"),
         C(64, 128, 64, store="direct"), C(128, 128, 64, cluster_m=2, schedule="pingpong", store="direct"),

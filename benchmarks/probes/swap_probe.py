@@ -9,23 +9,23 @@ from __future__ import annotations
 import torch
 
 from autocutlass.kernels.hopper_gemm import HopperGemmConfig as C, HopperGemmFamily, check
-from autocutlass.problem import Major, Problem
-from autocutlass.search.verify import make_inputs, reference, verify
+from autocutlass.ops.gemm.problem import Major, GemmProblem
+from autocutlass.ops.gemm.evaluation import make_inputs, reference, verify
 
 R, T = Major.ROW, Major.COL
 fam = HopperGemmFamily(cache_dir=None)
 VARIANTS = [
-    ("failing: swap l=2 col/row", C(128, 64, 64, swap_ab=True), Problem(m=100, n=520, k=300, l=2, a_major=T, b_major=R)),
-    ("swap l=1 col/row", C(128, 64, 64, swap_ab=True), Problem(m=100, n=520, k=300, a_major=T, b_major=R)),
-    ("swap l=2 row/row", C(128, 64, 64, swap_ab=True), Problem(m=100, n=520, k=300, l=2, b_major=R)),
-    ("swap l=2 col/col", C(128, 64, 64, swap_ab=True), Problem(m=100, n=520, k=300, l=2, a_major=T, b_major=T)),
-    ("swap l=2 row/col", C(128, 64, 64, swap_ab=True), Problem(m=100, n=520, k=300, l=2, b_major=T)),
-    ("swap l=2 col/row direct", C(128, 64, 64, swap_ab=True, store="direct"), Problem(m=100, n=520, k=300, l=2, a_major=T, b_major=R)),
-    ("swap l=2 col/row tn128", C(128, 128, 64, swap_ab=True), Problem(m=100, n=520, k=300, l=2, a_major=T, b_major=R)),
-    ("swap l=2 col/row m=128", C(128, 64, 64, swap_ab=True), Problem(m=128, n=512, k=320, l=2, a_major=T, b_major=R)),
-    ("unswapped kernel problem l=2 col/row tn64", C(128, 64, 64), Problem(m=520, n=100, k=300, l=2, a_major=T, b_major=R)),
-    ("unswapped l=1 col/row tn64", C(128, 64, 64), Problem(m=520, n=100, k=300, a_major=T, b_major=R)),
-    ("unswapped l=2 row/row tn64", C(128, 64, 64), Problem(m=520, n=100, k=300, l=2, b_major=R)),
+    ("failing: swap l=2 col/row", C(128, 64, 64, swap_ab=True), GemmProblem(m=100, n=520, k=300, l=2, a_major=T, b_major=R)),
+    ("swap l=1 col/row", C(128, 64, 64, swap_ab=True), GemmProblem(m=100, n=520, k=300, a_major=T, b_major=R)),
+    ("swap l=2 row/row", C(128, 64, 64, swap_ab=True), GemmProblem(m=100, n=520, k=300, l=2, b_major=R)),
+    ("swap l=2 col/col", C(128, 64, 64, swap_ab=True), GemmProblem(m=100, n=520, k=300, l=2, a_major=T, b_major=T)),
+    ("swap l=2 row/col", C(128, 64, 64, swap_ab=True), GemmProblem(m=100, n=520, k=300, l=2, b_major=T)),
+    ("swap l=2 col/row direct", C(128, 64, 64, swap_ab=True, store="direct"), GemmProblem(m=100, n=520, k=300, l=2, a_major=T, b_major=R)),
+    ("swap l=2 col/row tn128", C(128, 128, 64, swap_ab=True), GemmProblem(m=100, n=520, k=300, l=2, a_major=T, b_major=R)),
+    ("swap l=2 col/row m=128", C(128, 64, 64, swap_ab=True), GemmProblem(m=128, n=512, k=320, l=2, a_major=T, b_major=R)),
+    ("unswapped kernel problem l=2 col/row tn64", C(128, 64, 64), GemmProblem(m=520, n=100, k=300, l=2, a_major=T, b_major=R)),
+    ("unswapped l=1 col/row tn64", C(128, 64, 64), GemmProblem(m=520, n=100, k=300, a_major=T, b_major=R)),
+    ("unswapped l=2 row/row tn64", C(128, 64, 64), GemmProblem(m=520, n=100, k=300, l=2, b_major=R)),
 ]
 for name, cfg, prob in VARIANTS:
     why = check(cfg, prob)

@@ -10,7 +10,7 @@ import torch
 from autocutlass.kernels.hopper_gemm import HopperGemmConfig as C, HopperGemmFamily
 from autocutlass.kernels.hopper_gemm.runner import k_major_copy
 from autocutlass.kernels.transpose import get_transpose
-from autocutlass.problem import DType, Major, Problem
+from autocutlass.ops.gemm.problem import DType, Major, GemmProblem
 from autocutlass.search.timing import time_callable
 
 torch.backends.cuda.matmul.fp32_precision = "tf32"
@@ -32,7 +32,7 @@ rows = [f"torch nn {tf(time_callable(lambda: torch.matmul(a, b_nn), flush_bytes=
 for cfg in cfgs:
     line = [cfg.short()]
     for name, bb, major in (("nn", b_nn, Major.ROW), ("nt", b_nt, Major.COL)):
-        p = Problem(m=m, n=n, k=k, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32, b_major=major)
+        p = GemmProblem(m=m, n=n, k=k, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32, b_major=major)
         r = fam.compile(cfg, p)
         line.append(f"{name} {tf(time_callable(lambda: r(a, bb, d), flush_bytes=flush).median_ms):6.0f}")
     rows.append("  ".join(line))

@@ -12,7 +12,7 @@ import json
 import torch
 
 from autocutlass.kernels.hopper_gemm import HopperGemmConfig as C, HopperGemmFamily
-from autocutlass.problem import DType, Major, Problem
+from autocutlass.ops.gemm.problem import DType, Major, GemmProblem
 from autocutlass.search.timing import time_callable
 
 ap = argparse.ArgumentParser()
@@ -38,7 +38,7 @@ rows, out = [], []
 
 
 def run(tag, cfg, aa, a_major):
-    p = Problem(m=m, n=n, k=k, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32, a_major=a_major,
+    p = GemmProblem(m=m, n=n, k=k, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32, a_major=a_major,
                 b_major=Major.ROW if tag != "tn" else Major.COL)
     bb = b if tag != "tn" else b.t().contiguous().t()
     why = fam.check(cfg, p)

@@ -30,7 +30,7 @@ from autocutlass.kernels.hopper_gemm.config import (
     SplitMode,
     Store,
 )
-from autocutlass.problem import DType, Problem
+from autocutlass.ops.gemm.problem import DType, GemmProblem
 
 __all__ = ["HopperGemmConfig", "HopperGemmFamily", "Raster", "Schedule", "SplitMode", "Store", "check"]
 
@@ -52,13 +52,13 @@ BALANCED_SPLITS_MAX = 2
 BALANCE_MIN = 0.95
 
 
-def swap_candidate(problem: Problem) -> bool:
+def swap_candidate(problem: GemmProblem) -> bool:
     """Decode GEMMs of 16-bit or fp8 inputs get ``swap_ab`` configs (tf32 ones are served
     through K-major copies instead)."""
     return problem.m <= SWAP_AB_MAX_M and problem.n >= SWAP_AB_MIN_N and problem.a_dtype.bytes in (1, 2)
 
 
-def tf32_swap_saves_copy(problem: Problem) -> bool:
+def tf32_swap_saves_copy(problem: GemmProblem) -> bool:
     """tf32 problems whose swapped kernel copies fewer operands than the unswapped one (an
     N-major B becomes an M-major A', read through registers): they get the swapped mirror of the
     (unsplit) space, e.g. 'nn', where the swapped kernel copies nothing."""
@@ -103,10 +103,10 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
     def __init__(self, cache_dir: Path | None = None) -> None:
         self._cache_dir = cache_dir
 
-    def supports(self, problem: Problem) -> str | None:
+    def supports(self, problem: GemmProblem) -> str | None:
         return problem_supported(problem)
 
-    def space(self, problem: Problem) -> Sequence[HopperGemmConfig]:
+    def space(self, problem: GemmProblem) -> Sequence[HopperGemmConfig]:
         """Tiles x clusters x schedules x raster/swizzle at stages = as many as fit. The direct
         (shared-memory-free) store joins only for small M, where the epilogue is a small part of
         the time and its missing barriers can pay; on large problems the TMA store measured
@@ -159,7 +159,7 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
         return out
 
     @staticmethod
-    def _swapped_space(problem: Problem, stores: tuple[Store, ...], tks: tuple[int, ...]) -> list[HopperGemmConfig]:
+    def _swapped_space(problem: GemmProblem, stores: tuple[Store, ...], tks: tuple[int, ...]) -> list[HopperGemmConfig]:
         """The ``swap_ab`` configs of a decode GEMM: kernel M = the problem's N (tile_m 64 or
         128), kernel N = the token count (the narrowest tile_n that holds it, and half of that);
         one raster order (the swapped problem has one or two tile columns)."""
@@ -177,10 +177,10 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
                                                 sto, swap_ab=True))  # fmt: skip
         return list(dict.fromkeys(out))
 
-    def check(self, config: HopperGemmConfig, problem: Problem) -> str | None:
+    def check(self, config: HopperGemmConfig, problem: GemmProblem) -> str | None:
         return check(config, problem)
 
-    def seeds(self, problem: Problem) -> Sequence[HopperGemmConfig]:
+    def seeds(self, problem: GemmProblem) -> Sequence[HopperGemmConfig]:
         """Good first guesses by problem class, best guess first: the winners of the best-of-space
         sweeps on an H200 (benchmarks/results/2026-11-21-h200-hopper-gemm-sweep-*.json)."""
         c = HopperGemmConfig
@@ -237,7 +237,7 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
     def config_from_dict(self, d: dict[str, Any]) -> HopperGemmConfig:
         return HopperGemmConfig.from_dict(d)
 
-    def compile(self, config: HopperGemmConfig, problem: Problem) -> GemmRunner:
+    def compile(self, config: HopperGemmConfig, problem: GemmProblem) -> GemmRunner:
         from autocutlass.kernels.hopper_gemm.runner import HopperGemmRunner
 
         return HopperGemmRunner(config, problem, self._cache_dir)

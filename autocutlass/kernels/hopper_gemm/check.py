@@ -23,7 +23,7 @@ from autocutlass.kernels.hopper_gemm.config import (
     Store,
 )
 from autocutlass.kernels.hopper_gemm.plan import MAX_AUTO_STAGES, max_stages, smem_bill
-from autocutlass.problem import DType, Major, Op, Problem
+from autocutlass.ops.gemm.problem import DType, GemmProblem, Major
 
 INPUT_DTYPES = (DType.BF16, DType.FP16, DType.TF32, DType.E4M3)
 OUTPUT_DTYPES = (DType.BF16, DType.FP16, DType.FP32)
@@ -45,7 +45,7 @@ def _flip(major: Major) -> Major:
     return Major.COL if major is Major.ROW else Major.ROW
 
 
-def swapped(problem: Problem) -> Problem:
+def swapped(problem: GemmProblem) -> GemmProblem:
     """The problem D^T = B^T A^T that a ``swap_ab`` config runs: M and N trade places, A' = B^T
     and B' = A^T (each transposed view flips its major), alignments follow their operands. The
     kernel writes D' = D^T, which is column-major (M'-contiguous): ``Plan.swap_ab`` tells it so,
@@ -56,7 +56,7 @@ def swapped(problem: Problem) -> Problem:
     )  # fmt: skip
 
 
-def kernel_problem(problem: Problem, config: HopperGemmConfig | None = None) -> Problem:
+def kernel_problem(problem: GemmProblem, config: HopperGemmConfig | None = None) -> GemmProblem:
     """The problem the kernel itself runs for ``config`` (None: any config without ``swap_ab``).
 
     ``swap_ab`` swaps the operands (``swapped``). tf32 WGMMA reads only K-major shared-memory
@@ -76,7 +76,7 @@ def kernel_problem(problem: Problem, config: HopperGemmConfig | None = None) -> 
         changes.update(b_major=Major.COL, align_b=budgets.TMA_ALIGN_BYTES)
     return dataclasses.replace(problem, **changes) if changes else problem
 
-def copied_operands(problem: Problem, config: HopperGemmConfig) -> tuple[bool, bool]:
+def copied_operands(problem: GemmProblem, config: HopperGemmConfig) -> tuple[bool, bool]:
     """Whether the runner copies the kernel's A and B (after any swap) to K-major: tf32 operands
     that ``kernel_problem`` lays out differently from the views it is handed."""
     views = swapped(problem) if config.swap_ab else problem
@@ -84,13 +84,13 @@ def copied_operands(problem: Problem, config: HopperGemmConfig) -> tuple[bool, b
     return kp.a_major is not views.a_major, kp.b_major is not views.b_major
 
 
-Rule = Callable[[HopperGemmConfig, Problem], "str | None"]
+Rule = Callable[[HopperGemmConfig, GemmProblem], "str | None"]
 
 
-def problem_supported(problem: Problem) -> str | None:
+def problem_supported(problem: GemmProblem) -> str | None:
     """Reasons that no config of the family can serve ``problem``."""
-    if problem.op is not Op.GEMM:
-        return f"op {problem.op.value!r} is not a GEMM"
+    if problem.op != "gemm":
+        return f"op {problem.op!r} is not a GEMM"
     if problem.a_dtype is DType.FP32 or problem.b_dtype is DType.FP32:
         return "fp32 inputs are served through tf32 (a_dtype = b_dtype = tf32); full fp32 GEMM is not in hopper_gemm"
     if problem.a_dtype not in INPUT_DTYPES:
@@ -123,7 +123,7 @@ def problem_supported(problem: Problem) -> str | None:
     return None
 
 
-def _domain(config: HopperGemmConfig, problem: Problem) -> str | None:
+def _domain(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
     axes = (
         ("tile_m", config.tile_m, TILE_M),
         ("tile_n", config.tile_n, TILE_N),
@@ -144,7 +144,7 @@ def _domain(config: HopperGemmConfig, problem: Problem) -> str | None:
     return None
 
 
-def _wgmma_shape(config: HopperGemmConfig, problem: Problem) -> str | None:
+def _wgmma_shape(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
     if config.tile_n % 8:
         return f"tile_n={config.tile_n} is not a multiple of 8 (WGMMA N step for 16-bit types)"
     if problem.a_dtype is DType.TF32 and config.tile_n in TF32_BAD_TILE_N:
@@ -159,7 +159,7 @@ def _wgmma_shape(config: HopperGemmConfig, problem: Problem) -> str | None:
     return None
 
 
-def _registers(config: HopperGemmConfig, problem: Problem) -> str | None:
+def _registers(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
     regs = config.wg_tile_m * config.tile_n // budgets.THREADS_PER_WARPGROUP
     if regs > budgets.ACC_REGS_MAX:
         return (
@@ -173,7 +173,7 @@ WORKSPACE_MAX_ELEMS = 2**31 - 1
 """The workspace split-K slabs are indexed with 32-bit offsets."""
 
 
-def _swap_ab(config: HopperGemmConfig, problem: Problem) -> str | None:
+def _swap_ab(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
     if not config.swap_ab:
         return None
     if config.split_mode is SplitMode.WORKSPACE and config.split_k > 1:
@@ -181,7 +181,7 @@ def _swap_ab(config: HopperGemmConfig, problem: Problem) -> str | None:
     return None
 
 
-def _split_k(config: HopperGemmConfig, problem: Problem) -> str | None:
+def _split_k(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
     if config.split_k > 1 and config.schedule is Schedule.PINGPONG:
         return "split_k > 1 needs the cooperative schedule (ping-pong consumers cannot skip uneven K splits)"
     if config.split_mode is SplitMode.WORKSPACE:
@@ -200,7 +200,7 @@ def _split_k(config: HopperGemmConfig, problem: Problem) -> str | None:
     return None
 
 
-def _stream_k(config: HopperGemmConfig, problem: Problem) -> str | None:
+def _stream_k(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
     if not config.stream_k:
         return None
     if config.split_k > 1:
@@ -212,7 +212,7 @@ def _stream_k(config: HopperGemmConfig, problem: Problem) -> str | None:
     return None
 
 
-def _smem_layout(config: HopperGemmConfig, problem: Problem) -> str | None:
+def _smem_layout(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
     # An MN-major operand is tiled by swizzle atoms along its contiguous M/N extent: the extent
     # must be a multiple of 16 elements (the narrowest 32-byte swizzle atom of 16-bit types).
     if problem.b_major is Major.ROW and config.tile_n % 16:
@@ -220,7 +220,7 @@ def _smem_layout(config: HopperGemmConfig, problem: Problem) -> str | None:
     return None
 
 
-def _multicast(config: HopperGemmConfig, problem: Problem) -> str | None:
+def _multicast(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
     # A multicast tile is split among the CTAs that share it; each slice must hold whole
     # swizzle atoms (8 rows of the K-major atom, or 64 contiguous elements of an MN-major one).
     if config.cluster_n > 1:
@@ -240,7 +240,7 @@ def _multicast(config: HopperGemmConfig, problem: Problem) -> str | None:
     return None
 
 
-def _shared_memory(config: HopperGemmConfig, problem: Problem) -> str | None:
+def _shared_memory(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
     limit = budgets.SM90_SMEM_PER_BLOCK_OPTIN
     if config.stages == 0:
         fit = max_stages(config, problem, limit)
@@ -264,7 +264,7 @@ def _shared_memory(config: HopperGemmConfig, problem: Problem) -> str | None:
 RULES: tuple[Rule, ...] = (_domain, _swap_ab, _wgmma_shape, _registers, _split_k, _stream_k, _smem_layout, _multicast, _shared_memory)
 
 
-def check(config: HopperGemmConfig, problem: Problem) -> str | None:
+def check(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
     """None if ``config`` can run ``problem``, else the first broken rule's reason. The rules
     judge the problem the kernel runs (``kernel_problem``: swapped for ``swap_ab``, K-major
     operands for tf32)."""

@@ -31,7 +31,7 @@ from autocutlass.kernels.hopper_gemm.check import check, kernel_problem
 from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig
 from autocutlass.kernels.hopper_gemm.plan import Plan, make_plan
 from autocutlass.kernels.object_cache import ObjectCache
-from autocutlass.problem import DType, Major, Problem
+from autocutlass.ops.gemm.problem import DType, Major, GemmProblem
 
 ARCH = "sm_90a"
 FUNCTION_NAME = "autocutlass_hopper_gemm"
@@ -141,7 +141,7 @@ _memory = _CACHE.memory
 STATS = _CACHE.stats
 
 
-def get_compiled(config: HopperGemmConfig, problem: Problem, rank: int, cache_dir: Path | None) -> Any:
+def get_compiled(config: HopperGemmConfig, problem: GemmProblem, rank: int, cache_dir: Path | None) -> Any:
     """The compiled TVM-FFI function for (config, class of ``problem``, rank): memory, disk, or
     compile. ``problem`` is the caller's problem; the kernel runs ``kernel_problem(problem, config)``."""
     reason = check(config, problem)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
@@ -156,11 +154,3 @@ class HopperGemmConfig:
             f" s{self.stages} {sched} {ras}/{self.swizzle}{sk}{st}{sw}"
         )
 
-
-def all_configs() -> Iterator[HopperGemmConfig]:
-    """The full cartesian space (most of it infeasible for any given problem)."""
-    for tm, tn, tk, (cm, cn), st, sch, ras, sw, sk, sto, mode, swap, sk_stream in itertools.product(
-        TILE_M, TILE_N, TILE_K, CLUSTERS, STAGES, tuple(Schedule), tuple(Raster), SWIZZLE, SPLIT_K, tuple(Store),
-        tuple(SplitMode), (False, True), (False, True),
-    ):
-        yield HopperGemmConfig(tm, tn, tk, cm, cn, st, sch, ras, sw, sk, sto, mode, swap, sk_stream)

@@ -53,7 +53,7 @@ from autocutlass.kernels.epilogue_math import activation
 from autocutlass.kernels.budgets import PRODUCER_REGS, SMEM_BUFFER_ALIGN, THREADS_PER_WARPGROUP
 from autocutlass.kernels.hopper_gemm.plan import Plan
 from autocutlass.kernels.hopper_gemm.wgmma_tf32 import make_tf32_tiled_mma
-from autocutlass.problem import DType
+from autocutlass.ops.gemm.problem import DType
 
 CUTLASS_DTYPES = {
     DType.BF16: cutlass.BFloat16,

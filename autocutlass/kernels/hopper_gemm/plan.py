@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from autocutlass.kernels import budgets
 from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig, Raster, Schedule, SplitMode, Store
-from autocutlass.problem import Activation, DType, Major, Problem
+from autocutlass.ops.gemm.problem import Activation, DType, Major, GemmProblem
 
 MAX_AUTO_STAGES = 8
 
@@ -83,9 +83,6 @@ class Plan:
         return 1 if self.pingpong else self.num_consumer_wgs
 
 
-def ab_stage_bytes(config: HopperGemmConfig, problem: Problem) -> int:
-    return (config.tile_m * problem.a_dtype.bytes + config.tile_n * problem.b_dtype.bytes) * config.tile_k
-
 
 def epilogue_tile(config: HopperGemmConfig, d_bytes: int) -> tuple[int, int]:
     """(rows, cols) of one epilogue store: one WGMMA row block (64 rows) per warpgroup that shares
@@ -109,7 +106,7 @@ def split_workspace(config: HopperGemmConfig) -> bool:
     return config.split_k > 1 and config.split_mode is SplitMode.WORKSPACE
 
 
-def epilogue_bytes(config: HopperGemmConfig, problem: Problem) -> int:
+def epilogue_bytes(config: HopperGemmConfig, problem: GemmProblem) -> int:
     if config.store is Store.DIRECT or split_workspace(config):
         return 0
     em, en = epilogue_tile(config, problem.d_dtype.bytes)
@@ -121,7 +118,7 @@ def _round_up(x: int, a: int) -> int:
     return (x + a - 1) // a * a
 
 
-def smem_bill(config: HopperGemmConfig, problem: Problem, stages: int) -> int:
+def smem_bill(config: HopperGemmConfig, problem: GemmProblem, stages: int) -> int:
     """Bytes of shared memory the kernel allocates with ``stages`` mainloop stages."""
     a = _round_up(config.tile_m * config.tile_k * problem.a_dtype.bytes * stages, budgets.SMEM_BUFFER_ALIGN)
     b = _round_up(config.tile_n * config.tile_k * problem.b_dtype.bytes * stages, budgets.SMEM_BUFFER_ALIGN)
@@ -129,7 +126,7 @@ def smem_bill(config: HopperGemmConfig, problem: Problem, stages: int) -> int:
     return budgets.SMEM_RESERVED_BYTES + a + b + e
 
 
-def max_stages(config: HopperGemmConfig, problem: Problem, smem_limit: int) -> int:
+def max_stages(config: HopperGemmConfig, problem: GemmProblem, smem_limit: int) -> int:
     """The most mainloop stages that fit in ``smem_limit`` bytes (may be < 2)."""
     s = 1
     while smem_bill(config, problem, s + 1) <= smem_limit:
@@ -137,7 +134,7 @@ def max_stages(config: HopperGemmConfig, problem: Problem, smem_limit: int) -> i
     return s
 
 
-def make_plan(config: HopperGemmConfig, problem: Problem, smem_limit: int = budgets.SM90_SMEM_PER_BLOCK_OPTIN) -> Plan:
+def make_plan(config: HopperGemmConfig, problem: GemmProblem, smem_limit: int = budgets.SM90_SMEM_PER_BLOCK_OPTIN) -> Plan:
     """Derive the plan for the problem the kernel runs (``check.kernel_problem(p, config)``).
     Assumes ``check`` accepted the pair (it calls this for the stage math)."""
     fit = max_stages(config, problem, smem_limit)

@@ -65,7 +65,7 @@ from autocutlass.device import dsl_version, kernel_source_hash
 from autocutlass.errors import KernelCompileError
 from autocutlass.kernels.epilogue_math import epilogue_value
 from autocutlass.kernels.object_cache import ObjectCache
-from autocutlass.problem import Activation, DType
+from autocutlass.ops.gemm.problem import Activation, DType
 
 FUNCTION_NAME = "autocutlass_splitk_reduce"
 THREADS = 256

@@ -10,7 +10,7 @@ from autocutlass.kernels import budgets
 from autocutlass.kernels.hopper_gemm.check import copied_operands, kernel_problem
 from autocutlass.kernels.hopper_gemm.compile import get_compiled
 from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig, SplitMode
-from autocutlass.problem import DType, Problem
+from autocutlass.ops.gemm.problem import DType, GemmProblem
 
 _clusters_lock = threading.Lock()
 _max_clusters: dict[tuple[int, int], int] = {}
@@ -130,7 +130,7 @@ class HopperGemmRunner:
     that operand, on the current stream, by our transpose kernel (``k_major_copy``), fetched
     once per rank in ``prepare``."""
 
-    def __init__(self, config: HopperGemmConfig, problem: Problem, cache_dir: Path | None) -> None:
+    def __init__(self, config: HopperGemmConfig, problem: GemmProblem, cache_dir: Path | None) -> None:
         self.config = config
         self.user_problem = problem
         self.problem = kernel_problem(problem, config)

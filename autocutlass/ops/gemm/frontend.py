@@ -31,7 +31,7 @@ Three outcomes, in this order:
    operands that are not 2-D, an A that is not row-major or a B that is not column-major (fp8
    WGMMA reads only K-major operands), and an A, B or output that is not 16-byte aligned (TMA;
    the fp8 kernels have no narrower path). The torch op then runs instead.
-3. ``KernelPlan``: the ``Problem`` and how to present each user tensor to the runner (an
+3. ``KernelPlan``: the ``GemmProblem`` and how to present each user tensor to the runner (an
    ``as_strided`` view, never a copy, except the one documented below).
 
 Views (no copies): ``linear`` flattens x's leading dimensions into M and passes ``weight.t()``
@@ -49,8 +49,8 @@ fp8 (``scaled_mm``, a drop-in for ``torch._scaled_mm``): served are A (M, K) row
 B = ``W.t()`` of a row-major (N, K) weight, both ``float8_e4m3fn``, with per-tensor float32
 scales that stay on the device (the kernel reads them; nothing here reads their values), an
 ``out_dtype`` of bf16/fp16/fp32, a bias None or (N,) of ``out_dtype``, no ``scale_result`` and
-``use_fast_accum=True``. The ``Problem`` is E4M3 x E4M3 -> ``out_dtype``; every E4M3
-problem is scaled, so the ``Problem`` has no field for it: dispatch hands the scales to the runner.
+``use_fast_accum=True``. The ``GemmProblem`` is E4M3 x E4M3 -> ``out_dtype``; every E4M3
+problem is scaled, so the ``GemmProblem`` has no field for it: dispatch hands the scales to the runner.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ import torch
 import torch.nn.functional as F
 
 from autocutlass.device import DeviceInfo
-from autocutlass.problem import Activation, DType, Epilogue, Major, Problem
+from autocutlass.ops.gemm.problem import Activation, DType, Epilogue, GemmProblem, Major
 
 BIAS_ALIGN_BYTES = 16
 """A bias vector's base address must be this aligned (the epilogue reads it with vector loads)."""
@@ -112,7 +112,7 @@ class View:
 class KernelPlan:
     """A call the kernel layer can serve. ``None`` views mean: pass the user tensor as it is."""
 
-    problem: Problem
+    problem: GemmProblem
     a: View | None
     b: View | None
     c: View | None
@@ -646,7 +646,7 @@ def _kernel_plan(
     d_view = View(d_shape, d_stride) if d_shape != tuple(result.shape) or m == 1 or n == 1 else None
     a_view = am.view if a_src is None else _same_view(a_src, am.view)
     in_dt, out_dt = _KERNEL_OPERAND_DTYPES[call.a.dtype], _OUTPUT_DTYPES[result.dtype]
-    problem = Problem(
+    problem = GemmProblem(
         m=m,
         n=n,
         k=k,

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from autocutlass.kernels.base import GemmRunner
-from autocutlass.problem import Activation, DType, Major, Problem
+from autocutlass.ops.gemm.problem import Activation, DType, GemmProblem, Major
 
 TORCH_DTYPES: dict[DType, torch.dtype] = {
     DType.BF16: torch.bfloat16,
@@ -56,7 +56,7 @@ def torch_dtype(dt: DType) -> torch.dtype:
     return TORCH_DTYPES[dt]
 
 
-def tolerance(problem: Problem) -> float:
+def tolerance(problem: GemmProblem) -> float:
     """Relative Frobenius tolerance of ``problem``: the coarsest of its A, B and D dtypes."""
     return max(REL_FROBENIUS_TOL[problem.a_dtype], REL_FROBENIUS_TOL[problem.b_dtype],
                REL_FROBENIUS_TOL[problem.d_dtype])
@@ -97,11 +97,11 @@ def _random(shape: tuple[int, ...], dt: DType, gen: torch.Generator, device: tor
     return x.to(device=device, dtype=torch_dtype(dt))
 
 
-def _squeeze_batch(t: torch.Tensor, problem: Problem) -> torch.Tensor:
+def _squeeze_batch(t: torch.Tensor, problem: GemmProblem) -> torch.Tensor:
     return t[0] if problem.l == 1 else t
 
 
-def make_inputs(problem: Problem, *, device: torch.device | str, seed: int = 0) -> GemmInputs:
+def make_inputs(problem: GemmProblem, *, device: torch.device | str, seed: int = 0) -> GemmInputs:
     """Random operands for ``problem`` in the runner layout (see module docstring)."""
     gen = torch.Generator(device=device).manual_seed(seed)
     m, n, k, l = problem.m, problem.n, problem.k, problem.l  # noqa: E741
@@ -162,7 +162,7 @@ def _activation(x: torch.Tensor, act: Activation) -> torch.Tensor:
     raise ValueError(f"no reference for activation {act!r}")
 
 
-def reference(problem: Problem, inputs: GemmInputs) -> torch.Tensor:
+def reference(problem: GemmProblem, inputs: GemmInputs) -> torch.Tensor:
     """act(alpha * A @ B + beta * C + bias) in float32 (TF32 off), shaped like D."""
     with fp32_matmul_precision("ieee"):
         acc = torch.matmul(inputs.a.float(), inputs.b.float())
@@ -176,7 +176,7 @@ def reference(problem: Problem, inputs: GemmInputs) -> torch.Tensor:
     return _activation(out, problem.epilogue.activation)
 
 
-def check_output(problem: Problem, d: torch.Tensor, ref: torch.Tensor) -> tuple[bool, str | None]:
+def check_output(problem: GemmProblem, d: torch.Tensor, ref: torch.Tensor) -> tuple[bool, str | None]:
     """(True, None) when ``d`` matches ``ref`` within the problem's tolerance, else (False, why)."""
     if d.shape != ref.shape:
         return False, f"output shape {tuple(d.shape)} != reference shape {tuple(ref.shape)}"
@@ -212,7 +212,7 @@ def _synchronize(t: torch.Tensor) -> None:
         torch.cuda.synchronize(t.device)
 
 
-def verify(runner: GemmRunner, problem: Problem, inputs: GemmInputs, ref: torch.Tensor) -> tuple[bool, str | None]:
+def verify(runner: GemmRunner, problem: GemmProblem, inputs: GemmInputs, ref: torch.Tensor) -> tuple[bool, str | None]:
     """Poison D, run ``runner`` once, wait for it, compare D with ``ref``: (ok, reason)."""
     inputs.poison()
     inputs.run(runner)
@@ -220,7 +220,7 @@ def verify(runner: GemmRunner, problem: Problem, inputs: GemmInputs, ref: torch.
     return check_output(problem, inputs.d, ref)
 
 
-def torch_baseline(problem: Problem, inputs: GemmInputs) -> Any:
+def torch_baseline(problem: GemmProblem, inputs: GemmInputs) -> Any:
     """A zero-argument callable computing the problem with plain torch ops on ``inputs``.
 
     Plain problems: ``torch.matmul(a, b, out=d)`` (cuBLAS). With an epilogue: matmul followed

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import torch
 
-from autocutlass.problem import DType, Epilogue, Major, Problem
+from autocutlass.ops.gemm.problem import DType, Epilogue, Major, GemmProblem
 from autocutlass.search.timing import Timing, percentile, summarize
-from autocutlass.search.verify import check_output, make_inputs, reference, tolerance, verify
+from autocutlass.ops.gemm.evaluation import check_output, make_inputs, reference, tolerance, verify
 
 
 def matmul_runner(a: Any, b: Any, d: Any, *, c: Any = None, bias: Any = None, alpha: float = 1.0, beta: float = 0.0) -> None:
@@ -25,7 +25,7 @@ def matmul_runner(a: Any, b: Any, d: Any, *, c: Any = None, bias: Any = None, al
 @pytest.mark.parametrize("dtype", [DType.BF16, DType.FP16])
 @pytest.mark.parametrize("a_major,b_major", [(Major.ROW, Major.ROW), (Major.ROW, Major.COL), (Major.COL, Major.COL)])
 def test_a_correct_runner_passes_in_every_layout(dtype: DType, a_major: Major, b_major: Major) -> None:
-    p = Problem(m=48, n=40, k=72, a_dtype=dtype, b_dtype=dtype, d_dtype=dtype, a_major=a_major, b_major=b_major)
+    p = GemmProblem(m=48, n=40, k=72, a_dtype=dtype, b_dtype=dtype, d_dtype=dtype, a_major=a_major, b_major=b_major)
     inp = make_inputs(p, device="cpu", seed=3)
     assert inp.a.shape == (48, 72) and inp.b.shape == (72, 40) and inp.d.shape == (48, 40)
     assert (inp.a.stride(-1) == 1) == (a_major is Major.ROW)
@@ -36,7 +36,7 @@ def test_a_correct_runner_passes_in_every_layout(dtype: DType, a_major: Major, b
 
 
 def test_batched_inputs_are_rank_three() -> None:
-    p = Problem(m=16, n=24, k=32, l=3, b_major=Major.COL)
+    p = GemmProblem(m=16, n=24, k=32, l=3, b_major=Major.COL)
     inp = make_inputs(p, device="cpu")
     assert inp.a.shape == (3, 16, 32) and inp.b.shape == (3, 32, 24) and inp.d.shape == (3, 16, 24)
     assert inp.b.stride(-2) == 1
@@ -44,7 +44,7 @@ def test_batched_inputs_are_rank_three() -> None:
 
 
 def test_epilogue_reference() -> None:
-    p = Problem(m=16, n=24, k=32, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True, bias=True))
+    p = GemmProblem(m=16, n=24, k=32, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True, bias=True))
     inp = make_inputs(p, device="cpu")
     assert inp.c is not None and inp.bias is not None and inp.beta != 0
     assert verify(matmul_runner, p, inp, reference(p, inp))[0]
@@ -56,7 +56,7 @@ def test_epilogue_reference() -> None:
 
 
 def test_unwritten_output_is_caught_by_the_nan_poison() -> None:
-    p = Problem(m=64, n=64, k=64)
+    p = GemmProblem(m=64, n=64, k=64)
     inp = make_inputs(p, device="cpu")
     ref = reference(p, inp)
     matmul_runner(inp.a, inp.b, inp.d)  # D correct before the check...
@@ -69,7 +69,7 @@ def test_unwritten_output_is_caught_by_the_nan_poison() -> None:
 
 
 def test_wrong_results_are_caught() -> None:
-    p = Problem(m=64, n=64, k=64)
+    p = GemmProblem(m=64, n=64, k=64)
     inp = make_inputs(p, device="cpu")
     ref = reference(p, inp)
 
@@ -84,7 +84,7 @@ def test_wrong_results_are_caught() -> None:
         out[5, 7] += out.square().mean().sqrt()  # one rms off: invisible in the Frobenius norm
         d.copy_(out)
 
-    big = Problem(m=256, n=256, k=64)
+    big = GemmProblem(m=256, n=256, k=64)
     big_inp = make_inputs(big, device="cpu")
     ok, reason = verify(one_bad_element, big, big_inp, reference(big, big_inp))
     assert not ok and "(5, 7)" in reason
@@ -96,7 +96,7 @@ def test_wrong_results_are_caught() -> None:
 
 
 def test_inf_is_caught() -> None:
-    p = Problem(m=8, n=8, k=8)
+    p = GemmProblem(m=8, n=8, k=8)
     ref = torch.ones(8, 8)
     d = torch.ones(8, 8, dtype=torch.bfloat16)
     d[2, 3] = math.inf
@@ -105,14 +105,14 @@ def test_inf_is_caught() -> None:
 
 
 def test_tolerance_per_dtype() -> None:
-    assert tolerance(Problem(m=1, n=1, k=1)) == 1e-2
-    assert tolerance(Problem(m=1, n=1, k=1, a_dtype="fp16", b_dtype="fp16", d_dtype="fp16")) == 5e-3
-    assert tolerance(Problem(m=1, n=1, k=1, a_dtype="tf32", b_dtype="tf32", d_dtype="fp32")) == 5e-3
-    assert tolerance(Problem(m=1, n=1, k=1, a_dtype="fp32", b_dtype="fp32", d_dtype="fp32")) == 1e-5
+    assert tolerance(GemmProblem(m=1, n=1, k=1)) == 1e-2
+    assert tolerance(GemmProblem(m=1, n=1, k=1, a_dtype="fp16", b_dtype="fp16", d_dtype="fp16")) == 5e-3
+    assert tolerance(GemmProblem(m=1, n=1, k=1, a_dtype="tf32", b_dtype="tf32", d_dtype="fp32")) == 5e-3
+    assert tolerance(GemmProblem(m=1, n=1, k=1, a_dtype="fp32", b_dtype="fp32", d_dtype="fp32")) == 1e-5
 
 
 def test_tf32_rounding_is_within_tolerance_but_bf16_rounding_is_not_fp32_exact() -> None:
-    p = Problem(m=64, n=64, k=256, a_dtype="tf32", b_dtype="tf32", d_dtype="fp32")
+    p = GemmProblem(m=64, n=64, k=256, a_dtype="tf32", b_dtype="tf32", d_dtype="fp32")
     inp = make_inputs(p, device="cpu")
     ref = reference(p, inp)
 
@@ -124,7 +124,7 @@ def test_tf32_rounding_is_within_tolerance_but_bf16_rounding_is_not_fp32_exact()
         d.copy_(torch.matmul(rnd(a), rnd(b)))
 
     assert verify(tf32_like, p, inp, ref)[0]
-    p32 = Problem(m=64, n=64, k=256, a_dtype="fp32", b_dtype="fp32", d_dtype="fp32")
+    p32 = GemmProblem(m=64, n=64, k=256, a_dtype="fp32", b_dtype="fp32", d_dtype="fp32")
     assert not verify(tf32_like, p32, inp, ref)[0]
 
 
@@ -142,9 +142,9 @@ def test_percentiles_and_summary() -> None:
 
 
 def test_fp8_inputs_carry_scales_and_the_reference_applies_them() -> None:
-    from autocutlass.search.verify import make_inputs, reference
+    from autocutlass.ops.gemm.evaluation import make_inputs, reference
 
-    p = Problem(m=32, n=48, k=64, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16, b_major=Major.COL,
+    p = GemmProblem(m=32, n=48, k=64, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16, b_major=Major.COL,
                 epilogue=Epilogue(bias=True))  # fmt: skip
     x = make_inputs(p, device="cpu", seed=3)
     assert x.a.dtype == torch.float8_e4m3fn and x.b.dtype == torch.float8_e4m3fn and x.d.dtype == torch.bfloat16
@@ -162,6 +162,6 @@ def test_fp8_inputs_carry_scales_and_the_reference_applies_them() -> None:
     x.run(runner)
     assert calls[0]["scale_a"] is x.scale_a and calls[0]["scale_b"] is x.scale_b
     # non-fp8 inputs keep the plain calling convention (no scale keywords)
-    y = make_inputs(Problem(m=8, n=8, k=8), device="cpu")
+    y = make_inputs(GemmProblem(m=8, n=8, k=8), device="cpu")
     y.run(runner)
     assert "scale_a" not in calls[1]

@@ -1,4 +1,4 @@
-"""The fingerprint of a GEMM call: a frozen ``Problem``, its canonical key and its bucket.
+"""The fingerprint of a GEMM call: a frozen ``GemmProblem``, its canonical key and its bucket.
 
 Pure Python, no CUDA, no torch. Everything that changes which kernel is best, or whether a
 compiled kernel can serve the call, is a typed field here; nothing else is.
@@ -14,10 +14,10 @@ Conventions (the CUTLASS ones, spelled in torch terms):
 * alignment: the largest power of two in bytes, at most 16, that divides the base pointer's
   address and every non-unit stride of the operand (in bytes). TMA needs 16.
 
-**Bucket rule** (``Problem.bucket``): M is rounded up to the next power of two, with a floor of
+**Bucket rule** (``GemmProblem.bucket``): M is rounded up to the next power of two, with a floor of
 16; N, K, L, dtypes, layouts, alignments and epilogue stay exact. The M dimension is the one that
 varies at run time (tokens in a batch), while N and K are fixed by the weights, so a config tuned
-for (N, K, M-bucket) serves every M in that bucket. ``family_key`` drops M entirely: the
+for (N, K, M-bucket) serves every M in that bucket. ``neighbour_key`` drops M entirely: the
 database uses it to find the nearest tuned M when the bucket itself was never tuned.
 
 **Key stability**: ``key()`` is a canonical JSON text built from field values (sorted keys, no
@@ -28,85 +28,23 @@ or ``str()`` of an object, so it is identical across processes, platforms and Py
 from __future__ import annotations
 
 import dataclasses
-import hashlib
+import math
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 from autocutlass.keys import canonical_json
+from autocutlass.ops.types import VALID_ALIGNMENTS, Activation, DType, Epilogue, Major
+
+__all__ = ["VALID_ALIGNMENTS", "Activation", "DType", "Epilogue", "GemmProblem", "Major", "bucket_m", "bucket_pow2", "problem_from_case"]
 
 KEY_VERSION = 1
 """Bumped when the meaning of a key changes; old records then stop matching."""
 
 
-class DType(StrEnum):
-    """Element types of GEMM operands and accumulators."""
-
-    BF16 = "bf16"
-    FP16 = "fp16"
-    FP32 = "fp32"
-    TF32 = "tf32"
-    E4M3 = "e4m3"
-
-    @property
-    def bytes(self) -> int:
-        return _DTYPE_BYTES[self]
-
-
-_DTYPE_BYTES = {DType.BF16: 2, DType.FP16: 2, DType.FP32: 4, DType.TF32: 4, DType.E4M3: 1}
-
-
-class Major(StrEnum):
-    """Which of an operand's two matrix dimensions is contiguous; see the module docstring."""
-
-    ROW = "row"
-    COL = "col"
-
-
-class Activation(StrEnum):
-    """Elementwise activations the epilogue can apply before the store."""
-
-    NONE = "none"
-    RELU = "relu"
-    GELU = "gelu"  # erf form, torch.nn.functional.gelu(approximate="none")
-    GELU_TANH = "gelu_tanh"  # torch.nn.functional.gelu(approximate="tanh")
-    SILU = "silu"
-
-
-class Op(StrEnum):
-    GEMM = "gemm"
-
-
 @dataclass(frozen=True)
-class Epilogue:
-    """What the epilogue does after the mainloop. alpha/beta values are run-time arguments.
-
-    ``with_c``: D = alpha*acc + beta*C reads a C operand (beta != 0). ``bias``: one value per
-    output column (length N) broadcast over rows. ``activation``: applied last, in registers.
-    """
-
-    with_c: bool = False
-    bias: bool = False
-    activation: Activation = Activation.NONE
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"with_c": self.with_c, "bias": self.bias, "activation": self.activation.value}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Epilogue:
-        return cls(with_c=bool(d["with_c"]), bias=bool(d["bias"]), activation=Activation(d["activation"]))
-
-    @property
-    def is_plain(self) -> bool:
-        return not (self.with_c or self.bias or self.activation is not Activation.NONE)
-
-
-VALID_ALIGNMENTS = (1, 2, 4, 8, 16)
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One GEMM call's fingerprint. Construct with ``Problem.gemm(...)`` or directly."""
+class GemmProblem:
+    """One GEMM call's fingerprint. Construct with ``GemmProblem.gemm(...)`` or directly."""
 
     m: int
     n: int
@@ -124,32 +62,33 @@ class Problem:
     align_c: int = 16
     align_d: int = 16
     epilogue: Epilogue = field(default_factory=Epilogue)
-    op: Op = Op.GEMM
+
+    op: ClassVar[str] = "gemm"
+    """The op's name in keys and in the tuning database (``autocutlass.ops.registry``)."""
 
     def __post_init__(self) -> None:
         for name in ("m", "n", "k", "l"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise ValueError(f"Problem.{name} must be a non-negative int, got {v!r}")
+                raise ValueError(f"GemmProblem.{name} must be a non-negative int, got {v!r}")
         for name in ("align_a", "align_b", "align_c", "align_d"):
             v = getattr(self, name)
             if v not in VALID_ALIGNMENTS:
-                raise ValueError(f"Problem.{name} must be one of {VALID_ALIGNMENTS} bytes, got {v!r}")
-        # Coerce strings to enums so that Problem(a_dtype="bf16") and from_dict() agree.
+                raise ValueError(f"GemmProblem.{name} must be one of {VALID_ALIGNMENTS} bytes, got {v!r}")
+        # Coerce strings to enums so that GemmProblem(a_dtype="bf16") and from_dict() agree.
         for name in ("a_dtype", "b_dtype", "d_dtype", "acc_dtype"):
             object.__setattr__(self, name, DType(getattr(self, name)))
         if self.c_dtype is not None:
             object.__setattr__(self, "c_dtype", DType(self.c_dtype))
         object.__setattr__(self, "a_major", Major(self.a_major))
         object.__setattr__(self, "b_major", Major(self.b_major))
-        object.__setattr__(self, "op", Op(self.op))
         if self.epilogue.with_c and self.c_dtype is None:
-            raise ValueError("Problem: epilogue.with_c needs c_dtype")
+            raise ValueError("GemmProblem: epilogue.with_c needs c_dtype")
 
     # ---- serialisation -------------------------------------------------------------------
     def as_dict(self) -> dict[str, Any]:
-        """Plain-data form (JSON-able), the inverse of ``from_dict``."""
-        d: dict[str, Any] = {}
+        """Plain-data form (JSON-able), the inverse of ``from_dict``; ``op`` included."""
+        d: dict[str, Any] = {"op": self.op}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if isinstance(v, Epilogue):
@@ -161,8 +100,10 @@ class Problem:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Problem:
+    def from_dict(cls, d: dict[str, Any]) -> GemmProblem:
         kw = dict(d)
+        if kw.pop("op", cls.op) != cls.op:
+            raise ValueError(f"not a {cls.op} problem: {d!r}")
         kw["epilogue"] = Epilogue.from_dict(kw["epilogue"])
         return cls(**kw)
 
@@ -170,23 +111,30 @@ class Problem:
         """Canonical, process-stable identity of this exact problem."""
         return canonical_json({"v": KEY_VERSION, **self.as_dict()})
 
-    def digest(self) -> str:
-        """Short sha256 of ``key()`` for file names and log lines."""
-        return hashlib.sha256(self.key().encode()).hexdigest()[:16]
-
     # ---- bucketing -----------------------------------------------------------------------
-    def bucket(self) -> Problem:
+    def bucket(self) -> GemmProblem:
         """The representative of this problem's bucket: M rounded up (see module docstring)."""
         return dataclasses.replace(self, m=bucket_m(self.m))
 
     def bucket_key(self) -> str:
         return self.bucket().key()
 
-    def family_key(self) -> str:
-        """Everything but M: problems that differ only in M share a family."""
+    def neighbour_key(self) -> str:
+        """Everything but M: problems that differ only in M are neighbours, and the nearest
+        tuned M serves a problem whose bucket was never tuned (the database's third lookup)."""
         d = self.as_dict()
         del d["m"]
         return canonical_json({"v": KEY_VERSION, "family": d})
+
+    def neighbour_distance(self, other: GemmProblem) -> tuple[float, int]:
+        """Sort key of a neighbour ``other`` as a stand-in for this problem, smallest first:
+        the log2 distance of the two M, then the larger M (a tile tuned for more rows wastes
+        less on fewer than the other way round)."""
+        return (abs(math.log2(max(self.m, 1)) - math.log2(max(other.m, 1))), -other.m)
+
+    def dims(self) -> dict[str, int]:
+        """The op's dimensions, as the database indexes them."""
+        return {"m": self.m, "n": self.n, "k": self.k, "l": self.l}
 
     def kernel_class_key(self) -> str:
         """Everything a compiled kernel is specialised on: no M, N, K or L (they are symbolic)."""
@@ -216,16 +164,21 @@ class Problem:
         """A short human label: 'gemm 8192x6144x4096 bf16 row/col'."""
         batch = f"{self.l}x" if self.l != 1 else ""
         return (
-            f"{self.op.value} {batch}{self.m}x{self.n}x{self.k} {self.a_dtype.value}"
+            f"{self.op} {batch}{self.m}x{self.n}x{self.k} {self.a_dtype.value}"
             f" {self.a_major.value}/{self.b_major.value}"
         )
 
 
+def bucket_pow2(v: int, *, floor: int) -> int:
+    """``v`` rounded up to a power of two, at least ``floor`` (a power of two)."""
+    if v <= floor:
+        return floor
+    return 1 << (v - 1).bit_length()
+
+
 def bucket_m(m: int) -> int:
     """M rounded up to a power of two, at least 16."""
-    if m <= 16:
-        return 16
-    return 1 << (m - 1).bit_length()
+    return bucket_pow2(m, floor=16)
 
 
 LAYOUT_LETTERS = {"n": Major.ROW, "t": Major.COL}
@@ -233,8 +186,8 @@ LAYOUT_LETTERS = {"n": Major.ROW, "t": Major.COL}
 'nt' = x @ W.T (B is K-contiguous)."""
 
 
-def problem_from_case(case: dict[str, Any]) -> Problem:
-    """A ``Problem`` from one case of the benchmark-suite format (``../shared/bench/shapes.json``)."""
+def problem_from_case(case: dict[str, Any]) -> GemmProblem:
+    """A ``GemmProblem`` from one case of the benchmark-suite format (``../shared/bench/shapes.json``)."""
     dt = DType(case["dtype"])
     layout = case.get("layout", "nn")
     if len(layout) != 2 or any(ch not in LAYOUT_LETTERS for ch in layout):
@@ -248,7 +201,7 @@ def problem_from_case(case: dict[str, Any]) -> Problem:
     elif dt is DType.E4M3:
         # fp8 inputs (per-tensor scales, as torch._scaled_mm), bf16 output.
         d_dtype = DType.BF16
-    return Problem(
+    return GemmProblem(
         m=int(case["M"]),
         n=int(case["N"]),
         k=int(case["K"]),

@@ -1,0 +1,78 @@
+"""The contracts every op implements: ``OpProblem`` (the fingerprint the database stores and
+looks up), ``Evaluation`` (how the search verifies and times a candidate of that op) and
+``FrontEnd`` (how dispatch turns a call into a memo key, a problem and a launch).
+
+The layers below dispatch (``db``, ``search``, ``kernels``) see a problem only through
+``OpProblem``; none of them knows which op it is. A new op is a new package under ``ops/``
+with these three pieces and a line in ``registry``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class OpProblem(Protocol):
+    """One call's fingerprint: a frozen dataclass of typed fields, pure Python.
+
+    Contract:
+
+    * ``op`` names the op ('gemm', 'conv2d', 'grouped_mm'); ``as_dict()`` includes it and
+      ``registry.problem_from_dict(p.as_dict()) == p``.
+    * ``key()`` is canonical JSON of the fields: equal problems give equal text in every process.
+    * ``bucket()`` is the representative of the problems that share one tuned config: the
+      dimensions that vary at run time (tokens, batch, spatial size) rounded by the op's
+      documented bucket rule, every other field exact. ``bucket_key() == bucket().key()``.
+    * ``neighbour_key()`` drops the run-time dimensions: problems with equal neighbour keys can
+      serve each other as the nearest match, ranked by ``neighbour_distance`` (smallest first).
+    * ``dims()`` the op's dimensions (ints), stored as canonical JSON beside the key.
+    * ``flops`` and ``min_bytes`` (fewest bytes a kernel must move), ``describe()`` a short label.
+    * ``kernel_class_key()``: everything a compiled kernel is specialised on (no run-time sizes).
+    """
+
+    op: str
+
+    def key(self) -> str: ...
+    def bucket(self) -> Any: ...
+    def bucket_key(self) -> str: ...
+    def neighbour_key(self) -> str: ...
+    def neighbour_distance(self, other: Any) -> tuple[float, ...]: ...
+    def dims(self) -> dict[str, int]: ...
+    def as_dict(self) -> dict[str, Any]: ...
+    def kernel_class_key(self) -> str: ...
+    def describe(self) -> str: ...
+
+    @property
+    def flops(self) -> int: ...
+
+    @property
+    def min_bytes(self) -> int: ...
+
+
+class Inputs(Protocol):
+    """Operands of one problem on one device, built once and shared by every candidate."""
+
+    output: Any
+    """The tensor a runner writes (NaN-poisoned before each check)."""
+
+    def poison(self) -> None:
+        """Fill ``output`` with NaN so that elements a kernel never writes fail the check."""
+
+    def run(self, runner: Callable[..., None]) -> None:
+        """One launch of ``runner`` on these operands, in the op's runner calling convention."""
+
+
+class Evaluation(Protocol):
+    """How the search evaluates a candidate of one op (module ``ops.<op>.evaluation``).
+
+    Everything takes plain ``OpProblem``s and runs on any device (CPU tensors in the unit tests,
+    with Python runners); the search layer never looks inside a problem."""
+
+    def make_inputs(self, problem: Any, *, device: Any, seed: int = 0) -> Inputs: ...
+    def reference(self, problem: Any, inputs: Any) -> Any: ...
+    def check_output(self, problem: Any, out: Any, ref: Any) -> tuple[bool, str | None]: ...
+    def verify(self, runner: Callable[..., None], problem: Any, inputs: Any, ref: Any) -> tuple[bool, str | None]: ...
+    def torch_baseline(self, problem: Any, inputs: Any) -> Callable[[], Any]:
+        """What the vendor library runs for this problem, on ``inputs`` (timed like a candidate)."""

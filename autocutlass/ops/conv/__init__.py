@@ -1,0 +1,1 @@
+"""The conv2d op: ``problem`` (ConvProblem), ``frontend`` (conv2d), ``evaluation``."""

@@ -1,0 +1,227 @@
+"""The fingerprint of a conv2d call: a frozen ``ConvProblem``, its key, bucket and neighbours.
+
+Pure Python, no torch. Conventions (PyTorch's, in NHWC memory):
+
+* x is (N, C, H, W) logically and channels_last in memory (N, H, W, C contiguous); the filter
+  w is (K, C/groups, R, S), also channels_last (K, R, S, C); the output y is (N, K, P, Q) with
+  P = (H + 2*pad_h - dil_h*(R-1) - 1) // stride_h + 1 and Q likewise.
+* ``direction``: ``fprop`` computes y from x and w; ``dgrad`` dx from dy and w; ``wgrad`` dw
+  from dy and x. The fields always describe the forward convolution (x, w, y shapes); the
+  direction says which of the three tensors is computed.
+* The epilogue applies to the computed tensor: ``with_c`` adds a residual of its shape (times
+  beta), ``bias`` one value per output channel, then the activation.
+* As an implicit GEMM (fprop): M = N*P*Q output pixels, N_gemm = K, K_gemm = C*R*S.
+
+**Bucket rule** (``ConvProblem.bucket``): the batch N is what varies at run time (a server's
+batch, a training run's last batch); it is rounded up to a power of two (at least 1). The
+spatial size H, W varies in some models (diffusion at several resolutions) but changes the
+layer's shape class, so it stays exact in the bucket. Channels, filter size, stride, padding,
+dilation, groups, dtypes, alignments and the epilogue never vary for a layer and stay exact.
+``neighbour_key`` drops N, H and W: the nearest tuned layer by GEMM rows (N*P*Q, in log2
+distance, ties to the larger) serves a bucket that was never tuned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from autocutlass.keys import canonical_json
+from autocutlass.ops.gemm.problem import GemmProblem, bucket_pow2
+from autocutlass.ops.types import VALID_ALIGNMENTS, DType, Epilogue, Major
+
+KEY_VERSION = 1
+
+
+class ConvDirection(StrEnum):
+    FPROP = "fprop"
+    DGRAD = "dgrad"
+    WGRAD = "wgrad"
+
+
+_RUNTIME_DIMS = ("n", "h", "w")
+"""The dimensions ``neighbour_key`` drops (see the bucket rule)."""
+
+
+@dataclass(frozen=True)
+class ConvProblem:
+    """One conv2d call's fingerprint; see the module docstring."""
+
+    direction: ConvDirection
+    n: int
+    h: int
+    w: int
+    c: int
+    k: int
+    r: int
+    s: int
+    stride_h: int = 1
+    stride_w: int = 1
+    pad_h: int = 0
+    pad_w: int = 0
+    dil_h: int = 1
+    dil_w: int = 1
+    groups: int = 1
+    x_dtype: DType = DType.BF16
+    w_dtype: DType = DType.BF16
+    y_dtype: DType = DType.BF16
+    acc_dtype: DType = DType.FP32
+    align_x: int = 16
+    align_w: int = 16
+    align_y: int = 16
+    epilogue: Epilogue = field(default_factory=Epilogue)
+
+    op: ClassVar[str] = "conv2d"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "direction", ConvDirection(self.direction))
+        for name in ("x_dtype", "w_dtype", "y_dtype", "acc_dtype"):
+            object.__setattr__(self, name, DType(getattr(self, name)))
+        for name in ("n", "h", "w", "c", "k", "r", "s", "pad_h", "pad_w"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"ConvProblem.{name} must be a non-negative int, got {v!r}")
+        for name in ("stride_h", "stride_w", "dil_h", "dil_w", "groups"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"ConvProblem.{name} must be a positive int, got {v!r}")
+        for name in ("align_x", "align_w", "align_y"):
+            if getattr(self, name) not in VALID_ALIGNMENTS:
+                raise ValueError(f"ConvProblem.{name} must be one of {VALID_ALIGNMENTS} bytes, got {getattr(self, name)!r}")
+        if self.c % self.groups or self.k % self.groups:
+            raise ValueError(f"ConvProblem: C={self.c} and K={self.k} must be multiples of groups={self.groups}")
+
+    # ---- derived sizes ---------------------------------------------------------------------
+    @property
+    def p(self) -> int:
+        """Output height."""
+        return (self.h + 2 * self.pad_h - self.dil_h * (self.r - 1) - 1) // self.stride_h + 1
+
+    @property
+    def q(self) -> int:
+        """Output width."""
+        return (self.w + 2 * self.pad_w - self.dil_w * (self.s - 1) - 1) // self.stride_w + 1
+
+    @property
+    def flops(self) -> int:
+        """2 * N*P*Q * K * (C/groups)*R*S, the same for all three directions."""
+        return 2 * self.n * self.p * self.q * self.k * (self.c // self.groups) * self.r * self.s
+
+    @property
+    def min_bytes(self) -> int:
+        """x, w and y once each (and the residual when read)."""
+        x = self.n * self.h * self.w * self.c * self.x_dtype.bytes
+        w = self.k * (self.c // self.groups) * self.r * self.s * self.w_dtype.bytes
+        y = self.n * self.p * self.q * self.k * self.y_dtype.bytes
+        return x + w + y + (y if self.epilogue.with_c else 0)
+
+    # ---- serialisation and keys ------------------------------------------------------------
+    def as_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"op": self.op}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            d[f.name] = v.as_dict() if isinstance(v, Epilogue) else v.value if isinstance(v, StrEnum) else v
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ConvProblem:
+        kw = dict(d)
+        if kw.pop("op", cls.op) != cls.op:
+            raise ValueError(f"not a {cls.op} problem: {d!r}")
+        kw["epilogue"] = Epilogue.from_dict(kw["epilogue"])
+        return cls(**kw)
+
+    def key(self) -> str:
+        return canonical_json({"v": KEY_VERSION, **self.as_dict()})
+
+    def bucket(self) -> ConvProblem:
+        return dataclasses.replace(self, n=bucket_pow2(self.n, floor=1))
+
+    def bucket_key(self) -> str:
+        return self.bucket().key()
+
+    def neighbour_key(self) -> str:
+        d = self.as_dict()
+        for name in _RUNTIME_DIMS:
+            del d[name]
+        return canonical_json({"v": KEY_VERSION, "neighbours": d})
+
+    def neighbour_distance(self, other: ConvProblem) -> tuple[float, int]:
+        """log2 distance of the GEMM rows N*P*Q, then the larger."""
+        mine, theirs = self.n * self.p * self.q, other.n * other.p * other.q
+        return (abs(math.log2(max(mine, 1)) - math.log2(max(theirs, 1))), -theirs)
+
+    def dims(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in ("n", "h", "w", "c", "k", "r", "s")}
+
+    def kernel_class_key(self) -> str:
+        d = self.as_dict()
+        for name in _RUNTIME_DIMS:
+            del d[name]
+        return canonical_json({"v": KEY_VERSION, "class": d})
+
+    def describe(self) -> str:
+        """'conv2d fprop 32x14x14x1024 k256 1x1' (N x H x W x C, K, R x S, then what is not 1)."""
+        extra = []
+        if (self.stride_h, self.stride_w) != (1, 1):
+            extra.append(f"stride {self.stride_h}x{self.stride_w}")
+        if (self.pad_h, self.pad_w) != (0, 0):
+            extra.append(f"pad {self.pad_h}x{self.pad_w}")
+        if (self.dil_h, self.dil_w) != (1, 1):
+            extra.append(f"dil {self.dil_h}x{self.dil_w}")
+        if self.groups != 1:
+            extra.append(f"groups {self.groups}")
+        tail = (" " + " ".join(extra)) if extra else ""
+        return (f"conv2d {self.direction.value} {self.n}x{self.h}x{self.w}x{self.c} k{self.k} {self.r}x{self.s}"
+                f"{tail} {self.x_dtype.value}")  # fmt: skip
+
+    # ---- the GEMM view ---------------------------------------------------------------------
+    def is_pointwise(self) -> bool:
+        """A 1x1 fprop with stride 1, no padding, one group: in NHWC exactly a GEMM."""
+        return (
+            self.direction is ConvDirection.FPROP
+            and (self.r, self.s, self.stride_h, self.stride_w, self.pad_h, self.pad_w, self.groups) == (1, 1, 1, 1, 0, 0, 1)
+        )  # fmt: skip
+
+    def gemm_lowering(self) -> GemmLowering | None:
+        """This convolution as a GEMM, or None when it is not one (``is_pointwise``)."""
+        if not self.is_pointwise():
+            return None
+        gemm = GemmProblem(
+            m=self.n * self.h * self.w, n=self.k, k=self.c,
+            a_dtype=self.x_dtype, b_dtype=self.w_dtype, d_dtype=self.y_dtype, acc_dtype=self.acc_dtype,
+            c_dtype=self.y_dtype if self.epilogue.with_c else None,
+            a_major=Major.ROW, b_major=Major.COL,
+            align_a=self.align_x, align_b=self.align_w, align_c=self.align_y, align_d=self.align_y,
+            epilogue=self.epilogue,
+        )  # fmt: skip
+        return GemmLowering(gemm)
+
+
+@dataclass(frozen=True)
+class GemmLowering:
+    """A pointwise NHWC convolution seen as ``gemm``: A = x as (N*H*W, C), B = w as (C, K)
+    (K-contiguous: ``w.view(K, C).t()``), D = y as (N*H*W, K), C = the residual like D.
+
+    ``runner`` adapts a GEMM runner to the conv runner convention
+    ``runner(x, w, y, *, bias=None, residual=None, alpha=1.0, beta=0.0)`` with channels_last
+    tensors of logical shapes (N, C, H, W), (K, C, 1, 1), (N, K, H, W); every view is a view
+    (``view`` raises rather than copy when a tensor is not channels_last)."""
+
+    gemm: GemmProblem
+
+    def runner(self, gemm_runner: Any) -> Any:
+        m, n, k = self.gemm.m, self.gemm.n, self.gemm.k
+
+        def run(x: Any, w: Any, y: Any, *, bias: Any = None, residual: Any = None, alpha: float = 1.0,
+                beta: float = 0.0) -> None:  # fmt: skip
+            a = x.permute(0, 2, 3, 1).view(m, k)
+            b = w.permute(0, 2, 3, 1).view(n, k).t()
+            d = y.permute(0, 2, 3, 1).view(m, n)
+            c = None if residual is None else residual.permute(0, 2, 3, 1).view(m, n)
+            gemm_runner(a, b, d, c=c, bias=bias, alpha=alpha, beta=beta)
+
+        return run

@@ -1,0 +1,1 @@
+"""The grouped GEMM op of mixture-of-experts layers: ``problem`` (GroupedGemmProblem)."""

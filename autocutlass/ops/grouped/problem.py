@@ -1,0 +1,116 @@
+"""The fingerprint of a grouped GEMM (``torch._grouped_mm`` semantics): ``GroupedGemmProblem``.
+
+Pure Python. A mixture-of-experts layer multiplies the rows routed to each expert by that
+expert's weight: x (T, K) with rows sorted by expert, w (E, K, N) (``w_major`` ROW, N
+contiguous) or the transposed view of an (E, N, K) weight (COL, K contiguous), ``offs`` the E
+cumulative row ends, out (T, N). Which rows go to which expert is data (``offs`` on the GPU),
+never part of the fingerprint: a new routing of the same shapes is the same problem.
+
+**Bucket rule** (``GroupedGemmProblem.bucket``): the total token count T varies at run time (the
+batch); it is rounded up to a power of two (at least 16). E, N, K, dtypes, layouts, alignments
+and the epilogue are fixed by the layer and stay exact. ``neighbour_key`` drops T; the nearest
+tuned T (log2 distance, ties to the larger) serves a bucket never tuned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from autocutlass.keys import canonical_json
+from autocutlass.ops.gemm.problem import bucket_pow2
+from autocutlass.ops.types import VALID_ALIGNMENTS, DType, Epilogue, Major
+
+KEY_VERSION = 1
+
+
+@dataclass(frozen=True)
+class GroupedGemmProblem:
+    """One grouped GEMM call's fingerprint; see the module docstring."""
+
+    experts: int
+    t: int
+    n: int
+    k: int
+    x_dtype: DType = DType.BF16
+    w_dtype: DType = DType.BF16
+    out_dtype: DType = DType.BF16
+    acc_dtype: DType = DType.FP32
+    w_major: Major = Major.ROW
+    align_x: int = 16
+    align_w: int = 16
+    align_out: int = 16
+    epilogue: Epilogue = field(default_factory=Epilogue)
+
+    op: ClassVar[str] = "grouped_mm"
+
+    def __post_init__(self) -> None:
+        for name in ("x_dtype", "w_dtype", "out_dtype", "acc_dtype"):
+            object.__setattr__(self, name, DType(getattr(self, name)))
+        object.__setattr__(self, "w_major", Major(self.w_major))
+        for name in ("experts", "t", "n", "k"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"GroupedGemmProblem.{name} must be a non-negative int, got {v!r}")
+        for name in ("align_x", "align_w", "align_out"):
+            if getattr(self, name) not in VALID_ALIGNMENTS:
+                raise ValueError(f"GroupedGemmProblem.{name} must be one of {VALID_ALIGNMENTS} bytes")
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.t * self.n * self.k
+
+    @property
+    def min_bytes(self) -> int:
+        """x and out once, and every expert's weight once (routing may leave some unread)."""
+        return (self.t * self.k * self.x_dtype.bytes + self.experts * self.k * self.n * self.w_dtype.bytes
+                + self.t * self.n * self.out_dtype.bytes)  # fmt: skip
+
+    def as_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"op": self.op}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            d[f.name] = v.as_dict() if isinstance(v, Epilogue) else v.value if isinstance(v, StrEnum) else v
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GroupedGemmProblem:
+        kw = dict(d)
+        if kw.pop("op", cls.op) != cls.op:
+            raise ValueError(f"not a {cls.op} problem: {d!r}")
+        kw["epilogue"] = Epilogue.from_dict(kw["epilogue"])
+        return cls(**kw)
+
+    def key(self) -> str:
+        return canonical_json({"v": KEY_VERSION, **self.as_dict()})
+
+    def bucket(self) -> GroupedGemmProblem:
+        return dataclasses.replace(self, t=bucket_pow2(self.t, floor=16))
+
+    def bucket_key(self) -> str:
+        return self.bucket().key()
+
+    def neighbour_key(self) -> str:
+        d = self.as_dict()
+        del d["t"]
+        return canonical_json({"v": KEY_VERSION, "neighbours": d})
+
+    def neighbour_distance(self, other: GroupedGemmProblem) -> tuple[float, int]:
+        return (abs(math.log2(max(self.t, 1)) - math.log2(max(other.t, 1))), -other.t)
+
+    def dims(self) -> dict[str, int]:
+        return {"experts": self.experts, "t": self.t, "n": self.n, "k": self.k}
+
+    def kernel_class_key(self) -> str:
+        d = self.as_dict()
+        for name in ("experts", "t", "n", "k"):
+            del d[name]
+        return canonical_json({"v": KEY_VERSION, "class": d})
+
+    def describe(self) -> str:
+        """'grouped_mm 128 experts T=8192 N=768 K=2048 bf16 w row'."""
+        return (f"grouped_mm {self.experts} experts T={self.t} N={self.n} K={self.k} {self.x_dtype.value}"
+                f" w {self.w_major.value}")  # fmt: skip
