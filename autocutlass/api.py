@@ -1,4 +1,4 @@
-"""The entry points users call: ``matmul``, ``linear``, ``gemm``, ``scaled_mm``; ``policy``,
+"""The entry points users call: ``matmul``, ``linear``, ``gemm``, ``scaled_mm``, ``conv2d``; ``policy``,
 ``stats``, ``reset``.
 
 Each forwards to the process's default ``Dispatcher`` (made on first use from the
@@ -17,9 +17,11 @@ import torch
 
 from autocutlass import settings as settings_mod
 from autocutlass.dispatch import Dispatcher, Stats, policy
+from autocutlass.ops.conv.frontend import CONV2D
+from autocutlass.ops.gemm.entries import GEMM, LINEAR, MATMUL, SCALED_MM
 from autocutlass.ops.gemm.problem import Activation
 
-__all__ = ["gemm", "linear", "matmul", "policy", "reset", "scaled_mm", "stats"]
+__all__ = ["conv2d", "gemm", "linear", "matmul", "policy", "reset", "scaled_mm", "stats"]
 
 _default: Dispatcher | None = None
 _default_lock = threading.Lock()
@@ -47,7 +49,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None)
     a 3-D A under a 2-D B folds its batch into M without copies when A's rows are contiguous
     across batches. Shape mismatches raise ``RuntimeError`` naming both shapes; an ``out=`` of
     the wrong shape, dtype or device raises. Calls autocutlass does not serve run torch's op."""
-    return (_default or _make_default()).matmul(a, b, out)
+    return (_default or _make_default()).call(MATMUL, a, b, out)
 
 
 def linear(
@@ -62,7 +64,7 @@ def linear(
     ``x``: (..., K), its leading dimensions flattened into M (a view when they merge);
     ``weight``: (N, K); ``bias``: (N,) or None; ``activation``: None, 'relu', 'gelu' (erf),
     'gelu_tanh' or 'silu', applied in the epilogue. Returns (..., N)."""
-    return (_default or _make_default()).linear(x, weight, bias, activation)
+    return (_default or _make_default()).call(LINEAR, x, weight, bias, activation)
 
 
 def gemm(
@@ -79,7 +81,7 @@ def gemm(
     ``c`` must broadcast to the product's shape (the kernel serves a ``c`` of exactly that
     shape, N-contiguous; others run in torch) and is ignored when ``beta == 0``, as in BLAS.
     ``out`` may be ``c`` itself (an in-place update)."""
-    return (_default or _make_default()).gemm(a, b, c, alpha, beta, out)
+    return (_default or _make_default()).call(GEMM, a, b, c, alpha, beta, out)
 
 
 def scaled_mm(
@@ -126,10 +128,36 @@ def scaled_mm(
     dtypes), shapes that cannot be multiplied (``RuntimeError`` naming both shapes), a bias of
     another number of elements than N, tensors on different devices, an ``out`` of the wrong
     shape, dtype or device, an unknown activation (``ValueError``)."""
-    return (_default or _make_default()).scaled_mm(
-        a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype, out=out, activation=activation,
-        use_fast_accum=use_fast_accum, scale_result=scale_result,
-    )  # fmt: skip
+    return (_default or _make_default()).call(
+        SCALED_MM, a, b, scale_a, scale_b, bias, out_dtype, out, activation, use_fast_accum, scale_result
+    )
+
+
+def conv2d(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    stride: int | tuple[int, int] = 1,
+    padding: int | tuple[int, int] | str = 0,
+    dilation: int | tuple[int, int] = 1,
+    groups: int = 1,
+    *,
+    activation: Activation | str | None = None,
+    residual: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``activation(F.conv2d(x, weight, bias, stride, padding, dilation, groups) + residual)``.
+
+    A drop-in for ``torch.nn.functional.conv2d`` (int or pair stride/padding/dilation, padding
+    'same'/'valid'), plus ``activation`` (None, 'relu', 'gelu', 'gelu_tanh', 'silu', as in
+    ``linear``) and ``residual`` (a tensor of the output's shape added before the activation),
+    fused in the epilogue when served. Served by autocutlass's kernels: pointwise convolutions
+    (1x1, stride 1, no padding, groups 1) of channels_last bf16/fp16 tensors (fp32 through TF32
+    when ``torch.backends.cudnn.allow_tf32``), tuned and remembered per layer as conv2d problems;
+    the output is channels_last, as ``F.conv2d``'s. Everything else runs ``F.conv2d`` (logged once
+    per reason; ``AUTOCUTLASS_STRICT=1`` raises ``UnsupportedProblem``); invalid calls raise as
+    ``F.conv2d`` does. See ``autocutlass.ops.conv.frontend``."""
+    return (_default or _make_default()).call(CONV2D, x, weight, bias, stride, padding, dilation, groups, activation,
+                                              residual)  # fmt: skip
 
 
 def stats() -> Stats:

@@ -2,7 +2,7 @@
 
 A tuning record measured on one GPU/toolchain is never used as if it were measured on another.
 The hard key is GPU name + compute capability + SM count + nvidia-cutlass-dsl version + the
-content hash of our kernel sources + the timing-protocol version. Everything else in
+content hash of the record's kernel family's sources + the timing-protocol version. Everything else in
 ``DeviceInfo`` (memory sizes, driver) is informative.
 
 Nothing here queries the GPU at import time; ``current_device()`` reads once per process and
@@ -18,6 +18,7 @@ import importlib.metadata
 import io
 import json
 import tokenize
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -74,13 +75,15 @@ class DeviceInfo:
         suffix = "a" if (self.cc_major, self.cc_minor) == (9, 0) else ""
         return f"sm_{self.cc_major}{self.cc_minor}{suffix}"
 
-    def hard_key(self) -> HardKey:
+    def hard_key(self, kernel_hash: str) -> HardKey:
+        """The hard key of records of a kernel family whose sources hash to ``kernel_hash``
+        (``KernelFamily.source_hash()``) measured on this device."""
         return HardKey(
             gpu_name=self.gpu_name,
             cc=self.cc,
             sm_count=self.sm_count,
             dsl_version=self.dsl_version,
-            kernel_hash=kernel_source_hash(),
+            kernel_hash=kernel_hash,
             protocol_version=TIMING_PROTOCOL_VERSION,
         )
 
@@ -94,15 +97,6 @@ def dsl_version() -> str:
         return importlib.metadata.version("nvidia-cutlass-dsl")
     except importlib.metadata.PackageNotFoundError:
         return "none"
-
-
-KERNEL_SOURCE_NAMES = frozenset(
-    {"kernel.py", "plan.py", "compile.py", "config.py", "budgets.py", "wgmma_tf32.py", "reduce.py", "epilogue_math.py"}
-)
-"""Files whose contents decide the generated code or the meaning of a config: the kernel itself,
-its compile-time plan, how it is compiled, the config it is keyed by and the hardware budgets.
-Feasibility rules, search seeds and the Python launcher are left out: changing them does not make
-a stored timing untrue."""
 
 
 def code_only(source: str) -> str:
@@ -128,15 +122,17 @@ def code_only(source: str) -> str:
     return "\n".join(line.rstrip() for line in lines if line.strip())
 
 
-@functools.cache
-def kernel_source_hash() -> str:
-    """sha256 over the code of the kernel sources (``KERNEL_SOURCE_NAMES`` under
-    ``autocutlass/kernels``; ``code_only``: editing a comment or a docstring keeps the hash)."""
+def source_hash(files: Iterable[str], kernels_dir: Path | None = None) -> str:
+    """sha256 (16 hex digits) over the code of ``files``, paths relative to ``autocutlass/kernels``
+    (``code_only``: editing a comment or a docstring keeps the hash). A kernel family hashes its
+    own sources and the shared files it imports (``KernelFamily.SOURCE_FILES``), so editing one
+    family never retires another family's tuning records."""
+    root = KERNELS_DIR if kernels_dir is None else kernels_dir
     h = hashlib.sha256()
-    for path in sorted(p for p in KERNELS_DIR.rglob("*.py") if p.name in KERNEL_SOURCE_NAMES):
-        h.update(path.relative_to(KERNELS_DIR).as_posix().encode())
+    for rel in sorted(set(files)):
+        h.update(Path(rel).as_posix().encode())
         h.update(b"\0")
-        h.update(code_only(path.read_text(encoding="utf-8")).encode())
+        h.update(code_only((root / rel).read_text(encoding="utf-8")).encode())
         h.update(b"\0")
     return h.hexdigest()[:16]
 

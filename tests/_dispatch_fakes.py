@@ -14,6 +14,8 @@ import torch.nn.functional as F
 from autocutlass.device import DeviceInfo, HardKey
 from autocutlass.dispatch import Dispatcher, Layers
 from autocutlass.errors import DatabaseError
+from autocutlass.ops.conv.frontend import CONV2D
+from autocutlass.ops.gemm.entries import GEMM, LINEAR, MATMUL, SCALED_MM
 from autocutlass.ops.gemm.problem import Activation, DType, Major, GemmProblem
 from autocutlass.settings import Policy, Settings
 
@@ -26,7 +28,7 @@ def device_info(cc: tuple[int, int] = (9, 0)) -> DeviceInfo:
     )  # fmt: skip
 
 
-HARD_KEY = device_info().hard_key()
+HARD_KEY = device_info().hard_key("fake")
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,16 @@ class FakeFamily:
         self.compiled: list[tuple[FakeConfig, GemmProblem]] = []
         self.compile_error: Exception | None = None
 
-    def supports(self, problem: GemmProblem) -> str | None:
+    def source_hash(self) -> str:
+        return "fake"
+
+    def supports(self, problem: Any) -> str | None:
+        lowering = getattr(problem, "gemm_lowering", None)
+        if lowering is not None:
+            lowered = lowering()
+            if lowered is None:
+                return f"{problem.describe()} is not a GEMM"
+            problem = lowered.gemm
         for name in ("align_a", "align_b", "align_d"):
             if getattr(problem, name) < 16:
                 return f"{name}={getattr(problem, name)} < 16"
@@ -124,10 +135,14 @@ class FakeFamily:
     def config_from_dict(self, d: dict[str, Any]) -> FakeConfig:
         return FakeConfig(**d)
 
-    def compile(self, config: FakeConfig, problem: GemmProblem) -> FakeRunner:
+    def compile(self, config: FakeConfig, problem: Any) -> Any:
         if self.compile_error is not None:
             raise self.compile_error
         self.compiled.append((config, problem))
+        lowering = getattr(problem, "gemm_lowering", None)
+        if lowering is not None:  # a pointwise convolution: the GEMM runner behind the op's adapter
+            lowered = lowering()
+            return lowered.runner(FakeRunner(self, config, lowered.gemm))
         return FakeRunner(self, config, problem)
 
 
@@ -207,10 +222,42 @@ def make_rig(policy: Policy = Policy.TUNE, *, strict: bool = False, store: FakeS
             raise KeyError(name)
         return fam
 
-    layers = Layers(get_family=get_family, default_family_for=lambda p: fam, open_store=open_store, tune=tn)
+    layers = Layers(get_family=get_family, families_for=lambda p: [fam] if fam.supports(p) is None else [],
+                    open_store=open_store, tune=tn, why_unsupported=lambda p: fam.supports(p) or "")  # fmt: skip
     d = Dispatcher(
         settings(policy=policy, strict=strict), layers=layers, device_info=lambda i: device_info(cc),
         on_gpu=lambda t: True,
     )  # fmt: skip
     return Rig(d, fam, st, tn)
 
+
+
+class Calls:
+    """The public entry points' signatures over one dispatcher (``Dispatcher.call`` with each
+    op's front-end), so that tests read like user code."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.d = dispatcher
+
+    def matmul(self, a: Any, b: Any, out: Any = None) -> Any:
+        return self.d.call(MATMUL, a, b, out)
+
+    def linear(self, x: Any, weight: Any, bias: Any = None, activation: Any = None) -> Any:
+        return self.d.call(LINEAR, x, weight, bias, activation)
+
+    def gemm(self, a: Any, b: Any, c: Any = None, alpha: Any = 1.0, beta: Any = 0.0, out: Any = None) -> Any:
+        return self.d.call(GEMM, a, b, c, alpha, beta, out)
+
+    def scaled_mm(self, a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any = None, out_dtype: Any = None,
+                  out: Any = None, activation: Any = None, use_fast_accum: Any = False,
+                  scale_result: Any = None) -> Any:  # fmt: skip
+        return self.d.call(SCALED_MM, a, b, scale_a, scale_b, bias, out_dtype, out, activation, use_fast_accum,
+                           scale_result)  # fmt: skip
+
+    def conv2d(self, x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
+               groups: Any = 1, activation: Any = None, residual: Any = None) -> Any:  # fmt: skip
+        return self.d.call(CONV2D, x, weight, bias, stride, padding, dilation, groups, activation, residual)
+
+
+def calls(dispatcher: Dispatcher) -> Calls:
+    return Calls(dispatcher)

@@ -11,14 +11,20 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any
 
-from autocutlass.device import HardKey
+from autocutlass.device import DeviceInfo, HardKey
 from autocutlass.kernels.base import GemmRunner, KernelFamily
 from autocutlass.ops.gemm.problem import GemmProblem
 from autocutlass.search.space import config_key
 from autocutlass.search.timing import Timing, summarize
 from autocutlass.search.workers import EvalOutcome, FinalsOutcome
 
+DEVICE = DeviceInfo(
+    index=0, gpu_name="Fake GPU", cc_major=9, cc_minor=0, sm_count=132, max_smem_per_block_optin=232_448,
+    l2_bytes=50 << 20, total_memory_bytes=80 << 30, driver_version="0", cuda_runtime_version="0", dsl_version="0",
+    torch_version="0",
+)  # fmt: skip
 HARD_KEY = HardKey(gpu_name="Fake GPU", cc="9.0", sm_count=132, dsl_version="0", kernel_hash="fake", protocol_version=1)
+"""What the tuner derives from ``DEVICE`` for the fake family (whose sources hash to 'fake')."""
 
 
 @dataclass(frozen=True, order=True)
@@ -32,6 +38,10 @@ class FakeFamily(KernelFamily[FakeConfig]):
     """Axes tile x stages x mode; ``check`` rejects tile * stages > ``smem``."""
 
     name = "fake"
+    SOURCE_FILES = ()
+
+    def source_hash(self) -> str:
+        return "fake"
 
     def __init__(self, tiles: Sequence[int] = (16, 32, 64, 128), stages: Sequence[int] = (1, 2, 3),
                  modes: Sequence[str] = ("a", "b"), smem: int = 192, seeds: Sequence[FakeConfig] | None = None) -> None:  # fmt: skip
@@ -144,7 +154,7 @@ class FakeEvaluator:
                                                     self.finals_torch_ms, rounds), rounds)  # fmt: skip
 
     def device(self) -> dict[str, Any]:
-        return {"device": {"gpu_name": HARD_KEY.gpu_name}, "hard_key": asdict(HARD_KEY)}
+        return {"device": DEVICE.as_dict()}
 
 
 @dataclass(frozen=True)
@@ -263,7 +273,7 @@ def make_fake_bench_handler() -> Callable[[dict[str, Any]], dict[str, Any]]:
 
     def handle(req: dict[str, Any]) -> dict[str, Any]:
         if req["op"] == "device":
-            return {"device": {"gpu_name": HARD_KEY.gpu_name}, "hard_key": asdict(HARD_KEY)}
+            return {"device": DEVICE.as_dict()}
         if req["op"] == "final":
             return _fake_final(req)
         mode = _behaviour(req["config"])

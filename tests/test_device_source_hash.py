@@ -41,14 +41,72 @@ def test_code_only_drops_comments_docstrings_and_blank_lines() -> None:
         (lambda s: s.replace("a string that is code", "another string"), False),
     ],
 )
-def test_hash_follows_code_not_prose(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit, same: bool) -> None:  # type: ignore[no-untyped-def]
+def test_hash_follows_code_not_prose(tmp_path: Path, edit, same: bool) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "kernel.py").write_text(SOURCE, encoding="utf-8")
-    monkeypatch.setattr(device, "KERNELS_DIR", tmp_path)
-    device.kernel_source_hash.cache_clear()
-    try:
-        before = device.kernel_source_hash()
-        (tmp_path / "kernel.py").write_text(edit(SOURCE), encoding="utf-8")
-        device.kernel_source_hash.cache_clear()
-        assert (device.kernel_source_hash() == before) is same
-    finally:
-        device.kernel_source_hash.cache_clear()
+    before = device.source_hash(["kernel.py"], tmp_path)
+    (tmp_path / "kernel.py").write_text(edit(SOURCE), encoding="utf-8")
+    assert (device.source_hash(["kernel.py"], tmp_path) == before) is same
+
+
+def test_the_gemm_hash_reproduces_the_shipped_databases_hash_rule(tmp_path: Path) -> None:
+    """The per-family hash over the GEMM family's files is the hash the single kernel hash was:
+    the same files, paths and code-only text give the same value."""
+    from autocutlass.kernels.hopper_gemm.sources import SOURCE_FILES, source_hash
+
+    assert device.source_hash(SOURCE_FILES) == source_hash()
+    assert device.source_hash(reversed(SOURCE_FILES)) == source_hash()  # order-free
+
+
+def _copy_kernels(dst: Path) -> Path:
+    import shutil
+
+    shutil.copytree(device.KERNELS_DIR, dst / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
+    return dst / "kernels"
+
+
+def test_a_second_family_never_changes_the_gemm_hash(tmp_path: Path) -> None:
+    """Adding and editing another family's sources leaves the GEMM family's hash (and with it the
+    hard key of every GEMM record) unchanged; editing a GEMM source changes it."""
+    from autocutlass.kernels.hopper_gemm.sources import SOURCE_FILES
+
+    root = _copy_kernels(tmp_path)
+    gemm = device.source_hash(SOURCE_FILES, root)
+    (root / "other_family").mkdir()
+    (root / "other_family" / "kernel.py").write_text("def conv():\n    return 1\n", encoding="utf-8")
+    conv_files = ("budgets.py", "other_family/kernel.py")
+    conv = device.source_hash(conv_files, root)
+    assert device.source_hash(SOURCE_FILES, root) == gemm
+    (root / "other_family" / "kernel.py").write_text("def conv():\n    return 2\n", encoding="utf-8")
+    assert device.source_hash(conv_files, root) != conv and device.source_hash(SOURCE_FILES, root) == gemm
+    kernel = root / "hopper_gemm" / "kernel.py"
+    kernel.write_text(kernel.read_text(encoding="utf-8") + "\nEXTRA = 1\n", encoding="utf-8")
+    assert device.source_hash(SOURCE_FILES, root) != gemm
+
+
+NOT_GENERATED = {"object_cache.py", "base.py", "hopper_gemm/sources.py", "hopper_gemm/__init__.py", "hopper_gemm/check.py"}
+"""Kernel-package files a GEMM source may import that decide nothing the kernel generates: the
+on-disk cache of compiled objects, the family ABC, the source list itself, the package, and the
+feasibility rules (``check``: which problems map onto which ``Plan``; the plan, hashed, is what
+is compiled, and the compile cache is keyed on it)."""
+
+
+def test_the_gemm_family_hashes_every_kernel_file_its_sources_import() -> None:
+    """A shared file the kernel imports but the hash misses would let an edit go unnoticed."""
+    import ast
+
+    from autocutlass.kernels.hopper_gemm.sources import SOURCE_FILES
+
+    missing = set()
+    for rel in SOURCE_FILES:
+        tree = ast.parse((device.KERNELS_DIR / rel).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("autocutlass.kernels"):
+                parts = node.module.split(".")[2:]
+                names = [parts] if parts else [[a.name] for a in node.names]
+                for p in names:
+                    path = "/".join(p) + ".py"
+                    if not (device.KERNELS_DIR / path).exists():
+                        path = "/".join(p) + "/__init__.py"
+                    if path not in SOURCE_FILES and path not in NOT_GENERATED:
+                        missing.add(f"{rel} imports {path}")
+    assert not missing, sorted(missing)

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from _dispatch_fakes import make_rig
+from _dispatch_fakes import make_rig, calls
 from autocutlass.settings import Policy
 
 BF = torch.bfloat16
@@ -39,7 +39,7 @@ def _layout(shape: tuple[int, ...], transposed: bool) -> torch.Tensor:
 def test_matmul_layouts_served(rig, ta: bool, tb: bool, batch: int | None) -> None:  # noqa: ANN001
     lead = () if batch is None else (batch,)
     a, b = _layout((*lead, 40, 64), ta), _layout((*lead, 64, 24), tb)
-    close(rig.dispatcher.matmul(a, b), torch.matmul(a, b))
+    close(calls(rig.dispatcher).matmul(a, b), torch.matmul(a, b))
     assert len(rig.family.launches) == 1 and rig.dispatcher.stats().fallbacks == 0
 
 
@@ -47,7 +47,7 @@ def test_matmul_layouts_served(rig, ta: bool, tb: bool, batch: int | None) -> No
 def test_matmul_2d_b_broadcast_folds_or_falls_back(rig, ta: bool) -> None:  # noqa: ANN001
     a = t(3, 64, 40).transpose(1, 2) if ta else t(3, 40, 64)
     b = t(64, 24)
-    close(rig.dispatcher.matmul(a, b), torch.matmul(a, b))
+    close(calls(rig.dispatcher).matmul(a, b), torch.matmul(a, b))
     served = not ta  # a per-batch transposed A cannot fold
     assert len(rig.family.launches) == int(served)
     if served:
@@ -55,18 +55,18 @@ def test_matmul_2d_b_broadcast_folds_or_falls_back(rig, ta: bool) -> None:  # no
         assert launch.problem.m == 120 and launch.a.data_ptr() == a.data_ptr()  # a view, not a copy
     b3 = t(3, 64, 24)
     a2 = t(40, 64)
-    close(rig.dispatcher.matmul(a2, b3), torch.matmul(a2, b3))  # 2-D A over 3-D B: torch
+    close(calls(rig.dispatcher).matmul(a2, b3), torch.matmul(a2, b3))  # 2-D A over 3-D B: torch
 
 
 def test_matmul_out(rig) -> None:  # noqa: ANN001
     a, b = t(40, 64), t(64, 24)
     out = torch.full((40, 24), float("nan"), dtype=BF)
-    r = rig.dispatcher.matmul(a, b, out)
+    r = calls(rig.dispatcher).matmul(a, b, out)
     assert r is out
     close(out, a @ b)
     assert rig.family.launches[-1].d.data_ptr() == out.data_ptr()
     nc = torch.empty(24, 40, dtype=BF).t()  # right shape, not row-major: torch writes it
-    assert rig.dispatcher.matmul(a, b, nc) is nc
+    assert calls(rig.dispatcher).matmul(a, b, nc) is nc
     close(nc, a @ b)
 
 
@@ -74,8 +74,8 @@ def test_out_aliasing_an_input_is_still_right(rig) -> None:  # noqa: ANN001
     a = t(64, 64)
     b = t(64, 64)
     ref = a @ b
-    rig.dispatcher.matmul(t(64, 64), t(64, 64), t(64, 64))  # memoise the metadata first
-    r = rig.dispatcher.matmul(a, b, a)
+    calls(rig.dispatcher).matmul(t(64, 64), t(64, 64), t(64, 64))  # memoise the metadata first
+    r = calls(rig.dispatcher).matmul(a, b, a)
     assert r is a
     close(a, ref)
 
@@ -83,7 +83,7 @@ def test_out_aliasing_an_input_is_still_right(rig) -> None:  # noqa: ANN001
 def test_decode_shaped_m1(rig) -> None:  # noqa: ANN001
     x = t(64)[None, :]  # (1, 64)
     w = t(96, 64)
-    close(rig.dispatcher.linear(x, w), F.linear(x, w))
+    close(calls(rig.dispatcher).linear(x, w), F.linear(x, w))
     assert len(rig.family.launches) == 1 and rig.family.launches[0].problem.m == 1
 
 
@@ -95,7 +95,7 @@ def test_linear_epilogues(rig, act: str | None, with_bias: bool) -> None:  # noq
     ref = F.linear(x.float(), w.float(), None if bias is None else bias.float())
     ref = {None: lambda y: y, "relu": F.relu, "gelu": F.gelu, "silu": F.silu,
            "gelu_tanh": lambda y: F.gelu(y, approximate="tanh")}[act](ref).to(BF)  # fmt: skip
-    y = rig.dispatcher.linear(x, w, bias, act)
+    y = calls(rig.dispatcher).linear(x, w, bias, act)
     close(y, ref)
     launch = rig.family.launches[-1]
     assert launch.a.data_ptr() == x.data_ptr() and launch.b.data_ptr() == w.data_ptr()  # views only
@@ -105,22 +105,22 @@ def test_linear_epilogues(rig, act: str | None, with_bias: bool) -> None:  # noq
 def test_linear_unmergeable_x_is_copied_and_right(rig) -> None:  # noqa: ANN001
     x = t(20, 2, 64).transpose(0, 1)
     w = t(96, 64)
-    close(rig.dispatcher.linear(x, w), F.linear(x, w))
+    close(calls(rig.dispatcher).linear(x, w), F.linear(x, w))
     assert len(rig.family.launches) == 1
 
 
 def test_linear_invalid_activation_raises(rig) -> None:  # noqa: ANN001
     with pytest.raises(ValueError, match="activation='tanh'"):
-        rig.dispatcher.linear(t(8, 64), t(96, 64), None, "tanh")
+        calls(rig.dispatcher).linear(t(8, 64), t(96, 64), None, "tanh")
 
 
 def test_gemm_alpha_beta_and_in_place_c(rig) -> None:  # noqa: ANN001
     a, b, c = t(40, 64), t(64, 24), t(40, 24)
     ref = torch.addmm(c.float(), a.float(), b.float(), beta=0.5, alpha=2.0).to(BF)
-    close(rig.dispatcher.gemm(a, b, c, 2.0, 0.5), ref)
+    close(calls(rig.dispatcher).gemm(a, b, c, 2.0, 0.5), ref)
     launch = rig.family.launches[-1]
     assert (launch.alpha, launch.beta) == (2.0, 0.5) and launch.c is not None
-    r = rig.dispatcher.gemm(a, b, c, 2.0, 0.5, c)  # out is c: the in-place update the kernel allows
+    r = calls(rig.dispatcher).gemm(a, b, c, 2.0, 0.5, c)  # out is c: the in-place update the kernel allows
     assert r is c and rig.family.launches[-1].d.data_ptr() == c.data_ptr()
     close(c, ref)
 
@@ -128,7 +128,7 @@ def test_gemm_alpha_beta_and_in_place_c(rig) -> None:  # noqa: ANN001
 def test_gemm_beta_zero_ignores_nan_c(rig) -> None:  # noqa: ANN001
     a, b = t(40, 64), t(64, 24)
     c = torch.full((40, 24), float("nan"), dtype=BF)
-    y = rig.dispatcher.gemm(a, b, c, 1.5, 0.0)
+    y = calls(rig.dispatcher).gemm(a, b, c, 1.5, 0.0)
     assert not torch.isnan(y).any()
     close(y, (1.5 * (a.float() @ b.float())).to(BF))
     assert rig.family.launches[-1].c is None
@@ -136,38 +136,38 @@ def test_gemm_beta_zero_ignores_nan_c(rig) -> None:  # noqa: ANN001
 
 def test_gemm_broadcast_c_runs_in_torch(rig) -> None:  # noqa: ANN001
     a, b, c = t(40, 64), t(64, 24), t(24)
-    close(rig.dispatcher.gemm(a, b, c, 1.0, 1.0), torch.addmm(c, a, b))
+    close(calls(rig.dispatcher).gemm(a, b, c, 1.0, 1.0), torch.addmm(c, a, b))
     a3, b3, c3 = t(2, 40, 64), t(2, 64, 24), t(2, 1, 24)
-    close(rig.dispatcher.gemm(a3, b3, c3, 1.0, 2.0), torch.baddbmm(c3, a3, b3, beta=2.0))
+    close(calls(rig.dispatcher).gemm(a3, b3, c3, 1.0, 2.0), torch.baddbmm(c3, a3, b3, beta=2.0))
     assert rig.family.launches == []
 
 
 def test_batched_gemm_with_c(rig) -> None:  # noqa: ANN001
     a, b, c = t(2, 40, 64), t(2, 64, 24), t(2, 40, 24)
-    close(rig.dispatcher.gemm(a, b, c, 1.0, 1.0), torch.baddbmm(c, a, b))
+    close(calls(rig.dispatcher).gemm(a, b, c, 1.0, 1.0), torch.baddbmm(c, a, b))
     assert rig.family.launches[-1].problem.l == 2
 
 
 def test_autograd_inputs_run_in_torch_and_keep_the_graph(rig) -> None:  # noqa: ANN001
     x = t(8, 64).requires_grad_()
     w = t(96, 64)
-    y = rig.dispatcher.linear(x, w)
+    y = calls(rig.dispatcher).linear(x, w)
     assert y.grad_fn is not None and rig.family.launches == []
     with torch.no_grad():
-        rig.dispatcher.linear(x, w)
+        calls(rig.dispatcher).linear(x, w)
     assert len(rig.family.launches) == 1
 
 
 def test_empty_and_k0_run_in_torch(rig) -> None:  # noqa: ANN001
-    assert rig.dispatcher.matmul(t(0, 64), t(64, 24)).shape == (0, 24)
-    z = rig.dispatcher.gemm(t(8, 0), t(0, 24), t(8, 24), 1.0, 0.0)
+    assert calls(rig.dispatcher).matmul(t(0, 64), t(64, 24)).shape == (0, 24)
+    z = calls(rig.dispatcher).gemm(t(8, 0), t(0, 24), t(8, 24), 1.0, 0.0)
     assert torch.equal(z, torch.zeros(8, 24, dtype=BF))
     assert rig.family.launches == [] and rig.dispatcher.stats().fallbacks == 2
 
 
 def test_weight_view_cache_follows_new_storage() -> None:
     """Assigning new storage to the same weight object (param.data = ...) is seen by the next call."""
-    from autocutlass.dispatch import _kernel_entry
+    from autocutlass.ops.gemm.entries import LINEAR
     from autocutlass.ops.gemm.problem import GemmProblem
     from autocutlass.ops.gemm.frontend import Call, KernelPlan, Op, View
 
@@ -179,10 +179,10 @@ def test_weight_view_cache_follows_new_storage() -> None:
     w = torch.zeros(8, 16)
     plan = KernelPlan(problem=GemmProblem(m=4, n=8, k=16), a=None, b=View((16, 8), (1, 16)), c=None, d=None,
                       out_shape=(4, 8), out_dtype=torch.float32, device_index=-1, spans=(0, 0, 0, 0))
-    entry = _kernel_entry(plan, runner, Call(Op.LINEAR, torch.zeros(4, 16), w))
+    entry = LINEAR.kernel_entry(plan, runner, Call(Op.LINEAR, torch.zeros(4, 16), w))
     x = torch.zeros(4, 16)
-    entry(x, w, None, None, None, 1.0, 0.0)
-    entry(x, w, None, None, None, 1.0, 0.0)
+    entry(x, w, None, None)
+    entry(x, w, None, None)
     w.data = torch.ones(8, 16)
-    entry(x, w, None, None, None, 1.0, 0.0)
+    entry(x, w, None, None)
     assert seen[0] == seen[1] != seen[2] == w.data_ptr()

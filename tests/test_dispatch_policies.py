@@ -9,7 +9,7 @@ import threading
 import pytest
 import torch
 
-from _dispatch_fakes import FakeConfig, FakeStore, FakeTuner, Record, make_rig
+from _dispatch_fakes import FakeConfig, FakeStore, FakeTuner, Record, make_rig, calls
 from autocutlass.ops.gemm import frontend as validate
 from autocutlass.dispatch import POLICY_OVERRIDE, policy
 from autocutlass.errors import CantImplement, KernelCompileError, UnsupportedProblem
@@ -31,11 +31,11 @@ def test_second_call_is_a_memo_hit_without_planning(monkeypatch: pytest.MonkeyPa
     rig = make_rig(Policy.HEURISTIC)
     d = rig.dispatcher
     a, b = t(32, 64), t(64, 48)
-    close(d.matmul(a, b), a @ b)
+    close(calls(d).matmul(a, b), a @ b)
     plans = []
     monkeypatch.setattr(validate, "plan", lambda *x: plans.append(x) or pytest.fail("planned on a hit"))
     a2, b2 = t(32, 64), t(64, 48)  # new tensors, same metadata
-    close(d.matmul(a2, b2), a2 @ b2)
+    close(calls(d).matmul(a2, b2), a2 @ b2)
     s = d.stats()
     assert (s.memo_misses, s.memo_hits, s.compiles) == (1, 1, 1)
     assert len(rig.family.launches) == 2 and plans == []
@@ -45,11 +45,11 @@ def test_memo_key_separates_shape_alignment_and_policy() -> None:
     rig = make_rig(Policy.HEURISTIC)
     d = rig.dispatcher
     buf = t(32 * 64 + 8)
-    d.matmul(buf[: 32 * 64].view(32, 64), t(64, 48))
-    d.matmul(buf[4 : 4 + 32 * 64].view(32, 64), t(64, 48))  # 8-byte aligned: another entry (fallback)
-    d.matmul(t(33, 64), t(64, 48))
+    calls(d).matmul(buf[: 32 * 64].view(32, 64), t(64, 48))
+    calls(d).matmul(buf[4 : 4 + 32 * 64].view(32, 64), t(64, 48))  # 8-byte aligned: another entry (fallback)
+    calls(d).matmul(t(33, 64), t(64, 48))
     with policy("off"):
-        d.matmul(t(32, 64), t(64, 48))
+        calls(d).matmul(t(32, 64), t(64, 48))
     s = d.stats()
     assert s.memo_misses == 4 and s.fallbacks == 1
     assert rig.family.compiled[0][1].m == 32 and len(rig.family.launches) == 2
@@ -58,7 +58,7 @@ def test_memo_key_separates_shape_alignment_and_policy() -> None:
 def test_runner_is_shared_by_problems_of_one_kernel_class() -> None:
     rig = make_rig(Policy.HEURISTIC)
     for m in (16, 100, 3000):
-        rig.dispatcher.linear(t(m, 64), t(96, 64))
+        calls(rig.dispatcher).linear(t(m, 64), t(96, 64))
     assert rig.dispatcher.stats().compiles == 1 and len(rig.family.launches) == 3
 
 
@@ -68,50 +68,50 @@ def test_tune_policy_uses_exact_record_without_tuning() -> None:
     a, b = t(32, 64), t(64, 48)
     p = validate.plan(validate.Call(validate.Op.MATMUL, a, b), _ctx()).problem
     rig.store.records[p.key()] = Record("fake", {"tile": 64}, "exact")
-    close(rig.dispatcher.matmul(a, b), a @ b)
+    close(calls(rig.dispatcher).matmul(a, b), a @ b)
     assert rig.tuner.calls == [] and rig.store.misses == []
     assert rig.family.launches[-1].config == FakeConfig(64)
     s = rig.dispatcher.stats()
     assert (s.db_lookups, s.db_hits, s.tunes, s.misses_recorded) == (1, 1, 0, 0)
 
 
-def test_tune_policy_accepts_bucket_but_tunes_over_nearest_m() -> None:
+def test_tune_policy_accepts_bucket_but_tunes_over_nearest() -> None:
     rig = make_rig(Policy.TUNE, store=FakeStore(fallback=Record("fake", {"tile": 64}, "bucket")))
-    rig.dispatcher.linear(t(100, 64), t(96, 64))
+    calls(rig.dispatcher).linear(t(100, 64), t(96, 64))
     assert rig.tuner.calls == [] and rig.family.launches[-1].config == FakeConfig(64)
 
-    rig = make_rig(Policy.TUNE, store=FakeStore(fallback=Record("fake", {"tile": 64}, "nearest_m")))
-    rig.dispatcher.linear(t(100, 64), t(96, 64))
+    rig = make_rig(Policy.TUNE, store=FakeStore(fallback=Record("fake", {"tile": 64}, "nearest")))
+    calls(rig.dispatcher).linear(t(100, 64), t(96, 64))
     assert len(rig.tuner.calls) == 1 and rig.tuner.calls[0].m == 100
     assert rig.family.launches[-1].config == FakeConfig(256)  # the tuned winner runs
     assert [p.m for p in rig.store.misses] == [100]  # recorded for `autocutlass tune --pending`
 
 
 def test_tune_policy_falls_back_to_nearest_then_default_when_tuning_finds_nothing() -> None:
-    rig = make_rig(Policy.TUNE, store=FakeStore(fallback=Record("fake", {"tile": 64}, "nearest_m")),
+    rig = make_rig(Policy.TUNE, store=FakeStore(fallback=Record("fake", {"tile": 64}, "nearest")),
                    tuner=FakeTuner(result={}))  # fmt: skip
-    rig.dispatcher.linear(t(100, 64), t(96, 64))
+    calls(rig.dispatcher).linear(t(100, 64), t(96, 64))
     assert rig.family.launches[-1].config == FakeConfig(64)
     rig = make_rig(Policy.TUNE, tuner=FakeTuner(result={}))
-    rig.dispatcher.linear(t(100, 64), t(96, 64))
+    calls(rig.dispatcher).linear(t(100, 64), t(96, 64))
     assert rig.family.launches[-1].config == FakeConfig(128)  # seeds[0]
 
 
 def test_cached_policy_never_tunes() -> None:
-    rig = make_rig(Policy.CACHED, store=FakeStore(fallback=Record("fake", {"tile": 256}, "nearest_m")))
+    rig = make_rig(Policy.CACHED, store=FakeStore(fallback=Record("fake", {"tile": 256}, "nearest")))
     x, w = t(100, 64), t(96, 64)
-    close(rig.dispatcher.linear(x, w), x @ w.t())
+    close(calls(rig.dispatcher).linear(x, w), x @ w.t())
     assert rig.tuner.calls == [] and rig.family.launches[-1].config == FakeConfig(256)
 
     rig = make_rig(Policy.CACHED)
-    close(rig.dispatcher.linear(x, w), x @ w.t())
+    close(calls(rig.dispatcher).linear(x, w), x @ w.t())
     assert rig.tuner.calls == [] and rig.family.launches[-1].config == FakeConfig(128)
     assert len(rig.store.misses) == 1 and rig.dispatcher.stats().misses_recorded == 1
 
 
 def test_heuristic_policy_never_reads_the_database() -> None:
     rig = make_rig(Policy.HEURISTIC, store=FakeStore(fallback=Record("fake", {"tile": 256}, "exact")))
-    rig.dispatcher.matmul(t(32, 64), t(64, 48))
+    calls(rig.dispatcher).matmul(t(32, 64), t(64, 48))
     assert rig.store.lookups == [] and rig.tuner.calls == [] and rig.store.misses == []
     assert rig.family.launches[-1].config == FakeConfig(128)
 
@@ -119,20 +119,20 @@ def test_heuristic_policy_never_reads_the_database() -> None:
 def test_off_policy_runs_torch_and_still_validates() -> None:
     rig = make_rig(Policy.OFF)
     a, b = t(32, 64), t(64, 48)
-    assert torch.equal(rig.dispatcher.matmul(a, b), a @ b)
+    assert torch.equal(calls(rig.dispatcher).matmul(a, b), a @ b)
     assert rig.family.compiled == [] and rig.store.lookups == [] and rig.dispatcher.stats().fallbacks == 0
     with pytest.raises(RuntimeError, match=r"\(32, 64\).*\(63, 48\)"):
-        rig.dispatcher.matmul(a, t(63, 48))
+        calls(rig.dispatcher).matmul(a, t(63, 48))
     with pytest.raises(RuntimeError, match="out= has shape"):
-        rig.dispatcher.matmul(a, b, out=t(32, 47))
+        calls(rig.dispatcher).matmul(a, b, out=t(32, 47))
 
 
 def test_stale_or_foreign_records_are_ignored() -> None:
     rig = make_rig(Policy.CACHED, store=FakeStore(fallback=Record("fake", {"tile": 96}, "exact")))
-    rig.dispatcher.matmul(t(32, 64), t(64, 48))  # tile=96 fails check: default instead
+    calls(rig.dispatcher).matmul(t(32, 64), t(64, 48))  # tile=96 fails check: default instead
     assert rig.family.launches[-1].config == FakeConfig(128) and rig.dispatcher.stats().db_hits == 0
     rig = make_rig(Policy.CACHED, store=FakeStore(fallback=Record("gone_family", {"tile": 64}, "exact")))
-    rig.dispatcher.matmul(t(32, 64), t(64, 48))
+    calls(rig.dispatcher).matmul(t(32, 64), t(64, 48))
     assert rig.family.launches[-1].config == FakeConfig(128)
 
 
@@ -142,13 +142,13 @@ def test_policy_context_nests_and_restores() -> None:
     d = rig.dispatcher
     with policy("heuristic"):
         with policy(Policy.OFF):
-            d.matmul(t(32, 64), t(64, 48))
+            calls(d).matmul(t(32, 64), t(64, 48))
             assert POLICY_OVERRIDE.get() is Policy.OFF
         assert rig.family.launches == []
-        d.matmul(t(32, 64), t(64, 48))
+        calls(d).matmul(t(32, 64), t(64, 48))
         assert rig.store.lookups == [] and len(rig.family.launches) == 1
     assert POLICY_OVERRIDE.get() is None
-    d.matmul(t(32, 64), t(64, 48))
+    calls(d).matmul(t(32, 64), t(64, 48))
     assert len(rig.tuner.calls) == 1  # back to the dispatcher's own policy: tune
     with pytest.raises(ValueError, match="not one of"):
         with policy("fast"):
@@ -169,8 +169,8 @@ def test_unopenable_database_behaves_as_miss(caplog: pytest.LogCaptureFixture) -
     rig = make_rig(Policy.TUNE, open_error=True)
     x, w = t(32, 64), t(96, 64)
     with caplog.at_level(logging.WARNING, logger="autocutlass"):
-        close(rig.dispatcher.linear(x, w), x @ w.t())
-        rig.dispatcher.linear(t(40, 64), w)
+        close(calls(rig.dispatcher).linear(x, w), x @ w.t())
+        calls(rig.dispatcher).linear(t(40, 64), w)
     assert rig.tuner.calls == []  # nowhere to record a tuning: not tuned
     assert rig.family.launches[-1].config == FakeConfig(128)
     assert sum("tuning database unusable" in r.message for r in caplog.records) == 1
@@ -180,9 +180,9 @@ def test_failing_lookup_behaves_as_miss(caplog: pytest.LogCaptureFixture) -> Non
     rig = make_rig(Policy.CACHED, store=FakeStore(fail_lookup=True))
     x, w = t(32, 64), t(96, 64)
     with caplog.at_level(logging.WARNING, logger="autocutlass"):
-        close(rig.dispatcher.linear(x, w), x @ w.t())
+        close(calls(rig.dispatcher).linear(x, w), x @ w.t())
         x2 = t(48, 64)
-        close(rig.dispatcher.linear(x2, w), x2 @ w.t())
+        close(calls(rig.dispatcher).linear(x2, w), x2 @ w.t())
     assert rig.family.launches[-1].config == FakeConfig(128) and len(rig.store.misses) == 2
     assert sum("lookup failed" in r.message for r in caplog.records) == 1
 
@@ -193,8 +193,8 @@ def test_unsupported_falls_back_with_one_log_line_per_reason(caplog: pytest.LogC
     with caplog.at_level(logging.WARNING, logger="autocutlass"):
         for m in (32, 33, 34):
             a, b = t(m, 64, dtype=torch.float64), t(64, 48, dtype=torch.float64)
-            assert torch.equal(rig.dispatcher.matmul(a, b), a @ b)
-            rig.dispatcher.matmul(a, b)
+            assert torch.equal(calls(rig.dispatcher).matmul(a, b), a @ b)
+            calls(rig.dispatcher).matmul(a, b)
     assert sum("float64" in r.message for r in caplog.records) == 1
     assert rig.dispatcher.stats().fallbacks == 6 and rig.family.compiled == []
 
@@ -204,28 +204,28 @@ def test_family_refusal_falls_back() -> None:
     buf = t(32 * 64 + 8)
     a = buf[1 : 1 + 32 * 64].view(32, 64)  # 2-byte aligned
     b = t(64, 48)
-    close(rig.dispatcher.matmul(a, b), a @ b)
+    close(calls(rig.dispatcher).matmul(a, b), a @ b)
     assert rig.family.launches == [] and rig.dispatcher.stats().fallbacks == 1
 
 
 def test_strict_raises_unsupported_with_reason() -> None:
     rig = make_rig(Policy.TUNE, strict=True, cc=(8, 0))
     with pytest.raises(UnsupportedProblem, match="cc 8.0"):
-        rig.dispatcher.matmul(t(32, 64), t(64, 48))
+        calls(rig.dispatcher).matmul(t(32, 64), t(64, 48))
     with pytest.raises(UnsupportedProblem, match="float64"):
-        make_rig(Policy.TUNE, strict=True).dispatcher.matmul(t(32, 64, dtype=torch.float64), t(64, 48, dtype=torch.float64))
+        calls(make_rig(Policy.TUNE, strict=True).dispatcher).matmul(t(32, 64, dtype=torch.float64), t(64, 48, dtype=torch.float64))
 
 
 def test_compile_failure_falls_back_or_raises_under_strict() -> None:
     rig = make_rig(Policy.HEURISTIC)
     rig.family.compile_error = KernelCompileError("DSL exploded")
     a, b = t(32, 64), t(64, 48)
-    close(rig.dispatcher.matmul(a, b), a @ b)
+    close(calls(rig.dispatcher).matmul(a, b), a @ b)
     assert rig.dispatcher.stats().fallbacks == 1
     strict = make_rig(Policy.HEURISTIC, strict=True)
     strict.family.compile_error = CantImplement("tile too big")
     with pytest.raises(CantImplement):
-        strict.dispatcher.matmul(a, b)
+        calls(strict.dispatcher).matmul(a, b)
 
 
 # ---- threads ---------------------------------------------------------------------------------
@@ -236,7 +236,7 @@ def test_concurrent_misses_tune_and_compile_once() -> None:
     results: list[torch.Tensor | None] = [None] * len(xs)
 
     def work(i: int) -> None:
-        results[i] = rig.dispatcher.linear(xs[i], w)
+        results[i] = calls(rig.dispatcher).linear(xs[i], w)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(len(xs))]
     for th in threads:
@@ -263,9 +263,9 @@ def test_tuning_miss_inside_graph_capture_is_not_tuned_nor_memoised(monkeypatch:
     rig = make_rig(Policy.TUNE)
     a, b = t(32, 64), t(64, 48)
     monkeypatch.setattr(dispatch, "_capturing", lambda tensor: True)
-    close(rig.dispatcher.matmul(a, b), a @ b)
+    close(calls(rig.dispatcher).matmul(a, b), a @ b)
     assert rig.tuner.calls == [] and rig.family.launches[-1].config == FakeConfig(128)
     monkeypatch.setattr(dispatch, "_capturing", lambda tensor: False)
-    rig.dispatcher.matmul(a, b)
+    calls(rig.dispatcher).matmul(a, b)
     assert len(rig.tuner.calls) == 1 and rig.family.launches[-1].config == FakeConfig(256)
     assert rig.dispatcher.stats().memo_misses == 2

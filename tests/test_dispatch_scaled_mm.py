@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from _dispatch_fakes import device_info, make_rig
+from _dispatch_fakes import device_info, make_rig, calls
 
-from autocutlass import dispatch, validate
+from autocutlass.ops import launch
+from autocutlass.ops.gemm import frontend as validate
+from autocutlass.ops.gemm.entries import SCALED_MM
 from autocutlass.dispatch import policy
 from autocutlass.errors import UnsupportedProblem
 from autocutlass.ops.gemm.problem import Activation, DType, Epilogue, Major
@@ -159,23 +161,23 @@ def test_errors_name_the_problem(kw: dict[str, Any], exc: type[Exception], words
 def test_dispatcher_raises_before_memoising() -> None:
     rig = make_rig(Policy.HEURISTIC)
     with pytest.raises(TypeError, match="scale_a must be a torch.Tensor"):
-        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), 0.5, scale(1.0), use_fast_accum=True)
+        calls(rig.dispatcher).scaled_mm(f8(32, 64), wt(48, 64), 0.5, scale(1.0), use_fast_accum=True)
     with pytest.raises(TypeError, match="scale_result must be a torch.Tensor"):
-        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), scale_result=1.0, use_fast_accum=True)
+        calls(rig.dispatcher).scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), scale_result=1.0, use_fast_accum=True)
     with pytest.raises(RuntimeError, match="got torch.bfloat16 and torch.float8_e4m3fn"):
-        rig.dispatcher.scaled_mm(f8(32, 64).to(BF), wt(48, 64), scale(1.0), scale(1.0), out_dtype=BF, use_fast_accum=True)
+        calls(rig.dispatcher).scaled_mm(f8(32, 64).to(BF), wt(48, 64), scale(1.0), scale(1.0), out_dtype=BF, use_fast_accum=True)
     with pytest.raises(TypeError, match="use_fast_accum must be a bool, got int"):  # 1 == True: not True's key
-        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), out_dtype=BF, use_fast_accum=1)
+        calls(rig.dispatcher).scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), out_dtype=BF, use_fast_accum=1)
     with pytest.raises(TypeError, match="use_fast_accum must be a bool, got list"):  # unhashable: caught at the memo
-        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), out_dtype=BF, use_fast_accum=[True])
+        calls(rig.dispatcher).scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), out_dtype=BF, use_fast_accum=[True])
     with pytest.raises(ValueError, match="activation='tanh'"):
-        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), activation="tanh", use_fast_accum=True)
+        calls(rig.dispatcher).scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), activation="tanh", use_fast_accum=True)
     with pytest.raises(TypeError, match="out_dtype must be a torch.dtype or None, got list"):  # unhashable
-        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), out_dtype=[BF], use_fast_accum=True)
+        calls(rig.dispatcher).scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), out_dtype=[BF], use_fast_accum=True)
     with pytest.raises(ValueError, match=r"activation=\['relu'\]"):
-        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), activation=["relu"], use_fast_accum=True)
+        calls(rig.dispatcher).scaled_mm(f8(32, 64), wt(48, 64), scale(1.0), scale(1.0), activation=["relu"], use_fast_accum=True)
     with policy("off"), pytest.raises(RuntimeError, match=r"\(32, 64\).*\(63, 48\)"):
-        rig.dispatcher.scaled_mm(f8(32, 64), wt(48, 63), scale(1.0), scale(1.0), use_fast_accum=True)
+        calls(rig.dispatcher).scaled_mm(f8(32, 64), wt(48, 63), scale(1.0), scale(1.0), use_fast_accum=True)
     assert rig.dispatcher._memo == {} and rig.family.compiled == []
 
 
@@ -272,7 +274,7 @@ def test_served_call_matches_the_reference(
     a, b = f8(40, 64), wt(96, 64)
     sa, sb = scale(0.75), scale(0.25)
     bias = torch.randn(96).to(out_dtype) if with_bias else None
-    y = rig.dispatcher.scaled_mm(a, b, sa, sb, bias, out_dtype, None, act, use_fast_accum=True)
+    y = calls(rig.dispatcher).scaled_mm(a, b, sa, sb, bias, out_dtype, None, act, use_fast_accum=True)
     close(y, reference(a, b, sa, sb, bias, out_dtype, act))
     (launch,) = rig.family.launches
     assert launch.problem.d_dtype is validate._OUTPUT_DTYPES[out_dtype]
@@ -287,8 +289,8 @@ def test_runner_gets_the_users_scales_as_1_element_views(rig, shape: tuple[int, 
     a, b = f8(40, 64), wt(96, 64)
     sa, sb = scale(0.5, shape), scale(4.0, shape)
     with no_host_reads(monkeypatch):
-        y = rig.dispatcher.scaled_mm(a, b, sa, sb, out_dtype=BF, use_fast_accum=True)  # miss
-        y2 = rig.dispatcher.scaled_mm(a, b, sa, sb, out_dtype=BF, use_fast_accum=True)  # hit
+        y = calls(rig.dispatcher).scaled_mm(a, b, sa, sb, out_dtype=BF, use_fast_accum=True)  # miss
+        y2 = calls(rig.dispatcher).scaled_mm(a, b, sa, sb, out_dtype=BF, use_fast_accum=True)  # hit
     close(y, reference(a, b, sa, sb))
     assert torch.equal(y, y2)
     for launch in rig.family.launches:
@@ -301,10 +303,10 @@ def test_runner_gets_the_users_scales_as_1_element_views(rig, shape: tuple[int, 
 
 def test_other_ops_runners_get_no_scale_arguments(rig) -> None:  # noqa: ANN001
     x, w = torch.randn(8, 64).to(BF), torch.randn(96, 64).to(BF)
-    rig.dispatcher.linear(x, w)
-    rig.dispatcher.matmul(x, w.t())
-    rig.dispatcher.gemm(x, w.t(), torch.randn(8, 96).to(BF), 1.0, 1.0)
-    rig.dispatcher.scaled_mm(f8(8, 64), wt(96, 64), scale(1.0), scale(1.0), out_dtype=BF, use_fast_accum=True)
+    calls(rig.dispatcher).linear(x, w)
+    calls(rig.dispatcher).matmul(x, w.t())
+    calls(rig.dispatcher).gemm(x, w.t(), torch.randn(8, 96).to(BF), 1.0, 1.0)
+    calls(rig.dispatcher).scaled_mm(f8(8, 64), wt(96, 64), scale(1.0), scale(1.0), out_dtype=BF, use_fast_accum=True)
     kinds = [(launch.problem.a_dtype, launch.scale_a is None) for launch in rig.family.launches]
     assert kinds == [(DType.BF16, True)] * 3 + [(DType.E4M3, False)]  # and the fake runner asserted the kwargs
 
@@ -312,12 +314,12 @@ def test_other_ops_runners_get_no_scale_arguments(rig) -> None:  # noqa: ANN001
 def test_memo_hit_on_an_identical_call_reads_the_new_scales(rig, monkeypatch) -> None:  # noqa: ANN001
     d = rig.dispatcher
     a, b, bias = f8(40, 64), wt(96, 64), torch.randn(96).to(BF)
-    y = d.scaled_mm(a, b, scale(1.0), scale(1.0), bias, BF, None, "silu", use_fast_accum=True)
+    y = calls(d).scaled_mm(a, b, scale(1.0), scale(1.0), bias, BF, None, "silu", use_fast_accum=True)
     close(y, reference(a, b, 1.0, 1.0, bias, BF, "silu"))
     monkeypatch.setattr(validate, "plan", lambda *x: pytest.fail("planned on a hit"))
     a2, b2, bias2 = f8(40, 64), wt(96, 64), torch.randn(96).to(BF)  # new tensors, same metadata
     sa, sb = scale(0.5), scale(3.0)  # scale values are not in the key: read by the kernel per call
-    close(d.scaled_mm(a2, b2, sa, sb, bias2, BF, None, "silu", use_fast_accum=True), reference(a2, b2, sa, sb, bias2, BF, "silu"))
+    close(calls(d).scaled_mm(a2, b2, sa, sb, bias2, BF, None, "silu", use_fast_accum=True), reference(a2, b2, sa, sb, bias2, BF, "silu"))
     s = d.stats()
     assert (s.memo_misses, s.memo_hits, s.compiles) == (1, 1, 1)
     assert len(rig.family.launches) == 2 and rig.family.launches[1].scale_a.data_ptr() == sa.data_ptr()
@@ -327,37 +329,37 @@ def test_memo_key_separates_out_dtype_bias_activation_and_scale_metadata(rig) ->
     d = rig.dispatcher
     a, b = f8(40, 64), wt(96, 64)
     one = scale(1.0)
-    d.scaled_mm(a, b, one, one, out_dtype=BF, use_fast_accum=True)
-    d.scaled_mm(a, b, one, one, out_dtype=torch.float16, use_fast_accum=True)
-    d.scaled_mm(a, b, one, one, torch.randn(96).to(BF), BF, use_fast_accum=True)
-    d.scaled_mm(a, b, one, one, out_dtype=BF, activation="relu", use_fast_accum=True)
-    d.scaled_mm(a, b, scale(1.0, (1,)), one, out_dtype=BF, use_fast_accum=True)
-    d.scaled_mm(a, b, one, one.reshape(1, 1), out_dtype=BF, use_fast_accum=True)
+    calls(d).scaled_mm(a, b, one, one, out_dtype=BF, use_fast_accum=True)
+    calls(d).scaled_mm(a, b, one, one, out_dtype=torch.float16, use_fast_accum=True)
+    calls(d).scaled_mm(a, b, one, one, torch.randn(96).to(BF), BF, use_fast_accum=True)
+    calls(d).scaled_mm(a, b, one, one, out_dtype=BF, activation="relu", use_fast_accum=True)
+    calls(d).scaled_mm(a, b, scale(1.0, (1,)), one, out_dtype=BF, use_fast_accum=True)
+    calls(d).scaled_mm(a, b, one, one.reshape(1, 1), out_dtype=BF, use_fast_accum=True)
     assert (d.stats().fallbacks, len(rig.family.launches)) == (0, 6)
     # keys of calls torch serves: validated, then memoised as fallbacks
-    d.scaled_mm(a, b, one, one, use_fast_accum=True)  # out_dtype None: fp8 output
-    d.scaled_mm(a, b, one, one, out_dtype=BF)  # use_fast_accum=False
-    d.scaled_mm(a, b, one, one, out_dtype=BF, use_fast_accum=True, scale_result=scale(2.0))
-    d.scaled_mm(a, b, scale(1.0, (40, 1)), scale(1.0, (1, 96)), out_dtype=BF, use_fast_accum=True)  # row-wise
+    calls(d).scaled_mm(a, b, one, one, use_fast_accum=True)  # out_dtype None: fp8 output
+    calls(d).scaled_mm(a, b, one, one, out_dtype=BF)  # use_fast_accum=False
+    calls(d).scaled_mm(a, b, one, one, out_dtype=BF, use_fast_accum=True, scale_result=scale(2.0))
+    calls(d).scaled_mm(a, b, scale(1.0, (40, 1)), scale(1.0, (1, 96)), out_dtype=BF, use_fast_accum=True)  # row-wise
     with pytest.raises(ValueError, match="Invalid scaling configuration"):  # torch's own error, through the fallback
-        d.scaled_mm(a, b, one.double(), one, out_dtype=BF, use_fast_accum=True)
+        calls(d).scaled_mm(a, b, one.double(), one, out_dtype=BF, use_fast_accum=True)
     s = d.stats()
     assert (s.memo_misses, s.memo_hits, s.fallbacks) == (11, 0, 5)
-    d.scaled_mm(f8(40, 64), wt(96, 64), scale(2.0), scale(3.0), out_dtype=BF, use_fast_accum=True)  # values differ
-    d.scaled_mm(a, b, one, one, out_dtype=BF, use_fast_accum=True, scale_result=scale(5.0))  # ditto: scale_result
+    calls(d).scaled_mm(f8(40, 64), wt(96, 64), scale(2.0), scale(3.0), out_dtype=BF, use_fast_accum=True)  # values differ
+    calls(d).scaled_mm(a, b, one, one, out_dtype=BF, use_fast_accum=True, scale_result=scale(5.0))  # ditto: scale_result
     assert (d.stats().memo_hits, d.stats().fallbacks, len(rig.family.launches)) == (2, 6, 7)
 
 
 def test_runner_is_shared_across_m(rig) -> None:  # noqa: ANN001
     for m in (1, 16, 300):
-        rig.dispatcher.scaled_mm(f8(m, 64), wt(96, 64), scale(1.0), scale(1.0), out_dtype=BF, use_fast_accum=True)
+        calls(rig.dispatcher).scaled_mm(f8(m, 64), wt(96, 64), scale(1.0), scale(1.0), out_dtype=BF, use_fast_accum=True)
     assert rig.dispatcher.stats().compiles == 1 and len(rig.family.launches) == 3
 
 
 def test_out_is_written_in_place(rig) -> None:  # noqa: ANN001
     a, b, sa, sb = f8(40, 64), wt(96, 64), scale(0.5), scale(2.0)
     out = torch.full((40, 96), float("nan"), dtype=torch.float32)
-    assert rig.dispatcher.scaled_mm(a, b, sa, sb, None, torch.float32, out, use_fast_accum=True) is out
+    assert calls(rig.dispatcher).scaled_mm(a, b, sa, sb, None, torch.float32, out, use_fast_accum=True) is out
     close(out, reference(a, b, sa, sb, out_dtype=torch.float32))
     assert rig.family.launches[-1].d.data_ptr() == out.data_ptr()
 
@@ -377,7 +379,7 @@ def test_out_aliasing_an_input_is_still_right(rig, alias: str) -> None:  # noqa:
         sa = out[0, 0]
         sa.fill_(0.5)
     ref = reference(a.clone(), b, sa.clone(), sb, bias.clone(), torch.float32)
-    assert rig.dispatcher.scaled_mm(a, b, sa, sb, bias, torch.float32, out, use_fast_accum=True) is out
+    assert calls(rig.dispatcher).scaled_mm(a, b, sa, sb, bias, torch.float32, out, use_fast_accum=True) is out
     close(out, ref)
     # A served call (compiled, no fallback) whose entry saw the overlap: torch computed it into
     # fresh memory, then copied; the runner never ran.
@@ -391,8 +393,8 @@ def test_unsupported_layout_runs_torch_scaled_mm(rig, caplog) -> None:  # noqa: 
     b = w.t().contiguous()  # row-major B: torch._scaled_mm (on CPU) takes it, fp8 WGMMA does not
     sa, sb, bias = scale(0.5), scale(2.0), torch.randn(96).to(BF)
     with caplog.at_level("WARNING", logger="autocutlass"):
-        y = rig.dispatcher.scaled_mm(a, b, sa, sb, bias, BF, None, "gelu", use_fast_accum=True)
-        rig.dispatcher.scaled_mm(a, b, sa, sb, bias, BF, None, "gelu", use_fast_accum=True)
+        y = calls(rig.dispatcher).scaled_mm(a, b, sa, sb, bias, BF, None, "gelu", use_fast_accum=True)
+        calls(rig.dispatcher).scaled_mm(a, b, sa, sb, bias, BF, None, "gelu", use_fast_accum=True)
     assert torch.equal(y, F.gelu(torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=BF)))
     assert rig.family.launches == [] and rig.dispatcher.stats().fallbacks == 2
     logged = [r.getMessage() for r in caplog.records]
@@ -402,7 +404,7 @@ def test_unsupported_layout_runs_torch_scaled_mm(rig, caplog) -> None:  # noqa: 
 def test_fallback_copies_into_out(rig) -> None:  # noqa: ANN001
     a, b, sa, sb = f8(40, 64), f8(64, 96), scale(0.5), scale(2.0)
     out = torch.empty(40, 96, dtype=torch.float16)
-    assert rig.dispatcher.scaled_mm(a, b, sa, sb, None, torch.float16, out, "relu", use_fast_accum=True) is out
+    assert calls(rig.dispatcher).scaled_mm(a, b, sa, sb, None, torch.float16, out, "relu", use_fast_accum=True) is out
     assert torch.equal(out, F.relu(torch._scaled_mm(a, b, sa, sb, out_dtype=torch.float16)))
 
 
@@ -424,44 +426,44 @@ def test_torch_fallback_is_what_is_called(rig, monkeypatch) -> None:  # noqa: AN
 
     monkeypatch.setattr(torch, "_scaled_mm", spy)
     a, b, sa, sb = f8(40, 64), f8(64, 96), scale(0.5), scale(2.0, (1,))
-    rig.dispatcher.scaled_mm(a, b, sa, sb, out_dtype=torch.float16, use_fast_accum=True)
+    calls(rig.dispatcher).scaled_mm(a, b, sa, sb, out_dtype=torch.float16, use_fast_accum=True)
     ((ga, gb, gsa, gsb, kw),) = seen
     assert ga is a and gb is b and gsa is sa and gsb is sb and kw == {"bias": None, "scale_result": None, "out_dtype": torch.float16, "use_fast_accum": True}
 
 
 def test_3d_operands_fall_back_and_torch_raises(rig) -> None:  # noqa: ANN001
     with pytest.raises(RuntimeError, match="matrix"):
-        rig.dispatcher.scaled_mm(f8(2, 40, 64), wt(96, 64), scale(1.0), scale(1.0), out_dtype=BF, use_fast_accum=True)
+        calls(rig.dispatcher).scaled_mm(f8(2, 40, 64), wt(96, 64), scale(1.0), scale(1.0), out_dtype=BF, use_fast_accum=True)
     assert rig.family.launches == []
 
 
 def test_strict_raises_the_reason() -> None:
     rig = make_rig(Policy.HEURISTIC, strict=True)
     with pytest.raises(UnsupportedProblem, match="autocutlass.scaled_mm: fp8 WGMMA reads only K-major operands"):
-        rig.dispatcher.scaled_mm(f8(40, 64), f8(64, 96), scale(1.0), scale(1.0), out_dtype=BF, use_fast_accum=True)
+        calls(rig.dispatcher).scaled_mm(f8(40, 64), f8(64, 96), scale(1.0), scale(1.0), out_dtype=BF, use_fast_accum=True)
 
 
 def test_grad_runs_in_torch(rig) -> None:  # noqa: ANN001
     a, b = f8(40, 64), wt(96, 64)
     sa = scale(1.0).requires_grad_()
-    rig.dispatcher.scaled_mm(a, b, sa, scale(1.0), out_dtype=BF, use_fast_accum=True)
+    calls(rig.dispatcher).scaled_mm(a, b, sa, scale(1.0), out_dtype=BF, use_fast_accum=True)
     assert rig.family.launches == [] and rig.dispatcher.stats().fallbacks == 1
     with torch.no_grad():
-        rig.dispatcher.scaled_mm(a, b, sa, scale(1.0), out_dtype=BF, use_fast_accum=True)
+        calls(rig.dispatcher).scaled_mm(a, b, sa, scale(1.0), out_dtype=BF, use_fast_accum=True)
     assert len(rig.family.launches) == 1
 
 
 def test_off_policy_runs_torch_and_is_not_a_fallback() -> None:
     rig = make_rig(Policy.OFF)
     a, b, sa, sb = f8(40, 64), wt(96, 64), scale(0.5), scale(2.0)
-    assert torch.equal(rig.dispatcher.scaled_mm(a, b, sa, sb, out_dtype=BF, use_fast_accum=True),
+    assert torch.equal(calls(rig.dispatcher).scaled_mm(a, b, sa, sb, out_dtype=BF, use_fast_accum=True),
                        torch._scaled_mm(a, b, sa, sb, out_dtype=BF, use_fast_accum=True))
     assert rig.family.compiled == [] and rig.dispatcher.stats().fallbacks == 0
 
 
 def test_tune_policy_looks_up_and_tunes_the_fp8_problem() -> None:
     rig = make_rig(Policy.TUNE)
-    rig.dispatcher.scaled_mm(f8(100, 64), wt(96, 64), scale(1.0), scale(1.0), out_dtype=torch.float16, use_fast_accum=True)
+    calls(rig.dispatcher).scaled_mm(f8(100, 64), wt(96, 64), scale(1.0), scale(1.0), out_dtype=torch.float16, use_fast_accum=True)
     (tuned,) = rig.tuner.calls
     assert tuned.a_dtype is DType.E4M3 and tuned.d_dtype is DType.FP16 and tuned.m == 100
     assert rig.store.lookups == [tuned] and rig.store.misses == [tuned]
@@ -476,15 +478,15 @@ def test_entry_switches_to_the_operands_device(monkeypatch: pytest.MonkeyPatch) 
         devices.append(i)
         yield
 
-    monkeypatch.setattr(dispatch, "_single_gpu", lambda: False)
+    monkeypatch.setattr(launch, "single_gpu", lambda: False)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "device", fake_device)
     a, b = f8(8, 64), wt(16, 64)
     p = kernel(scaled(a, b))
     p = KernelPlan(**{**p.__dict__, "device_index": 1})
     calls: list[dict[str, Any]] = []
-    entry = dispatch._scaled_kernel_entry(p, lambda a, b, d, **kw: calls.append(kw), scaled(a, b))
-    entry(a, b, scale(1.0), scale(1.0), None, None)
+    entry = SCALED_MM.kernel_entry(p, lambda a, b, d, **kw: calls.append(kw), scaled(a, b))
+    entry(a, b, scale(1.0), scale(1.0), None, torch.bfloat16, None, None, True, None)
     assert devices == [1] and len(calls) == 1 and set(calls[0]) == {"bias", "scale_a", "scale_b"}
 
 
@@ -506,9 +508,9 @@ def test_use_fast_accum_false_runs_torch_with_it(rig, monkeypatch) -> None:  # n
 
     monkeypatch.setattr(torch, "_scaled_mm", spy)
     sa, sb = scale(0.5), scale(2.0)
-    y = rig.dispatcher.scaled_mm(a, b, sa, sb, out_dtype=BF)  # the default: use_fast_accum=False
+    y = calls(rig.dispatcher).scaled_mm(a, b, sa, sb, out_dtype=BF)  # the default: use_fast_accum=False
     assert seen == [False] and y.dtype is BF
-    rig.dispatcher.scaled_mm(a, b, sa, sb, out_dtype=BF, use_fast_accum=True)  # a different memo key: the kernel
+    calls(rig.dispatcher).scaled_mm(a, b, sa, sb, out_dtype=BF, use_fast_accum=True)  # a different memo key: the kernel
     assert seen == [False]
 
 
@@ -568,8 +570,8 @@ def test_torch_served_calls_fall_back_with_torchs_result(
     spy_torch.clear()
     d = rig.dispatcher
     with caplog.at_level("WARNING", logger="autocutlass"):
-        y = d.scaled_mm(*args, activation=act, **kw)
-        y2 = d.scaled_mm(*args, activation=act, **kw)  # a memo hit: torch again
+        y = calls(d).scaled_mm(*args, activation=act, **kw)
+        y2 = calls(d).scaled_mm(*args, activation=act, **kw)  # a memo hit: torch again
     assert y.dtype == expected.dtype and torch.equal(y.float(), expected.float())
     assert torch.equal(y2.float(), expected.float())
     assert len(spy_torch) == 2
@@ -589,7 +591,7 @@ def test_torch_served_calls_fall_back_with_torchs_result(
 )  # fmt: skip
 def test_scales_torch_rejects_raise_torchs_error_through_the_fallback(rig, scale_a, scale_b) -> None:  # noqa: ANN001
     with pytest.raises(ValueError, match="Invalid scaling configuration"):  # torch's own error
-        rig.dispatcher.scaled_mm(f8(40, 64), wt(96, 64), scale_a, scale_b, out_dtype=BF, use_fast_accum=True)
+        calls(rig.dispatcher).scaled_mm(f8(40, 64), wt(96, 64), scale_a, scale_b, out_dtype=BF, use_fast_accum=True)
     assert rig.dispatcher.stats().fallbacks == 1 and rig.family.launches == []
 
 
@@ -606,7 +608,7 @@ def test_strict_raises_unsupported_for_torch_served_calls(kw: dict[str, Any], re
     rig = make_rig(Policy.HEURISTIC, strict=True)
     args = {"a": f8(40, 64), "b": wt(96, 64), "scale_a": scale(1.0), "scale_b": scale(1.0), "out_dtype": BF, **kw}
     with pytest.raises(UnsupportedProblem, match=re.escape(f"autocutlass.scaled_mm: {reason}")):
-        rig.dispatcher.scaled_mm(**args, use_fast_accum=True)
+        calls(rig.dispatcher).scaled_mm(**args, use_fast_accum=True)
     assert rig.dispatcher.stats().fallbacks == 0 and rig.dispatcher._memo == {}
 
 
@@ -615,10 +617,10 @@ def test_served_call_stays_served_next_to_fallbacks(rig) -> None:  # noqa: ANN00
     d = rig.dispatcher
     a, b, sa, sb, bias = f8(40, 64), wt(96, 64), scale(0.5), scale(2.0), torch.randn(96).to(BF)
     for _ in range(2):
-        close(d.scaled_mm(a, b, sa, sb, bias, BF, use_fast_accum=True), reference(a, b, sa, sb, bias))
-        d.scaled_mm(a, b, sa, sb, bias, None, use_fast_accum=True)  # fp8 output: torch
-        d.scaled_mm(a, b, sa, sb, bias, BF, use_fast_accum=True, scale_result=scale(1.0))  # torch
-        d.scaled_mm(a.to(E5M2), b, sa, sb, bias, BF, use_fast_accum=True)  # torch
+        close(calls(d).scaled_mm(a, b, sa, sb, bias, BF, use_fast_accum=True), reference(a, b, sa, sb, bias))
+        calls(d).scaled_mm(a, b, sa, sb, bias, None, use_fast_accum=True)  # fp8 output: torch
+        calls(d).scaled_mm(a, b, sa, sb, bias, BF, use_fast_accum=True, scale_result=scale(1.0))  # torch
+        calls(d).scaled_mm(a.to(E5M2), b, sa, sb, bias, BF, use_fast_accum=True)  # torch
     s = d.stats()
     assert (s.memo_misses, s.memo_hits, s.fallbacks, s.compiles) == (4, 4, 6, 1)
     assert len(rig.family.launches) == 2
@@ -628,9 +630,9 @@ def test_non_bool_use_fast_accum_never_shares_a_bools_entry(rig) -> None:  # noq
     """torch._scaled_mm rejects use_fast_accum=1 (TypeError); 1 == True must not hit True's entry."""
     d = rig.dispatcher
     a, b, one = f8(40, 64), wt(96, 64), scale(1.0)
-    d.scaled_mm(a, b, one, one, out_dtype=BF, use_fast_accum=True)
-    d.scaled_mm(a, b, one, one, out_dtype=BF, use_fast_accum=False)
+    calls(d).scaled_mm(a, b, one, one, out_dtype=BF, use_fast_accum=True)
+    calls(d).scaled_mm(a, b, one, one, out_dtype=BF, use_fast_accum=False)
     for bad in (1, 0, 1.0):
         with pytest.raises(TypeError, match="use_fast_accum must be a bool"):
-            d.scaled_mm(a, b, one, one, out_dtype=BF, use_fast_accum=bad)
+            calls(d).scaled_mm(a, b, one, one, out_dtype=BF, use_fast_accum=bad)
     assert d.stats().memo_hits == 0 and len(d._memo) == 2

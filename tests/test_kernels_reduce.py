@@ -70,7 +70,7 @@ def test_compile_key_follows_every_parameter() -> None:
 def test_compile_key_follows_sources_and_dsl(monkeypatch: pytest.MonkeyPatch) -> None:
     r = _reduce()
     key = r.reduce_compile_key(*BASE)
-    monkeypatch.setattr(r, "kernel_source_hash", lambda: "other-sources")
+    monkeypatch.setattr(r, "source_hash", lambda: "other-sources")
     assert r.reduce_compile_key(*BASE) != key
     monkeypatch.undo()
     monkeypatch.setattr(r, "dsl_version", lambda: "0.0.0")

@@ -65,7 +65,8 @@ def test_bucket_and_family_keys() -> None:
     assert GemmProblem(m=300, n=4096, k=4096).bucket_key() != a.bucket_key()
     assert GemmProblem(m=300, n=4096, k=4096).neighbour_key() == a.neighbour_key()
     assert GemmProblem(m=300, n=4096, k=1024).neighbour_key() != a.neighbour_key()
-    assert a.kernel_class_key() == GemmProblem(m=7, n=8, k=9, l=3).kernel_class_key()
+    assert a.kernel_class_key() != GemmProblem(m=7, n=8, k=9, l=3).kernel_class_key()  # rank 3
+    assert GemmProblem(m=1, n=2, k=3, l=2).kernel_class_key() == GemmProblem(m=7, n=8, k=9, l=3).kernel_class_key()
 
 
 def test_validation_errors_name_the_field() -> None:

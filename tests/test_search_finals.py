@@ -316,6 +316,10 @@ class FakeInputs:
     log: list[str]
     d: Any = None
 
+    @property
+    def output(self) -> Any:
+        return self.d
+
     def poison(self) -> None:
         self.d = "poison"
 
@@ -330,7 +334,7 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     verification / the check after timing; those in ``no_write`` leave D as it was; ``fault``
     raises a CUDA fault while timed."""
     from autocutlass.search import timing as timing_mod
-    from autocutlass.search import verify as verify_mod
+    from autocutlass.ops.gemm import evaluation as verify_mod
 
     state: dict[str, Any] = {"ms": {}, "bad_verify": set(), "bad_after": set(), "fault": None, "no_compile": set(),
                              "no_write": set()}  # fmt: skip

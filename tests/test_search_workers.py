@@ -77,7 +77,7 @@ def fake_pipeline(**kw: Any) -> CandidatePipeline:
 def test_pipeline_maps_every_failure_to_a_state() -> None:
     modes = ["a", "crash", "b", "hang", "fault", "wrong", "compile_error", "hang_compile", "a2"]
     with fake_pipeline(compile_workers=2, compile_timeout_s=2.0, bench_timeout_s=2.0) as pipe:
-        assert pipe.device()["hard_key"]["gpu_name"] == HARD_KEY.gpu_name
+        assert pipe.device()["device"]["gpu_name"] == HARD_KEY.gpu_name
         base = pipe.baseline(P)
         assert base.state == "ok" and base.timing is not None and base.timing.median_ms == 2.0
         for i, mode in enumerate(modes):

@@ -1,19 +1,22 @@
 """Kernel families: each a config space, a feasibility check and a compiler.
 
 ``kernels`` imports neither ``search`` nor ``db``. Families are looked up by their stable name
-(stored in the tuning database with each record).
+(stored in the tuning database with each record); ``families_for`` maps a problem of any op to
+the families that serve it, so an op module never names a kernel family.
 """
 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from autocutlass.kernels.base import GemmRunner, KernelFamily
 from autocutlass.kernels.hopper_gemm import HopperGemmFamily
-from autocutlass.ops.gemm.problem import GemmProblem
 from autocutlass.settings import current
 
-__all__ = ["GemmRunner", "KernelFamily", "default_family_for", "family_names", "get_family", "unsupported_reason"]
+__all__ = [
+    "GemmRunner", "KernelFamily", "families_for", "family_names", "get_family", "source_hashes", "unsupported_reason",
+]  # fmt: skip
 
 _FAMILIES = {"hopper_gemm": HopperGemmFamily}
 
@@ -32,16 +35,17 @@ def get_family(name: str) -> KernelFamily:
     return cls(cache_dir=current().kernel_cache_dir)
 
 
-def default_family_for(problem: GemmProblem) -> KernelFamily | None:
-    """The first family that supports ``problem``, or None."""
-    for name in family_names():
-        fam = get_family(name)
-        if fam.supports(problem) is None:
-            return fam
-    return None
+def families_for(problem: Any) -> list[KernelFamily]:
+    """The families that serve ``problem`` (an ``OpProblem`` of any op), in registry order."""
+    return [fam for fam in (get_family(name) for name in family_names()) if fam.supports(problem) is None]
 
 
-def unsupported_reason(problem: GemmProblem) -> str:
+def source_hashes() -> dict[str, str]:
+    """Each family's source hash (the ``kernel_hash`` of its records' hard keys)."""
+    return {name: get_family(name).source_hash() for name in family_names()}
+
+
+def unsupported_reason(problem: Any) -> str:
     """Why no family serves ``problem``: each family's reason, '; '-joined."""
     reasons = [f"{name}: {get_family(name).supports(problem)}" for name in family_names()]
     return "; ".join(reasons)

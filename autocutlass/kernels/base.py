@@ -2,9 +2,16 @@
 
 A *family* is a parameterised kernel: a frozen config dataclass, a pure-Python ``check``
 that rejects infeasible (config, problem) pairs with a reason, a ``space`` to search, and a
-``compile`` that turns a config into a callable ``GemmRunner`` for a problem's *kernel class*
+``compile`` that turns a config into a callable runner for a problem's *kernel class*
 (dtypes, layouts, alignment, epilogue; shapes are symbolic, so one compiled runner serves every
-M, N, K and L of its class).
+size of its class). Problems are ``autocutlass.ops.base.OpProblem``s; a family says which it
+serves through ``supports``. The runner's calling convention is the op's: a GEMM family's
+runners are ``GemmRunner``s (below); a family serving another op through a lowering (a
+pointwise convolution is a GEMM) returns a runner in that op's convention.
+
+Each family names the files whose code decides what it generates (``SOURCE_FILES``, relative to
+``autocutlass/kernels``, its own and the shared ones it imports); their ``source_hash`` is part
+of the hard key of its tuning records, so editing one family never retires another's records.
 
 Calling convention of a ``GemmRunner`` (torch tensors on one CUDA device, current stream):
 
@@ -25,9 +32,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from autocutlass.ops.gemm.problem import GemmProblem
+from autocutlass.device import source_hash
 
 
 class GemmRunner(Protocol):
@@ -55,21 +62,28 @@ class KernelFamily(ABC, Generic[C]):
     name: str
     """Stable identifier stored in the database ('hopper_gemm')."""
 
+    SOURCE_FILES: ClassVar[tuple[str, ...]]
+    """Files (relative to ``autocutlass/kernels``) whose code decides what this family generates."""
+
+    def source_hash(self) -> str:
+        """Hash of ``SOURCE_FILES``' code: part of the hard key of this family's tuning records."""
+        return source_hash(self.SOURCE_FILES)
+
     @abstractmethod
-    def supports(self, problem: GemmProblem) -> str | None:
+    def supports(self, problem: Any) -> str | None:
         """None if some config of this family can serve ``problem``, else the reason why not."""
 
     @abstractmethod
-    def space(self, problem: GemmProblem) -> Sequence[C]:
+    def space(self, problem: Any) -> Sequence[C]:
         """Every config of the family worth considering for ``problem`` (feasible or not)."""
 
     @abstractmethod
-    def check(self, config: C, problem: GemmProblem) -> str | None:
+    def check(self, config: C, problem: Any) -> str | None:
         """None when ``config`` can run ``problem``; otherwise the reason, naming the budget or
         rule broken. Pure Python, no compile, no GPU. Every accepted pair must compile."""
 
     @abstractmethod
-    def seeds(self, problem: GemmProblem) -> Sequence[C]:
+    def seeds(self, problem: Any) -> Sequence[C]:
         """A few good configs, best guess first, all passing ``check``: TPE seeds and the
         ``heuristic`` policy's choice (the first)."""
 
@@ -81,7 +95,7 @@ class KernelFamily(ABC, Generic[C]):
     def config_from_dict(self, d: dict[str, Any]) -> C: ...
 
     @abstractmethod
-    def compile(self, config: C, problem: GemmProblem) -> GemmRunner:
+    def compile(self, config: C, problem: Any) -> Any:
         """A runner for ``problem``'s kernel class. Cached in-process and on disk.
 
         Raises ``CantImplement`` if ``check`` rejects the pair and ``KernelCompileError`` if

@@ -54,9 +54,9 @@ Shapes are symbolic: one compile per rank (2 or 3) serves every (L, R, C). Compi
 are cached by ``kernels.object_cache.ObjectCache``: in the process and on disk as
 ``<cache>/transpose32-<key>.o`` (written atomically; a corrupt entry is reported, removed and
 recompiled). The key covers the rank, the tile, the DSL
-version, ``kernel_source_hash()``, the target architecture and the hash of this file itself
-(``own_source_hash``): this file is not one of ``device.KERNEL_SOURCE_NAMES`` (it changes no
-GEMM's code), so without its own hash an edited kernel could be served from a stale cache entry.
+version, the target architecture and the hash of this file itself (``own_source_hash``), so an
+edited kernel is never served from a stale cache entry. This file is not one of the GEMM
+family's ``SOURCE_FILES``: a copy kernel changes no GEMM's timing record.
 
 This module imports the DSL at module level (it sets ``CUTE_DSL_ARCH`` to sm_90a first unless it
 is set, as compiling off-GPU requires); nothing in ``hopper_gemm/__init__``, ``check`` or
@@ -88,7 +88,7 @@ import cutlass
 import cutlass.memory
 from cutlass import cute
 
-from autocutlass.device import dsl_version, kernel_source_hash
+from autocutlass.device import dsl_version
 from autocutlass.errors import KernelCompileError
 from autocutlass.kernels.object_cache import ObjectCache
 
@@ -243,8 +243,7 @@ def own_source_hash() -> str:
 
 
 def transpose_compile_key(rank: int) -> str:
-    """Stable key of one compiled transpose: rank, tile, DSL version, kernel sources (the GEMM's
-    and this file's), arch."""
+    """Stable key of one compiled transpose: rank, tile, DSL version, this file's source, arch."""
     if rank not in RANKS:
         raise ValueError(f"transpose: rank={rank!r} is not 2 or 3")
     payload = {
@@ -254,7 +253,6 @@ def transpose_compile_key(rank: int) -> str:
         "threads": THREADS,
         "swizzle": SWIZZLE_MASK,
         "dsl": dsl_version(),
-        "src": kernel_source_hash(),
         "self": own_source_hash(),
         "arch": target_arch(),
     }

@@ -76,3 +76,81 @@ class Evaluation(Protocol):
     def verify(self, runner: Callable[..., None], problem: Any, inputs: Any, ref: Any) -> tuple[bool, str | None]: ...
     def torch_baseline(self, problem: Any, inputs: Any) -> Callable[[], Any]:
         """What the vendor library runs for this problem, on ``inputs`` (timed like a candidate)."""
+
+
+# ---- front-ends: what dispatch needs from an op's entry point ---------------------------------
+Entry = Callable[..., Any]
+"""A memo entry: called with the entry point's own arguments, it runs the call (a prepared kernel
+launch, or torch) and returns the result."""
+
+
+class Unsupported:
+    """A valid call that torch serves instead; ``reason`` says why (logged once per reason, or
+    raised as ``UnsupportedProblem`` under ``AUTOCUTLASS_STRICT=1``)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Unsupported) and other.reason == self.reason
+
+    def __hash__(self) -> int:
+        return hash(self.reason)
+
+    def __repr__(self) -> str:
+        return f"Unsupported({self.reason!r})"
+
+
+class LaunchPlan(Protocol):
+    """A call the kernel layer can serve: the problem to look up and tune, and the device."""
+
+    problem: Any
+    device_index: int
+
+    @property
+    def note(self) -> str | None:
+        """A cost worth one log line (e.g. an operand copied on every call), or None."""
+
+
+class PlanContext(Protocol):
+    """What planning needs beyond the call: whether a tensor is on a GPU dispatch serves, and
+    the ``DeviceInfo`` of a device index (tests inject fakes for both)."""
+
+    def on_gpu(self, t: Any) -> bool: ...
+    def device_info(self, index: int) -> Any: ...
+
+
+class FrontEnd(Protocol):
+    """One public entry point (``matmul``, ``linear``, ``conv2d``, ...) as dispatch sees it.
+
+    Dispatch's hit path is ``memo_key(policy, *args)``, one dict lookup and the entry; on a miss
+    it calls ``make_call``, then (policy ``off``) ``expected`` or ``plan``, chooses and compiles a
+    kernel for the plan's problem, and memoises ``kernel_entry`` or ``torch_entry``."""
+
+    name: str
+    """The entry point's name, in log lines and errors ('matmul')."""
+
+    def memo_key(self, policy: Any, *args: Any) -> tuple[Any, ...]:
+        """A hashable tuple of everything about ``args`` that decides how the call is served
+        (tensor metadata, flags; never tensor values), starting with this front-end itself.
+        Raises AttributeError or TypeError for arguments that are not what the op takes."""
+
+    def reject(self, *args: Any) -> None:
+        """Raise the error the torch op raises for ``args`` whose ``memo_key`` failed."""
+
+    def make_call(self, *args: Any) -> Any:
+        """The arguments as the op's call object (validated enough to plan)."""
+
+    def expected(self, call: Any) -> None:
+        """Raise what the torch op would raise for ``call`` (used under policy ``off`` too)."""
+
+    def plan(self, call: Any, ctx: PlanContext) -> LaunchPlan | Unsupported:
+        """Validate (raising as torch would) and decide how the kernel layer serves ``call``."""
+
+    def torch_entry(self, call: Any) -> Entry:
+        """The entry that runs the torch op for calls like ``call``."""
+
+    def kernel_entry(self, plan: Any, runner: Callable[..., None], call: Any) -> Entry:
+        """The entry that launches ``runner`` for calls like ``call`` as ``plan`` says."""

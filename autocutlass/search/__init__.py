@@ -19,7 +19,13 @@ from autocutlass.search.tuner import (
     select_winner,
     tune_problem,
 )
-from autocutlass.search.workers import STATES, CandidatePipeline, EvalOutcome, IsolatedWorker, WorkerError
+from autocutlass.search.workers import (
+    STATES,
+    CandidatePipeline,
+    EvalOutcome,
+    IsolatedWorker,
+    WorkerError,
+)
 
 __all__ = [
     "STATES",

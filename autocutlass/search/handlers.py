@@ -15,14 +15,14 @@ runs last; a participant's result is the median of its per-round medians.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from autocutlass.errors import CantImplement, KernelCompileError
-from autocutlass.ops.gemm.problem import DType, GemmProblem
+from autocutlass.ops.base import OpProblem
+from autocutlass.ops.registry import evaluation_for, problem_from_dict
 
 if TYPE_CHECKING:
     from autocutlass.search.timing import Timing
@@ -39,7 +39,7 @@ def _family(name: str) -> Any:
     return get_family(name)
 
 
-def _compile(family: Any, config_dict: dict[str, Any], problem: GemmProblem) -> tuple[Any | None, dict[str, Any]]:
+def _compile(family: Any, config_dict: dict[str, Any], problem: OpProblem) -> tuple[Any | None, dict[str, Any]]:
     """(runner, {}) or (None, failure reply)."""
     try:
         config = family.config_from_dict(config_dict)
@@ -57,7 +57,7 @@ def make_compile_handler() -> Handler:
         if request["op"] != "compile":
             raise ValueError(f"compile worker got request {request['op']!r}")
         family = _family(request["family"])
-        problem = GemmProblem.from_dict(request["problem"])
+        problem = problem_from_dict(request["problem"])
         t0 = time.perf_counter()
         runner, failure = _compile(family, request["config"], problem)
         seconds = time.perf_counter() - t0
@@ -140,57 +140,56 @@ class BenchHandler:
             self._inputs = self._ref = None
 
     def _device(self) -> dict[str, Any]:
-        from autocutlass.device import current_device
-
-        import torch
-
-        info = current_device(torch.cuda.current_device())
-        return {"device": info.as_dict(), "hard_key": dataclasses.asdict(info.hard_key())}
-
-    def _prepare(self, problem: GemmProblem) -> None:
         import torch
 
         from autocutlass.device import current_device
-        from autocutlass.ops.gemm.evaluation import make_inputs, reference
+
+        return {"device": current_device(torch.cuda.current_device()).as_dict()}
+
+    def _prepare(self, problem: OpProblem) -> None:
+        import torch
+
+        from autocutlass.device import current_device
 
         if self._problem_key == problem.key():
             return
         self._inputs = self._ref = None
         torch.cuda.empty_cache()
-        self._inputs = make_inputs(problem, device=torch.device("cuda", torch.cuda.current_device()), seed=0)
-        self._ref = reference(problem, self._inputs)
+        ev = evaluation_for(problem)
+        self._inputs = ev.make_inputs(problem, device=torch.device("cuda", torch.cuda.current_device()), seed=0)
+        self._ref = ev.reference(problem, self._inputs)
         torch.cuda.synchronize()
         l2 = current_device(torch.cuda.current_device()).l2_bytes or DEFAULT_L2_BYTES
         self._flush_bytes = 2 * l2
         self._problem_key = problem.key()
 
-    def _torch_timing(self, problem: GemmProblem) -> Timing:
-        """torch on the prepared inputs, timed like a candidate; TF32 problems under TF32 precision."""
+    def _torch_timing(self, problem: OpProblem) -> Timing:
+        """The op's torch baseline on the prepared inputs, timed like a candidate, under the op's
+        baseline settings (TF32 for TF32 problems; cuDNN benchmark mode for convolutions)."""
         from autocutlass.search.timing import time_callable
-        from autocutlass.ops.gemm.evaluation import fp32_matmul_precision, torch_baseline
 
-        precision = "tf32" if problem.a_dtype is DType.TF32 else "ieee"
-        with fp32_matmul_precision(precision):
-            return time_callable(torch_baseline(problem, self._inputs), flush_bytes=self._flush_bytes)
+        ev = evaluation_for(problem)
+        with ev.baseline_context(problem):
+            return time_callable(ev.torch_baseline(problem, self._inputs), flush_bytes=self._flush_bytes)
 
     def _bench(self, request: dict[str, Any]) -> dict[str, Any]:
         from autocutlass.search.timing import time_callable
-        from autocutlass.ops.gemm.evaluation import check_output, verify
 
-        problem = GemmProblem.from_dict(request["problem"])
+        problem = problem_from_dict(request["problem"])
         self._prepare(problem)
         inputs, ref = self._inputs, self._ref
+        ev = evaluation_for(problem)
         try:
             if request["config"] is None:
                 return {"state": "ok", "reason": None, "timing": self._torch_timing(problem).as_dict()}
             runner, failure = _compile(_family(request["family"]), request["config"], problem)
             if runner is None:
                 return failure
-            ok, reason = verify(runner, problem, inputs, ref)
+            ok, reason = ev.verify(runner, problem, inputs, ref)
             if not ok:
                 return {"state": "wrong_result", "reason": reason, "timing": None}
             timing = time_callable(lambda: inputs.run(runner), flush_bytes=self._flush_bytes)
-            ok, reason = check_output(problem, inputs.d, ref)
+            ok, reason = ev.check_output(problem, inputs.output, ref)
             if not ok:
                 return {"state": "wrong_result", "reason": f"after timing: {reason}", "timing": None}
             return {"state": "ok", "reason": None, "timing": timing.as_dict()}
@@ -201,11 +200,11 @@ class BenchHandler:
     def _final(self, request: dict[str, Any]) -> dict[str, Any]:
         """Verify every config, then time them and torch in interleaved rounds (module doc)."""
         from autocutlass.search.timing import summarize
-        from autocutlass.ops.gemm.evaluation import verify
 
-        problem = GemmProblem.from_dict(request["problem"])
+        problem = problem_from_dict(request["problem"])
         self._prepare(problem)
         family = _family(request["family"])
+        verify = evaluation_for(problem).verify
         entries: list[dict[str, Any]] = [
             {"state": "ok", "reason": None, "timing": None, "round_ms": []} for _ in request["configs"]
         ]
@@ -235,16 +234,15 @@ class BenchHandler:
         torch = {"timing": summarize(torch_ms).as_dict() if torch_ms else None, "round_ms": torch_ms}
         return {"state": "ok", "entries": entries, "torch": torch}
 
-    def _time_finalist(self, runner: Any, problem: GemmProblem, entry: dict[str, Any]) -> float | None:
+    def _time_finalist(self, runner: Any, problem: OpProblem, entry: dict[str, Any]) -> float | None:
         """One round of one finalist: its median ms, or None (and ``entry`` says why) when what it
         wrote is wrong. D is poisoned first, since the previous participant left a correct D."""
         from autocutlass.search.timing import time_callable
-        from autocutlass.ops.gemm.evaluation import check_output
 
         inputs = self._inputs
         inputs.poison()
         timing = time_callable(lambda: inputs.run(runner), flush_bytes=self._flush_bytes)
-        ok, reason = check_output(problem, inputs.d, self._ref)
+        ok, reason = evaluation_for(problem).check_output(problem, inputs.output, self._ref)
         if not ok:
             entry.update(state="wrong_result", reason=f"after timing: {reason}", timing=None, round_ms=[])
             return None

@@ -23,7 +23,7 @@ import optuna
 
 from autocutlass.kernels.base import KernelFamily
 from autocutlass.keys import config_key
-from autocutlass.ops.gemm.problem import GemmProblem
+from autocutlass.ops.base import OpProblem
 
 C = TypeVar("C")
 
@@ -46,7 +46,7 @@ def _sort_key(v: Any) -> tuple[str, Any]:
 class SearchSpace(Generic[C]):
     """The space of ``family`` for ``problem``: candidates, feasibility and Optuna axes."""
 
-    def __init__(self, family: KernelFamily[C], problem: GemmProblem) -> None:
+    def __init__(self, family: KernelFamily[C], problem: OpProblem) -> None:
         self.family = family
         self.problem = problem
         configs: list[C] = [*family.space(problem), *family.seeds(problem)]

@@ -51,11 +51,11 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
-from autocutlass.device import HardKey
+from autocutlass.device import DeviceInfo, HardKey
 from autocutlass.errors import UnsupportedProblem
 from autocutlass.kernels.base import KernelFamily
 from autocutlass.keys import config_key
-from autocutlass.ops.gemm.problem import GemmProblem
+from autocutlass.ops.base import OpProblem
 from autocutlass.search.space import Candidate, SearchSpace
 from autocutlass.search.strategy import GridStrategy, TpeStrategy, make_strategy
 from autocutlass.search.timing import Timing, beats
@@ -133,7 +133,7 @@ class TrialSink(Protocol):
 
     def record_trial(
         self,
-        problem: GemmProblem,
+        problem: OpProblem,
         hard_key: HardKey,
         family: str,
         config: Mapping[str, Any],
@@ -147,7 +147,7 @@ class TrialSink(Protocol):
 
     def record_best(
         self,
-        problem: GemmProblem,
+        problem: OpProblem,
         hard_key: HardKey,
         family: str,
         config: Mapping[str, Any],
@@ -156,9 +156,9 @@ class TrialSink(Protocol):
         trial_id: int | None = None,
     ) -> None: ...
 
-    def finished_config_keys(self, problem: GemmProblem, hard_key: HardKey, family: str) -> set[str]: ...
+    def finished_config_keys(self, problem: OpProblem, hard_key: HardKey, family: str) -> set[str]: ...
 
-    def trials(self, problem: GemmProblem | None = None, hard_key: HardKey | None = None) -> Sequence[PriorTrial]: ...
+    def trials(self, problem: OpProblem | None = None, hard_key: HardKey | None = None) -> Sequence[PriorTrial]: ...
 
 
 class Evaluator(Protocol):
@@ -168,10 +168,10 @@ class Evaluator(Protocol):
     def capacity(self) -> int: ...
     @property
     def in_flight(self) -> int: ...
-    def submit(self, problem: GemmProblem, key: str, params: dict[str, Any]) -> None: ...
+    def submit(self, problem: OpProblem, key: str, params: dict[str, Any]) -> None: ...
     def poll(self, timeout_s: float) -> list[EvalOutcome]: ...
-    def baseline(self, problem: GemmProblem) -> EvalOutcome: ...
-    def finals(self, problem: GemmProblem, configs: list[dict[str, Any]], rounds: int) -> FinalsOutcome | None:
+    def baseline(self, problem: OpProblem) -> EvalOutcome: ...
+    def finals(self, problem: OpProblem, configs: list[dict[str, Any]], rounds: int) -> FinalsOutcome | None:
         """Time ``configs`` and torch head to head (only when nothing is in flight); None when the
         finals did not finish. Optional: the tuner falls back to ``select_winner`` without it."""
         ...
@@ -201,7 +201,7 @@ class TrialResult:
 class TuneProgress:
     """Passed to the ``progress`` callback after every outcome."""
 
-    problem: GemmProblem
+    problem: OpProblem
     evaluated: int
     planned: int | None
     """Candidates this run will evaluate at most (trial budget or remaining feasible space)."""
@@ -225,7 +225,7 @@ class TuneResult:
     finals timings and ``torch`` is torch's timing in the same rounds.
     """
 
-    problem: GemmProblem
+    problem: OpProblem
     family: str
     hard_key: HardKey
     strategy: str
@@ -332,7 +332,7 @@ class _Finals:
 
 
 # ---- the loop -----------------------------------------------------------------------------------
-def _prior_results(sink: TrialSink, problem: GemmProblem, hard_key: HardKey, family: str) -> list[TrialResult]:
+def _prior_results(sink: TrialSink, problem: OpProblem, hard_key: HardKey, family: str) -> list[TrialResult]:
     out = []
     for t in sink.trials(problem, hard_key):
         if t.family != family:
@@ -364,7 +364,7 @@ def _faster(a: Timing | None, b: Timing | None) -> Timing | None:
 
 
 def tune_problem(
-    problem: GemmProblem,
+    problem: OpProblem,
     family: KernelFamily[C],
     sink: TrialSink,
     *,
@@ -409,7 +409,7 @@ class _Tuning:
 
     def __init__(
         self,
-        problem: GemmProblem,
+        problem: OpProblem,
         family: KernelFamily[Any],
         sink: TrialSink,
         evaluator: Evaluator,
@@ -431,7 +431,7 @@ class _Tuning:
         self.device: dict[str, Any] | None = None
         if hard_key is None:
             self.device = evaluator.device()
-            hard_key = HardKey(**self.device["hard_key"])
+            hard_key = DeviceInfo(**self.device["device"]).hard_key(family.source_hash())
         self.hard_key = hard_key
         self.default_budget = trials is None and seconds is None and not exhaustive
         self.trials = DEFAULT_TRIALS if self.default_budget else trials

@@ -3,7 +3,7 @@
 Every candidate is compiled and run in a child process, never in the caller's: a kernel that
 faults, hangs or crashes the interpreter costs that child, which is killed and restarted, while
 the caller and its CUDA context carry on. Only plain data crosses the process boundary
-(``GemmProblem.as_dict()``, config dicts, replies of strings and numbers), as JSON.
+(``OpProblem.as_dict()``, config dicts, replies of strings and numbers), as JSON.
 
 ``IsolatedWorker`` is one child process (``python -m autocutlass.search._child``) running an
 injectable *handler* named ``"module:factory"``, with its environment set at spawn time, a
@@ -32,7 +32,7 @@ Request kinds (handled by ``autocutlass.search.handlers``)::
         (the finals: each config verified, then it and torch timed once per round, the order
         reversed every other round; entries in request order, a failed config has no timing;
         a timing is the median and p20/p80 of the per-round medians, n = rounds)
-    {"op": "device", "device": int} -> {"device": dict, "hard_key": dict}
+    {"op": "device", "device": int} -> {"device": dict}
 
 ``CandidatePipeline.finals`` sends the finals request and returns a ``FinalsOutcome``, or None
 when the finals did not finish (timeout, death, CUDA fault): the tuner then decides without them.
@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from autocutlass.keys import config_key
-from autocutlass.ops.gemm.problem import GemmProblem
+from autocutlass.ops.base import OpProblem
 from autocutlass.search.timing import Timing
 
 log = logging.getLogger("autocutlass")
@@ -480,19 +480,20 @@ class CandidatePipeline:
         return self._bench.call(request, timeout_s)
 
     def device(self) -> dict[str, Any]:
-        """``{"device": DeviceInfo.as_dict(), "hard_key": HardKey fields}`` of the benchmark GPU."""
+        """``{"device": DeviceInfo.as_dict()}`` of the benchmark GPU (a family's hard key is
+        ``DeviceInfo(**reply["device"]).hard_key(family.source_hash())``)."""
         reply = self._bench_call({"op": "device", "device": self.device_index}, self.baseline_timeout_s)
         if reply.kind != "result" or reply.result is None:
             raise WorkerError(f"benchmark worker could not report its device: {reply.reason}")
         return reply.result
 
-    def baseline(self, problem: GemmProblem) -> EvalOutcome:
+    def baseline(self, problem: OpProblem) -> EvalOutcome:
         """torch on the same inputs as the candidates, timed with the same protocol (config ``None``).
         The first benchmark request of a problem builds its inputs, hence the longer timeout."""
         request = self._bench_request(problem.as_dict(), None)
         return _bench_outcome("torch", {}, self._bench_call(request, self.baseline_timeout_s), None)
 
-    def finals(self, problem: GemmProblem, configs: list[dict[str, Any]], rounds: int) -> FinalsOutcome | None:
+    def finals(self, problem: OpProblem, configs: list[dict[str, Any]], rounds: int) -> FinalsOutcome | None:
         """Time ``configs`` and torch head to head in ``rounds`` interleaved rounds (the ``final``
         request of the module doc); None when the finals did not finish (timeout, the child died,
         a CUDA fault), so that the caller decides without them. Only with nothing in flight."""
@@ -511,7 +512,7 @@ class CandidatePipeline:
                 "device": self.device_index}  # fmt: skip
 
     # ---- the pipeline -----------------------------------------------------------------------
-    def submit(self, problem: GemmProblem, key: str, params: dict[str, Any]) -> None:
+    def submit(self, problem: OpProblem, key: str, params: dict[str, Any]) -> None:
         """Queue a candidate for compile (or straight for benchmark without compile children)."""
         job = _Job(problem.as_dict(), key, dict(params))
         if self._compilers:

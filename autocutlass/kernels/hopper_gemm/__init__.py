@@ -3,7 +3,14 @@
 Modules: ``config`` (the frozen config and its axes), ``plan`` (derived compile-time plan and
 the shared-memory arithmetic), ``check`` (feasibility with reasons), ``kernel`` (the CuTe DSL
 kernel), ``compile`` (symbolic-shape compile, in-process and on-disk caches), ``runner`` (the
-callable). Only ``kernel``, ``compile`` and ``runner`` import the DSL, and only when used.
+callable), ``sources`` (the files the family's hash covers). Only ``kernel``, ``compile`` and
+``runner`` import the DSL, and only when used.
+
+The family serves ``GemmProblem``s and any other op's problem that is a GEMM in disguise: a
+problem with a ``gemm_lowering()`` returning a lowering (``.gemm``, the GEMM it is, and
+``.runner(gemm_runner)``, the GEMM runner adapted to the op's calling convention), e.g. a
+pointwise NHWC convolution (``ops.conv.problem.GemmLowering``). Space, check and seeds are those
+of the lowered GEMM; records stay keyed by the op's own problem.
 """
 
 from __future__ import annotations
@@ -14,16 +21,23 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from autocutlass.errors import CantImplement
 from autocutlass.kernels import budgets
-from autocutlass.kernels.base import GemmRunner, KernelFamily
-from autocutlass.kernels.hopper_gemm.check import check, copied_operands, problem_supported, tile_ks
+from autocutlass.kernels.base import KernelFamily
+from autocutlass.kernels.hopper_gemm import sources
+from autocutlass.kernels.hopper_gemm.check import (
+    check,
+    copied_operands,
+    problem_supported,
+    tile_ks,
+)
 from autocutlass.kernels.hopper_gemm.config import (
     CLUSTERS,
     SPLIT_K,
     SWIZZLE,
-    TUNED_SPLIT_K,
     TILE_M,
     TILE_N,
+    TUNED_SPLIT_K,
     HopperGemmConfig,
     Raster,
     Schedule,
@@ -97,16 +111,42 @@ TUNED_STAGES = (0,)
 slower; explicit stage counts remain valid configs for users and tests."""
 
 
+def as_gemm(problem: Any) -> GemmProblem | None:
+    """``problem`` itself if it is a GEMM, the GEMM it lowers to, or None."""
+    if isinstance(problem, GemmProblem):
+        return problem
+    lower = getattr(problem, "gemm_lowering", None)
+    lowering = lower() if lower is not None else None
+    return None if lowering is None else lowering.gemm
+
+
+def _gemm(problem: Any) -> GemmProblem:
+    g = as_gemm(problem)
+    if g is None:
+        raise ValueError(f"hopper_gemm does not serve {problem.describe()}: it is not a GEMM")
+    return g
+
+
 class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
     name = "hopper_gemm"
+    SOURCE_FILES = sources.SOURCE_FILES
 
     def __init__(self, cache_dir: Path | None = None) -> None:
         self._cache_dir = cache_dir
 
-    def supports(self, problem: GemmProblem) -> str | None:
-        return problem_supported(problem)
+    def source_hash(self) -> str:
+        return sources.source_hash()
 
-    def space(self, problem: GemmProblem) -> Sequence[HopperGemmConfig]:
+    def supports(self, problem: Any) -> str | None:
+        g = as_gemm(problem)
+        if g is None:
+            return f"{problem.describe()} is not a GEMM (only pointwise stride-1 unpadded NHWC convolutions are)"
+        return problem_supported(g)
+
+    def space(self, problem: Any) -> Sequence[HopperGemmConfig]:
+        return self._space(_gemm(problem))
+
+    def _space(self, problem: GemmProblem) -> Sequence[HopperGemmConfig]:
         """Tiles x clusters x schedules x raster/swizzle at stages = as many as fit. The direct
         (shared-memory-free) store joins only for small M, where the epilogue is a small part of
         the time and its missing barriers can pay; on large problems the TMA store measured
@@ -177,10 +217,14 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
                                                 sto, swap_ab=True))  # fmt: skip
         return list(dict.fromkeys(out))
 
-    def check(self, config: HopperGemmConfig, problem: GemmProblem) -> str | None:
-        return check(config, problem)
+    def check(self, config: HopperGemmConfig, problem: Any) -> str | None:
+        g = as_gemm(problem)
+        return check(config, g) if g is not None else f"{problem.describe()} is not a GEMM"
 
-    def seeds(self, problem: GemmProblem) -> Sequence[HopperGemmConfig]:
+    def seeds(self, problem: Any) -> Sequence[HopperGemmConfig]:
+        return self._seeds(_gemm(problem))
+
+    def _seeds(self, problem: GemmProblem) -> Sequence[HopperGemmConfig]:
         """Good first guesses by problem class, best guess first: the winners of the best-of-space
         sweeps on an H200 (benchmarks/results/2026-11-21-h200-hopper-gemm-sweep-*.json)."""
         c = HopperGemmConfig
@@ -237,10 +281,16 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
     def config_from_dict(self, d: dict[str, Any]) -> HopperGemmConfig:
         return HopperGemmConfig.from_dict(d)
 
-    def compile(self, config: HopperGemmConfig, problem: GemmProblem) -> GemmRunner:
+    def compile(self, config: HopperGemmConfig, problem: Any) -> Any:
+        """A ``GemmRunner`` for a GEMM; for a lowered problem, the lowering's adapter around one."""
         from autocutlass.kernels.hopper_gemm.runner import HopperGemmRunner
 
-        return HopperGemmRunner(config, problem, self._cache_dir)
+        if isinstance(problem, GemmProblem):
+            return HopperGemmRunner(config, problem, self._cache_dir)
+        lowering = problem.gemm_lowering()
+        if lowering is None:
+            raise CantImplement(f"hopper_gemm does not serve {problem.describe()}: it is not a GEMM")
+        return lowering.runner(HopperGemmRunner(config, lowering.gemm, self._cache_dir))
 
     def simplicity(self, config: HopperGemmConfig) -> tuple[int, ...]:
         return (

@@ -25,7 +25,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from autocutlass.device import dsl_version, kernel_source_hash
+from autocutlass.device import dsl_version
+from autocutlass.kernels.hopper_gemm.sources import source_hash
 from autocutlass.errors import CantImplement, KernelCompileError
 from autocutlass.kernels.hopper_gemm.check import check, kernel_problem
 from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig
@@ -48,7 +49,7 @@ def compile_key(plan: Plan, rank: int) -> str:
         "plan": fields,
         "rank": rank,
         "dsl": dsl_version(),
-        "src": kernel_source_hash(),
+        "src": source_hash(),
         "arch": target_arch(),
     }
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))

@@ -37,7 +37,7 @@ Shapes are symbolic: one compile serves every (L, M, N) of a class (split count,
 C dtype or no C, bias or not, activation, rank of D). The compile and cache functions mirror
 ``compile.py`` (``kernels.object_cache.ObjectCache``): in the process and on disk as
 ``<cache>/splitk_reduce-<key>.o``, written atomically and loaded with
-``cute.runtime.load_module``; a corrupt entry is reported, removed and recompiled. The key covers the class, the DSL version, ``kernel_source_hash()`` and the
+``cute.runtime.load_module``; a corrupt entry is reported, removed and recompiled. The key covers the class, the DSL version, the GEMM family's ``source_hash()`` and the
 target architecture.
 
 This module imports the DSL at module level (it sets ``CUTE_DSL_ARCH`` to sm_90a first unless it
@@ -61,7 +61,8 @@ import cuda.bindings.driver as cuda
 import cutlass
 from cutlass import cute
 
-from autocutlass.device import dsl_version, kernel_source_hash
+from autocutlass.device import dsl_version
+from autocutlass.kernels.hopper_gemm.sources import source_hash
 from autocutlass.errors import KernelCompileError
 from autocutlass.kernels.epilogue_math import epilogue_value
 from autocutlass.kernels.object_cache import ObjectCache
@@ -242,7 +243,7 @@ def reduce_compile_key(
         "family": "splitk_reduce",
         "class": cls.as_dict(),
         "dsl": dsl_version(),
-        "src": kernel_source_hash(),
+        "src": source_hash(),
         "arch": target_arch(),
     }
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))

@@ -19,47 +19,27 @@ tensors in the unit tests (with a Python "runner").
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from autocutlass.kernels.base import GemmRunner
-from autocutlass.ops.gemm.problem import Activation, DType, GemmProblem, Major
-
-TORCH_DTYPES: dict[DType, torch.dtype] = {
-    DType.BF16: torch.bfloat16,
-    DType.FP16: torch.float16,
-    DType.FP32: torch.float32,
-    DType.TF32: torch.float32,
-    DType.E4M3: torch.float8_e4m3fn,
-}
-
-REL_FROBENIUS_TOL: dict[DType, float] = {
-    DType.BF16: 1e-2,
-    DType.FP16: 5e-3,
-    DType.TF32: 5e-3,
-    DType.FP32: 1e-5,
-    DType.E4M3: 1e-2,
-}
-"""Largest relative Frobenius error accepted, per dtype. The tolerance of a problem is the
-largest over its operand and output dtypes (the coarsest rounding in the computation)."""
-
-ELEMENT_RTOL_FACTOR = 4.0
-ELEMENT_ATOL_FACTOR = 2.0
-
-
-def torch_dtype(dt: DType) -> torch.dtype:
-    return TORCH_DTYPES[dt]
+from autocutlass.ops.compare import (
+    activation_ref,
+    coarsest_tolerance,
+    compare,
+    fp32_matmul_precision,
+    synchronize,
+    torch_dtype,
+)
+from autocutlass.ops.gemm.problem import DType, GemmProblem, Major
 
 
 def tolerance(problem: GemmProblem) -> float:
     """Relative Frobenius tolerance of ``problem``: the coarsest of its A, B and D dtypes."""
-    return max(REL_FROBENIUS_TOL[problem.a_dtype], REL_FROBENIUS_TOL[problem.b_dtype],
-               REL_FROBENIUS_TOL[problem.d_dtype])
+    return coarsest_tolerance(problem.a_dtype, problem.b_dtype, problem.d_dtype)
 
 
 @dataclass(frozen=True)
@@ -76,6 +56,10 @@ class GemmInputs:
     scale_a: torch.Tensor | None = None
     scale_b: torch.Tensor | None = None
     """fp8 (e4m3) problems: per-tensor float32 scales of one element each (device tensors)."""
+
+    @property
+    def output(self) -> torch.Tensor:
+        return self.d
 
     def poison(self) -> None:
         """Fill D with NaN so that unwritten elements show."""
@@ -136,32 +120,6 @@ def make_inputs(problem: GemmProblem, *, device: torch.device | str, seed: int =
     )
 
 
-@contextlib.contextmanager
-def fp32_matmul_precision(precision: str) -> Iterator[None]:
-    """Temporarily set torch's CUDA fp32 matmul precision ('ieee' or 'tf32')."""
-    matmul = torch.backends.cuda.matmul
-    old = matmul.fp32_precision
-    matmul.fp32_precision = precision
-    try:
-        yield
-    finally:
-        matmul.fp32_precision = old
-
-
-def _activation(x: torch.Tensor, act: Activation) -> torch.Tensor:
-    if act is Activation.NONE:
-        return x
-    if act is Activation.RELU:
-        return torch.relu(x)
-    if act is Activation.GELU:
-        return torch.nn.functional.gelu(x, approximate="none")
-    if act is Activation.GELU_TANH:
-        return torch.nn.functional.gelu(x, approximate="tanh")
-    if act is Activation.SILU:
-        return torch.nn.functional.silu(x)
-    raise ValueError(f"no reference for activation {act!r}")
-
-
 def reference(problem: GemmProblem, inputs: GemmInputs) -> torch.Tensor:
     """act(alpha * A @ B + beta * C + bias) in float32 (TF32 off), shaped like D."""
     with fp32_matmul_precision("ieee"):
@@ -173,50 +131,19 @@ def reference(problem: GemmProblem, inputs: GemmInputs) -> torch.Tensor:
         out = out + inputs.beta * inputs.c.float()
     if inputs.bias is not None:
         out = out + inputs.bias.float()
-    return _activation(out, problem.epilogue.activation)
+    return activation_ref(out, problem.epilogue.activation)
 
 
 def check_output(problem: GemmProblem, d: torch.Tensor, ref: torch.Tensor) -> tuple[bool, str | None]:
     """(True, None) when ``d`` matches ``ref`` within the problem's tolerance, else (False, why)."""
-    if d.shape != ref.shape:
-        return False, f"output shape {tuple(d.shape)} != reference shape {tuple(ref.shape)}"
-    df = d.float()
-    finite = torch.isfinite(df)
-    if not bool(finite.all()):
-        bad = int((~finite).sum())
-        first = tuple(int(i) for i in (~finite).nonzero()[0].tolist())
-        return False, f"{bad} of {d.numel()} output elements are NaN/Inf (first at index {first}): unwritten or overflowed"
-    tol = tolerance(problem)
-    ref_norm = float(torch.linalg.vector_norm(ref))
-    err = df - ref
-    err_norm = float(torch.linalg.vector_norm(err))
-    scale = ref_norm if ref_norm > 0 else 1.0
-    rel = err_norm / scale
-    if rel >= tol:
-        return False, f"relative Frobenius error {rel:.3e} >= tolerance {tol:.1e} ({problem.d_dtype.value} output)"
-    rms = scale / math.sqrt(max(ref.numel(), 1))
-    limit = ELEMENT_RTOL_FACTOR * tol * ref.abs() + ELEMENT_ATOL_FACTOR * tol * rms
-    over = err.abs() > limit
-    if bool(over.any()):
-        n_over = int(over.sum())
-        idx = tuple(int(i) for i in over.nonzero()[0].tolist())
-        return False, (
-            f"{n_over} output elements exceed the element-wise tolerance (first at {idx}: "
-            f"got {float(df[idx]):.6g}, expected {float(ref[idx]):.6g}); relative Frobenius error {rel:.3e}"
-        )
-    return True, None
-
-
-def _synchronize(t: torch.Tensor) -> None:
-    if t.is_cuda:
-        torch.cuda.synchronize(t.device)
+    return compare(d, ref, tolerance(problem), problem.d_dtype.value)
 
 
 def verify(runner: GemmRunner, problem: GemmProblem, inputs: GemmInputs, ref: torch.Tensor) -> tuple[bool, str | None]:
     """Poison D, run ``runner`` once, wait for it, compare D with ``ref``: (ok, reason)."""
     inputs.poison()
     inputs.run(runner)
-    _synchronize(inputs.d)
+    synchronize(inputs.d)
     return check_output(problem, inputs.d, ref)
 
 
@@ -236,7 +163,7 @@ def torch_baseline(problem: GemmProblem, inputs: GemmInputs) -> Any:
 
         def scaled() -> Any:
             y = torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=out_dtype, use_fast_accum=True)
-            return _activation(y, ep.activation)
+            return activation_ref(y, ep.activation)
 
         return scaled
     if ep.is_plain:
@@ -250,6 +177,11 @@ def torch_baseline(problem: GemmProblem, inputs: GemmInputs) -> Any:
             out = out + inputs.beta * inputs.c
         if inputs.bias is not None:
             out = out + inputs.bias
-        d.copy_(_activation(out, ep.activation))
+        d.copy_(activation_ref(out, ep.activation))
 
     return composite
+
+
+def baseline_context(problem: GemmProblem) -> Any:
+    """The torch settings the baseline runs under: TF32 matmuls for TF32 problems only."""
+    return fp32_matmul_precision("tf32" if problem.a_dtype is DType.TF32 else "ieee")

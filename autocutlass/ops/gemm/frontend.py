@@ -63,6 +63,7 @@ import torch
 import torch.nn.functional as F
 
 from autocutlass.device import DeviceInfo
+from autocutlass.ops.base import Unsupported
 from autocutlass.ops.gemm.problem import Activation, DType, Epilogue, GemmProblem, Major
 
 BIAS_ALIGN_BYTES = 16
@@ -124,13 +125,11 @@ class KernelPlan:
     """Bytes from the first to one past the last element of a, b, c (0 if absent) and out:
     dispatch's run-time overlap guard for ``out=``."""
 
-
-@dataclass(frozen=True)
-class Unsupported:
-    """A valid call that torch serves instead; ``reason`` says why (logged once, or raised
-    as ``UnsupportedProblem`` under ``AUTOCUTLASS_STRICT=1``)."""
-
-    reason: str
+    @property
+    def note(self) -> str | None:
+        if self.a is not None and self.a.copy:
+            return "x's leading dimensions do not merge into M: x is copied on every call"
+        return None
 
 
 @dataclass(frozen=True)
@@ -192,10 +191,10 @@ def torch_call(call: Call) -> torch.Tensor:
     if op is Op.SCALED_MM:  # no out= with an activation to apply: compute fresh, then copy
         r = torch._scaled_mm(a, b, call.scale_a, call.scale_b, bias=call.bias, scale_result=call.scale_result,
                              out_dtype=call.out_dtype, use_fast_accum=call.fast_accum)
-        r = _activate(r, call.activation)
+        r = activate(r, call.activation)
         return r if out is None else out.copy_(r)
     if op is Op.LINEAR:
-        return _activate(F.linear(a, b, call.bias), call.activation)
+        return activate(F.linear(a, b, call.bias), call.activation)
     if op is Op.MATMUL or call.c is None or call.beta == 0:
         r = torch.matmul(a, b, out=out)
         return r.mul_(call.alpha) if op is Op.GEMM and call.alpha != 1 else r
@@ -210,7 +209,7 @@ def torch_call(call: Call) -> torch.Tensor:
     return r if out is None else out.copy_(r)
 
 
-def _activate(y: torch.Tensor, act: Activation) -> torch.Tensor:
+def activate(y: torch.Tensor, act: Activation) -> torch.Tensor:
     if act is Activation.RELU:
         return torch.relu_(y)
     if act is Activation.GELU:
@@ -326,7 +325,7 @@ def _expected_scaled(call: Call) -> torch.Tensor:
 
 
 # ---- layout analysis -----------------------------------------------------------------------
-def _pow2_align(nbytes: int) -> int:
+def pow2_align(nbytes: int) -> int:
     """The largest power of two <= 16 dividing ``nbytes`` (16 for 0)."""
     return 16 if nbytes % 16 == 0 else nbytes & -nbytes
 
@@ -381,12 +380,12 @@ def _matrix(
         inner = (1, ld)
     else:
         return f"{name} has no unit stride in its last two dimensions (strides {sr}, {sc}); TMA needs one"
-    align = min(_pow2_align(t.data_ptr()), _pow2_align(ld * elt))
+    align = min(pow2_align(t.data_ptr()), pow2_align(ld * elt))
     if batch is None:
         return _Matrix(major, View((r, c), inner), align)
     lsize, lstride = batch
     lstride = lstride if lstride is not None else _pad(r * c, elt)
-    align = min(align, _pow2_align(lstride * elt))
+    align = min(align, pow2_align(lstride * elt))
     return _Matrix(major, View((lsize, r, c), (lstride, *inner)), align)
 
 
@@ -475,7 +474,7 @@ def _plan_linear(call: Call, result: torch.Tensor, dev: int) -> KernelPlan | Uns
         if x.stride(-1) != 1:
             return Unsupported("x's leading dimensions do not merge into M and K is not contiguous")
         m = result.numel() // n
-        am: _Matrix | str = _Matrix(Major.ROW, View((m, k), (k, 1), copy=True), _pow2_align(k * x.element_size()))
+        am: _Matrix | str = _Matrix(Major.ROW, View((m, k), (k, 1), copy=True), pow2_align(k * x.element_size()))
     else:
         assert merged is not None
         m = merged[0]
@@ -637,12 +636,12 @@ def _kernel_plan(
     m, n = mn
     k = call.a.shape[-1]
     out = call.out
-    d_align = 16 if out is None else _pow2_align(out.data_ptr())
-    d_align = min(d_align, _pow2_align(n * result.element_size()))
+    d_align = 16 if out is None else pow2_align(out.data_ptr())
+    d_align = min(d_align, pow2_align(n * result.element_size()))
     d_shape = (l, m, n) if l > 1 else (m, n)
     d_stride = (m * n, n, 1) if l > 1 else (n, 1)
     if l > 1:
-        d_align = min(d_align, _pow2_align(m * n * result.element_size()))
+        d_align = min(d_align, pow2_align(m * n * result.element_size()))
     d_view = View(d_shape, d_stride) if d_shape != tuple(result.shape) or m == 1 or n == 1 else None
     a_view = am.view if a_src is None else _same_view(a_src, am.view)
     in_dt, out_dt = _KERNEL_OPERAND_DTYPES[call.a.dtype], _OUTPUT_DTYPES[result.dtype]

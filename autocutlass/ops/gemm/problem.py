@@ -137,10 +137,12 @@ class GemmProblem:
         return {"m": self.m, "n": self.n, "k": self.k, "l": self.l}
 
     def kernel_class_key(self) -> str:
-        """Everything a compiled kernel is specialised on: no M, N, K or L (they are symbolic)."""
+        """Everything a compiled kernel is specialised on: no M, N, K or L (they are symbolic),
+        but whether L > 1 (batched operands have rank 3, and runners are compiled per rank)."""
         d = self.as_dict()
         for name in ("m", "n", "k", "l"):
             del d[name]
+        d["batched"] = self.l > 1
         return canonical_json({"v": KEY_VERSION, "class": d})
 
     # ---- derived quantities --------------------------------------------------------------

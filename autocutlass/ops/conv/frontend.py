@@ -1,0 +1,247 @@
+"""``autocutlass.conv2d``'s front-end: validation, planning and launch of one conv2d call.
+
+Drop-in for ``F.conv2d(x, weight, bias, stride, padding, dilation, groups)`` plus two fused
+extras: ``activation`` (as in ``linear``) and ``residual`` (a tensor of the output's shape added
+before the activation: ResNet's add + ReLU).
+
+Three outcomes, as for the GEMM ops:
+
+1. **Errors** ``F.conv2d`` would raise (its own shape rules, applied to meta tensors: wrong
+   ranks, channel mismatch, a filter larger than the padded input, bad padding strings),
+   tensors on different devices, a residual of the wrong shape, dtype or device, an unknown
+   activation.
+2. ``Unsupported(reason)``: a valid call run by ``F.conv2d`` (then the residual and activation),
+   logged once per reason (raised as ``UnsupportedProblem`` under ``AUTOCUTLASS_STRICT=1``). Until
+   the convolution kernel family lands, the served convolutions are the pointwise ones: 1x1
+   filters, stride 1, no padding, one group, channels_last x and weight (an NHWC 1x1
+   convolution is exactly a GEMM, (N*H*W, C) x (C, K), run by the GEMM family); on a cc 9.0
+   GPU; bf16, fp16, or fp32 through TF32 when ``torch.backends.cudnn.allow_tf32`` allows it
+   (PyTorch's default for convolutions); no autograd; a bias that is a contiguous, 16-byte
+   aligned (K,) vector of x's dtype; a residual of the output's shape and dtype in channels_last.
+3. A ``ConvPlan``: the ``ConvProblem`` (looked up, tuned and recorded as a conv2d problem) and the
+   output to allocate, channels_last like ``F.conv2d``'s output for channels_last inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from autocutlass.ops.base import Entry, PlanContext, Unsupported
+from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
+from autocutlass.ops.gemm.frontend import (
+    SERVED_CC,
+    activate,
+    parse_activation,
+    pow2_align,
+)
+from autocutlass.ops.launch import meta, on_device
+from autocutlass.ops.types import Activation, DType, Epilogue
+
+_DTYPES = {torch.bfloat16: DType.BF16, torch.float16: DType.FP16, torch.float32: DType.TF32}
+_OUT_DTYPES = {torch.bfloat16: DType.BF16, torch.float16: DType.FP16, torch.float32: DType.FP32}
+_CL = torch.channels_last
+BIAS_ALIGN_BYTES = 16
+_SCALARS = (int, str)
+
+
+def _pair(v: Any, name: str) -> tuple[int, int]:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (v, v)
+    t = tuple(v)
+    if len(t) == 1:
+        t = (t[0], t[0])
+    if len(t) != 2 or not all(isinstance(i, int) and not isinstance(i, bool) for i in t):
+        raise RuntimeError(f"autocutlass.conv2d: {name} must be an int or a pair of ints, got {v!r}")
+    return (int(t[0]), int(t[1]))
+
+
+@dataclass(frozen=True)
+class ConvCall:
+    """One conv2d call's arguments (stride, dilation as pairs; padding a pair or 'same'/'valid')."""
+
+    x: torch.Tensor
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    stride: Any
+    padding: Any
+    dilation: Any
+    groups: int
+    activation: Activation
+    residual: torch.Tensor | None
+
+
+@dataclass(frozen=True)
+class ConvPlan:
+    """A conv2d the kernel layer serves: the problem and the output to allocate."""
+
+    problem: ConvProblem
+    device_index: int
+    out_shape: tuple[int, int, int, int]
+    out_dtype: torch.dtype
+
+    @property
+    def note(self) -> str | None:
+        return None
+
+
+def torch_conv(call: ConvCall) -> torch.Tensor:
+    """The call computed by torch: ``F.conv2d``, then the residual, then the activation."""
+    y = F.conv2d(call.x, call.weight, call.bias, call.stride, call.padding, call.dilation, call.groups)
+    if call.residual is not None:
+        y = y.add_(call.residual)
+    return activate(y, call.activation)
+
+
+def expected_output(call: ConvCall) -> torch.Tensor:
+    """A meta tensor of the output; raises as ``F.conv2d`` does for invalid calls."""
+    x, w, bias, res = call.x, call.weight, call.bias, call.residual
+    for name, t in (("input", x), ("weight", w), ("bias", bias), ("residual", res)):
+        if t is not None and not isinstance(t, torch.Tensor):
+            raise TypeError(f"autocutlass.conv2d: {name} must be a torch.Tensor, got {type(t).__name__}")
+    devices = {t.device for t in (x, w, bias, res) if t is not None}
+    if len(devices) > 1:
+        raise RuntimeError(f"autocutlass.conv2d: expected all tensors on one device, got {sorted(map(str, devices))}")
+
+    def m(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+
+    y = F.conv2d(m(x), m(w), m(bias), call.stride, call.padding, call.dilation, call.groups)  # type: ignore[arg-type]
+    if res is not None:
+        if tuple(res.shape) != tuple(y.shape):
+            raise RuntimeError(f"autocutlass.conv2d: residual has shape {tuple(res.shape)}, the output {tuple(y.shape)}")
+        if res.dtype != y.dtype:
+            raise RuntimeError(f"autocutlass.conv2d: residual has dtype {res.dtype}, the output {y.dtype}")
+    return y
+
+
+def _padding(call: ConvCall, r: int, s: int) -> tuple[int, int] | None:
+    """Symmetric padding per axis, or None when 'same' needs asymmetric padding (even extent)."""
+    p = call.padding
+    if p == "valid":
+        return (0, 0)
+    if p == "same":
+        dh, dw = call.dilation
+        ph, pw = dh * (r - 1), dw * (s - 1)
+        if ph % 2 or pw % 2:
+            return None
+        return (ph // 2, pw // 2)
+    return p  # type: ignore[no-any-return]
+
+
+def plan(call: ConvCall, ctx: PlanContext) -> ConvPlan | Unsupported:
+    """Validate ``call`` (raising as torch would) and decide how the kernel layer serves it."""
+    y = expected_output(call)
+    x, w, bias, res = call.x, call.weight, call.bias, call.residual
+    if not ctx.on_gpu(x):
+        return Unsupported(f"tensors on {x.device} (autocutlass serves CUDA tensors)")
+    dev = x.get_device()
+    info = ctx.device_info(dev)
+    if (info.cc_major, info.cc_minor) != SERVED_CC:
+        return Unsupported(f"GPU {info.gpu_name} (cc {info.cc}) is not served; autocutlass kernels need cc 9.0")
+    if x.dtype not in _DTYPES or w.dtype != x.dtype:
+        return Unsupported(f"dtype {x.dtype} (weight {w.dtype}) is not served (bfloat16, float16, float32 via TF32)")
+    if x.dtype is torch.float32 and not torch.backends.cudnn.allow_tf32:
+        return Unsupported("float32 needs TF32, which torch.backends.cudnn.allow_tf32 forbids now")
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, w, bias, res)):
+        return Unsupported("an input requires grad; autocutlass's conv2d has no backward yet (use torch.no_grad())")
+    if y.numel() == 0 or x.numel() == 0:
+        return Unsupported("the output or the input is empty")
+    n, c, h, wd = x.shape
+    k, _, r, s = w.shape
+    pad = _padding(call, r, s)
+    if pad is None:
+        return Unsupported("padding='same' with an even dilated filter extent pads asymmetrically")
+    (sh, sw), (dh, dw) = call.stride, call.dilation
+    if call.groups != 1:
+        return Unsupported(f"groups={call.groups}: grouped and depthwise convolutions run cuDNN")
+    if (r, s, sh, sw) != (1, 1, 1, 1) or pad != (0, 0):
+        return Unsupported(
+            f"{r}x{s} filter, stride {sh}x{sw}, padding {pad[0]}x{pad[1]}: only pointwise convolutions (1x1, stride 1, "
+            "no padding) are served until the convolution kernel family lands"
+        )
+    if not x.is_contiguous(memory_format=_CL) or not w.is_contiguous(memory_format=_CL):
+        return Unsupported("x and weight must be channels_last (x.to(memory_format=torch.channels_last)); NCHW runs cuDNN")
+    if bias is not None and (bias.dtype != x.dtype or bias.dim() != 1 or bias.stride(0) != 1
+                             or bias.data_ptr() % BIAS_ALIGN_BYTES):  # fmt: skip
+        return Unsupported(f"bias must be a contiguous, 16-byte aligned ({k},) vector of {x.dtype}")
+    if res is not None and not res.is_contiguous(memory_format=_CL):
+        return Unsupported("residual must be channels_last")
+    elt = x.element_size()
+    problem = ConvProblem(
+        direction=ConvDirection.FPROP, n=n, h=h, w=wd, c=c, k=k, r=r, s=s,
+        stride_h=sh, stride_w=sw, pad_h=pad[0], pad_w=pad[1], dil_h=dh, dil_w=dw, groups=call.groups,
+        x_dtype=_DTYPES[x.dtype], w_dtype=_DTYPES[w.dtype], y_dtype=_OUT_DTYPES[x.dtype],
+        align_x=min(pow2_align(x.data_ptr()), pow2_align(c * elt)),
+        align_w=min(pow2_align(w.data_ptr()), pow2_align(c * elt)),
+        align_y=min(16 if res is None else pow2_align(res.data_ptr()), pow2_align(k * elt)),
+        epilogue=Epilogue(with_c=res is not None, bias=bias is not None, activation=call.activation),
+    )  # fmt: skip
+    return ConvPlan(problem, dev, tuple(y.shape), x.dtype)  # type: ignore[arg-type]
+
+
+class Conv2dFrontEnd:
+    """``autocutlass.conv2d(x, weight, bias, stride, padding, dilation, groups, activation, residual)``."""
+
+    name = "conv2d"
+
+    def memo_key(self, policy: Any, x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any,
+                 groups: Any, activation: Any, residual: Any) -> tuple[Any, ...]:  # fmt: skip
+        return (
+            self, policy,
+            torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
+                                         or (bias is not None and bias.requires_grad)
+                                         or (residual is not None and residual.requires_grad)),
+            x.dtype is torch.float32 and torch.backends.cudnn.allow_tf32,
+            x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15,
+            weight.shape, weight.stride(), weight.dtype, weight.get_device(), weight.data_ptr() & 15,
+            None if bias is None else meta(bias), None if residual is None else meta(residual),
+            stride if stride.__class__ is int else tuple(stride),
+            padding if padding.__class__ in _SCALARS else tuple(padding),
+            dilation if dilation.__class__ is int else tuple(dilation),
+            groups, activation,
+        )  # fmt: skip
+
+    def make_call(self, x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any, groups: Any,
+                  activation: Any, residual: Any) -> ConvCall:  # fmt: skip
+        pad = padding if isinstance(padding, str) else _pair(padding, "padding")
+        if isinstance(pad, str) and pad not in ("same", "valid"):
+            raise ValueError(f"autocutlass.conv2d: invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
+        return ConvCall(x, weight, bias, _pair(stride, "stride"), pad, _pair(dilation, "dilation"), int(groups),
+                        parse_activation(activation), residual)  # fmt: skip
+
+    def reject(self, *args: Any) -> None:
+        expected_output(self.make_call(*args))
+
+    def expected(self, call: ConvCall) -> None:
+        expected_output(call)
+
+    def plan(self, call: ConvCall, ctx: PlanContext) -> ConvPlan | Unsupported:
+        return plan(call, ctx)
+
+    def torch_entry(self, call: ConvCall) -> Entry:
+        act = call.activation
+
+        def run(x: Any, w: Any, bias: Any, stride: Any, padding: Any, dilation: Any, groups: Any, _act: Any,
+                residual: Any) -> torch.Tensor:  # fmt: skip
+            return torch_conv(ConvCall(x, w, bias, stride, padding, dilation, groups, act, residual))
+
+        return run
+
+    def kernel_entry(self, plan: ConvPlan, runner: Callable[..., None], call: ConvCall) -> Entry:
+        shape, dtype, device = plan.out_shape, plan.out_dtype, call.x.device
+
+        def run(x: Any, w: Any, bias: Any, _stride: Any, _padding: Any, _dilation: Any, _groups: Any, _act: Any,
+                residual: Any) -> torch.Tensor:  # fmt: skip
+            y = torch.empty(shape, dtype=dtype, device=device, memory_format=_CL)
+            runner(x, w, y, bias=bias, residual=residual, alpha=1.0, beta=0.0 if residual is None else 1.0)
+            return y
+
+        return on_device(run, plan.device_index)
+
+
+CONV2D = Conv2dFrontEnd()

@@ -1,0 +1,315 @@
+"""The GEMM op's four front-ends (``MATMUL``, ``LINEAR``, ``GEMM``, ``SCALED_MM``): memo keys from
+tensor metadata, and the launch closures dispatch memoises.
+
+**Memo keys** (the hit path): the front-end itself, the policy, then per tensor: shape, strides,
+dtype, device index, ``data_ptr() % 16``; plus the autograd and TF32 flags and the epilogue
+choices; for ``scaled_mm`` the shape, dtype and device of the scales and of ``scale_result``,
+never their values, ``out_dtype`` and ``use_fast_accum``. Nothing is validated on a hit: the key
+is built from metadata alone.
+
+**Launch closures**: the ``as_strided`` views the plan needs, ``torch.empty`` for the output and
+the runner's launch on the current stream. Nothing synchronises, nothing allocates outside
+torch's caching allocator, so a tuned call can be captured in a CUDA graph. An ``out=`` that
+overlaps an input is computed by torch into fresh memory and copied.
+
+fp8 (``scaled_mm``) passes the user's scale tensors, as (1,) views, to the runner as
+``scale_a``/``scale_b``; the kernel reads them on the device, so nothing synchronises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from autocutlass.ops.base import Entry, PlanContext, Unsupported
+from autocutlass.ops.gemm import frontend as fe
+from autocutlass.ops.gemm.frontend import Call, Context, KernelPlan, Op
+from autocutlass.ops.launch import meta, on_device, overlaps
+
+_F32 = torch.float32
+_GRAD = torch.is_grad_enabled
+
+
+def _tf32_allowed() -> bool:
+    return torch.backends.cuda.matmul.fp32_precision == "tf32"
+
+
+def _context(call: Call, ctx: PlanContext) -> Context:
+    tensors = [t for t in (call.a, call.b, call.c, call.bias, call.scale_a, call.scale_b) if t is not None]
+    grad = _GRAD() and any(t.requires_grad for t in tensors)
+    tf32 = call.op is not Op.SCALED_MM and call.a.dtype is _F32 and _tf32_allowed()
+    return Context(on_gpu=ctx.on_gpu, device_info=ctx.device_info, grad=grad, tf32=tf32)
+
+
+def _gemm_launch(plan: KernelPlan, runner: Callable[..., None], call: Call) -> Entry:
+    """(a, b, c, bias, out, alpha, beta) -> result: views, output allocation, one runner call."""
+    av, bv, cv, dv = plan.a, plan.b, plan.c, plan.d
+    shape, dtype, device = plan.out_shape, plan.out_dtype, call.a.device
+    with_c = plan.problem.epilogue.with_c
+    span_a, span_b, span_c, span_d = plan.spans
+    op, act = call.op, call.activation
+
+    # The B view of the last weight seen: inference calls pass the same parameter every time,
+    # and re-deriving its transposed view costs about a microsecond per call. The data pointer is
+    # compared too, so that `param.data = other` (new storage, same object) is never served stale.
+    b_seen: tuple[Any, Any, int] = (None, None, 0)  # (weight, its view, its data_ptr), swapped whole
+
+    def run(a: Any, b: Any, c: Any, bias: Any, out: Any, alpha: float, beta: float) -> torch.Tensor:
+        nonlocal b_seen
+        if out is None:
+            out = torch.empty(shape, dtype=dtype, device=device)
+        else:
+            o = out.data_ptr()
+            if (
+                overlaps(o, span_d, a.data_ptr(), span_a)
+                or overlaps(o, span_d, b.data_ptr(), span_b)
+                or (with_c and overlaps(o, span_d, c.data_ptr(), span_c)
+                    and not (c.data_ptr() == o and c.stride() == out.stride()))
+            ):  # fmt: skip
+                # out= aliases an input: let torch compute into fresh memory, then copy.
+                r = fe.torch_call(Call(op, a, b, c, bias, None, alpha, beta, act))
+                return out.copy_(r)
+        if av is not None:
+            a = a.reshape(av.shape) if av.copy else a.as_strided(av.shape, av.stride)
+        if bv is not None:
+            seen = b_seen
+            ptr = b.data_ptr()
+            if b is seen[0] and ptr == seen[2]:
+                b = seen[1]
+            else:
+                b_seen = (b, b.as_strided(bv.shape, bv.stride), ptr)
+                b = b_seen[1]
+        if not with_c:
+            c = None
+        elif cv is not None:
+            c = c.as_strided(cv.shape, cv.stride)
+        runner(a, b, out if dv is None else out.as_strided(dv.shape, dv.stride), c=c, bias=bias, alpha=alpha, beta=beta)
+        return out
+
+    return run
+
+
+class MatmulFrontEnd:
+    """``autocutlass.matmul(a, b, out=None)``."""
+
+    name = "matmul"
+
+    def memo_key(self, policy: Any, a: Any, b: Any, out: Any) -> tuple[Any, ...]:
+        return (
+            self, policy,
+            _GRAD() and (a.requires_grad or b.requires_grad),
+            a.dtype is _F32 and _tf32_allowed(),
+            a.shape, a.stride(), a.dtype, a.get_device(), a.data_ptr() & 15,
+            b.shape, b.stride(), b.dtype, b.get_device(), b.data_ptr() & 15,
+            None if out is None else (out.shape, out.stride(), out.dtype, out.get_device(), out.data_ptr() & 15),
+        )  # fmt: skip
+
+    def make_call(self, a: Any, b: Any, out: Any) -> Call:
+        return Call(Op.MATMUL, a, b, out=out)
+
+    def reject(self, a: Any, b: Any, out: Any) -> None:
+        fe.expected_result(self.make_call(a, b, out))
+
+    def expected(self, call: Call) -> None:
+        fe.expected_result(call)
+
+    def plan(self, call: Call, ctx: PlanContext) -> KernelPlan | Unsupported:
+        return fe.plan(call, _context(call, ctx))
+
+    def torch_entry(self, call: Call) -> Entry:
+        return lambda a, b, out: fe.torch_call(Call(Op.MATMUL, a, b, out=out))
+
+    def kernel_entry(self, plan: KernelPlan, runner: Callable[..., None], call: Call) -> Entry:
+        run = _gemm_launch(plan, runner, call)
+        return on_device(lambda a, b, out: run(a, b, None, None, out, 1.0, 0.0), plan.device_index)
+
+
+class LinearFrontEnd:
+    """``autocutlass.linear(x, weight, bias=None, activation=None)``."""
+
+    name = "linear"
+
+    def memo_key(self, policy: Any, x: Any, weight: Any, bias: Any, activation: Any) -> tuple[Any, ...]:
+        return (
+            self, policy,
+            _GRAD() and (x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)),
+            x.dtype is _F32 and _tf32_allowed(),
+            x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15,
+            weight.shape, weight.stride(), weight.dtype, weight.get_device(), weight.data_ptr() & 15,
+            None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.get_device(), bias.data_ptr() & 15),
+            activation,
+        )  # fmt: skip
+
+    def make_call(self, x: Any, weight: Any, bias: Any, activation: Any) -> Call:
+        return Call(Op.LINEAR, x, weight, bias=bias, activation=fe.parse_activation(activation))
+
+    def reject(self, x: Any, weight: Any, bias: Any, activation: Any) -> None:
+        fe.expected_result(Call(Op.LINEAR, x, weight, bias=bias))
+
+    def expected(self, call: Call) -> None:
+        fe.expected_result(call)
+
+    def plan(self, call: Call, ctx: PlanContext) -> KernelPlan | Unsupported:
+        return fe.plan(call, _context(call, ctx))
+
+    def torch_entry(self, call: Call) -> Entry:
+        act = call.activation
+        return lambda x, w, bias, activation: fe.torch_call(Call(Op.LINEAR, x, w, bias=bias, activation=act))
+
+    def kernel_entry(self, plan: KernelPlan, runner: Callable[..., None], call: Call) -> Entry:
+        run = _gemm_launch(plan, runner, call)
+        return on_device(lambda x, w, bias, activation: run(x, w, None, bias, None, 1.0, 0.0), plan.device_index)
+
+
+class GemmFrontEnd:
+    """``autocutlass.gemm(a, b, c=None, alpha=1.0, beta=0.0, out=None)``."""
+
+    name = "gemm"
+
+    def memo_key(self, policy: Any, a: Any, b: Any, c: Any, alpha: Any, beta: Any, out: Any) -> tuple[Any, ...]:
+        return (
+            self, policy,
+            _GRAD() and (a.requires_grad or b.requires_grad or (c is not None and c.requires_grad)),
+            a.dtype is _F32 and _tf32_allowed(),
+            a.shape, a.stride(), a.dtype, a.get_device(), a.data_ptr() & 15,
+            b.shape, b.stride(), b.dtype, b.get_device(), b.data_ptr() & 15,
+            None if c is None else (c.shape, c.stride(), c.dtype, c.get_device(), c.data_ptr() & 15),
+            beta != 0,
+            None if out is None else (out.shape, out.stride(), out.dtype, out.get_device(), out.data_ptr() & 15),
+        )  # fmt: skip
+
+    def make_call(self, a: Any, b: Any, c: Any, alpha: Any, beta: Any, out: Any) -> Call:
+        return Call(Op.GEMM, a, b, c=c, out=out, alpha=float(alpha), beta=float(beta))
+
+    def reject(self, a: Any, b: Any, c: Any, alpha: Any, beta: Any, out: Any) -> None:
+        fe.expected_result(Call(Op.GEMM, a, b, c=c, out=out))
+
+    def expected(self, call: Call) -> None:
+        fe.expected_result(call)
+
+    def plan(self, call: Call, ctx: PlanContext) -> KernelPlan | Unsupported:
+        return fe.plan(call, _context(call, ctx))
+
+    def torch_entry(self, call: Call) -> Entry:
+        return lambda a, b, c, alpha, beta, out: fe.torch_call(Call(Op.GEMM, a, b, c, None, out, float(alpha), float(beta)))
+
+    def kernel_entry(self, plan: KernelPlan, runner: Callable[..., None], call: Call) -> Entry:
+        run = _gemm_launch(plan, runner, call)
+        return on_device(
+            lambda a, b, c, alpha, beta, out: run(a, b, c, None, out, float(alpha), float(beta)), plan.device_index
+        )
+
+
+class ScaledMmFrontEnd:
+    """``autocutlass.scaled_mm`` (``torch._scaled_mm``'s signature plus ``out`` and ``activation``);
+    entries take ``(a, b, scale_a, scale_b, bias, out_dtype, out, activation, use_fast_accum,
+    scale_result)``."""
+
+    name = "scaled_mm"
+
+    def memo_key(self, policy: Any, a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, out_dtype: Any,
+                 out: Any, activation: Any, use_fast_accum: Any, scale_result: Any) -> tuple[Any, ...]:  # fmt: skip
+        key = (
+            self, policy,
+            _GRAD() and (a.requires_grad or b.requires_grad or scale_a.requires_grad or scale_b.requires_grad
+                         or (bias is not None and bias.requires_grad)),
+            a.shape, a.stride(), a.dtype, a.get_device(), a.data_ptr() & 15,
+            b.shape, b.stride(), b.dtype, b.get_device(), b.data_ptr() & 15,
+            scale_a.shape, scale_a.dtype, scale_a.get_device(),
+            scale_b.shape, scale_b.dtype, scale_b.get_device(),
+            meta(bias),
+            out_dtype,
+            meta(out),
+            activation,
+            # True/False themselves: 1 == True would share True's entry (torch rejects non-bools)
+            use_fast_accum if use_fast_accum.__class__ is bool else (type(use_fast_accum), use_fast_accum),
+            None if scale_result is None else (scale_result.shape, scale_result.dtype, scale_result.get_device()),
+        )  # fmt: skip
+        return key  # unhashable: an out_dtype, activation or use_fast_accum torch would reject
+
+    def _call(self, a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, out_dtype: Any, out: Any,
+              activation: Any, use_fast_accum: Any, scale_result: Any) -> Call:  # fmt: skip
+        return Call(Op.SCALED_MM, a, b, bias=bias, out=out, activation=fe.parse_activation(activation),
+                    scale_a=scale_a, scale_b=scale_b, scale_result=scale_result, out_dtype=out_dtype,
+                    fast_accum=use_fast_accum)  # fmt: skip
+
+    def make_call(self, *args: Any) -> Call:
+        return self._call(*args)
+
+    def reject(self, a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, out_dtype: Any, out: Any,
+               activation: Any, use_fast_accum: Any, scale_result: Any) -> None:  # fmt: skip
+        fe.expected_result(
+            Call(Op.SCALED_MM, a, b, bias=bias, out=out, scale_a=scale_a, scale_b=scale_b,
+                 scale_result=scale_result, out_dtype=out_dtype, fast_accum=use_fast_accum)
+        )  # raises the error naming the argument  # fmt: skip
+        fe.parse_activation(activation)
+
+    def expected(self, call: Call) -> None:
+        fe.expected_result(call)
+
+    def plan(self, call: Call, ctx: PlanContext) -> KernelPlan | Unsupported:
+        return fe.plan(call, _context(call, ctx))
+
+    def torch_entry(self, call: Call) -> Entry:
+        act, out_dtype, fast = call.activation, call.out_dtype, call.fast_accum
+
+        def run(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, _out_dtype: Any, out: Any, _act: Any,
+                _fast: Any, scale_result: Any) -> torch.Tensor:  # fmt: skip
+            return fe.torch_call(
+                Call(Op.SCALED_MM, a, b, None, bias, out, activation=act, scale_a=scale_a, scale_b=scale_b,
+                     scale_result=scale_result, out_dtype=out_dtype, fast_accum=fast)
+            )  # fmt: skip
+
+        return run
+
+    def kernel_entry(self, plan: KernelPlan, runner: Callable[..., None], call: Call) -> Entry:
+        """The runner also gets the two scale tensors, (1,) views of the user's one-element
+        tensors (their values stay on the device). No C, alpha or beta; a call with a
+        ``scale_result`` is never served, so the entry ignores it."""
+        av, bv, dv = plan.a, plan.b, plan.d
+        shape, dtype, device = plan.out_shape, plan.out_dtype, call.a.device
+        span_a, span_b, _, span_d = plan.spans
+        assert call.scale_a is not None and call.scale_b is not None
+        span_bias, span_sa, span_sb = (fe.byte_span(t) for t in (call.bias, call.scale_a, call.scale_b))
+        view_sa, view_sb = call.scale_a.dim() != 1, call.scale_b.dim() != 1  # () or (1, 1): viewed as (1,)
+        act = call.activation
+
+        def run(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, _out_dtype: Any, out: Any, _act: Any,
+                _fast: Any, _scale_result: Any) -> torch.Tensor:  # fmt: skip
+            if out is None:
+                out = torch.empty(shape, dtype=dtype, device=device)
+            else:
+                o = out.data_ptr()
+                if (
+                    overlaps(o, span_d, a.data_ptr(), span_a)
+                    or overlaps(o, span_d, b.data_ptr(), span_b)
+                    or (bias is not None and overlaps(o, span_d, bias.data_ptr(), span_bias))
+                    or overlaps(o, span_d, scale_a.data_ptr(), span_sa)
+                    or overlaps(o, span_d, scale_b.data_ptr(), span_sb)
+                ):  # out= aliases an input: torch computes into fresh memory, then copies.
+                    r = fe.torch_call(
+                        Call(Op.SCALED_MM, a, b, None, bias, None, activation=act, scale_a=scale_a, scale_b=scale_b,
+                             out_dtype=dtype, fast_accum=True)
+                    )  # fmt: skip
+                    return out.copy_(r)
+            if av is not None:
+                a = a.as_strided(av.shape, av.stride)
+            if bv is not None:
+                b = b.as_strided(bv.shape, bv.stride)
+            if view_sa:
+                scale_a = scale_a.reshape(1)
+            if view_sb:
+                scale_b = scale_b.reshape(1)
+            d = out if dv is None else out.as_strided(dv.shape, dv.stride)
+            runner(a, b, d, bias=bias, scale_a=scale_a, scale_b=scale_b)
+            return out
+
+        return on_device(run, plan.device_index)
+
+
+MATMUL = MatmulFrontEnd()
+LINEAR = LinearFrontEnd()
+GEMM = GemmFrontEnd()
+SCALED_MM = ScaledMmFrontEnd()
