@@ -49,6 +49,10 @@ class Strategy(Protocol[C]):
     def observe(self, candidate: Candidate[C], median_ms: float | None) -> None:
         """The outcome of a proposed candidate: its median time, or None when it failed."""
 
+    def add_prior(self, candidate: Candidate[C], median_ms: float | None) -> None:
+        """A candidate evaluated in an earlier run (resume): its time, or None when it failed.
+        It is never proposed again (the caller also passes it in ``skip``)."""
+
     @property
     def rejections(self) -> Counter[str]:
         """Reasons of the samples rejected before evaluation, with their counts."""
@@ -79,6 +83,10 @@ class GridStrategy(Generic[C]):
         return self._queue.pop() if self._queue else None
 
     def observe(self, candidate: Candidate[C], median_ms: float | None) -> None:
+        return None
+
+    def add_prior(self, candidate: Candidate[C], median_ms: float | None) -> None:
+        """Nothing to learn: a grid visits every candidate not in ``skip`` once."""
         return None
 
     @property
@@ -180,7 +188,7 @@ def make_strategy(
     exhaustive: bool,
     grid_max: int,
     seed: int = 0,
-) -> GridStrategy[C] | TpeStrategy[C]:
+) -> Strategy[C]:
     """Grid when asked to be exhaustive or when the remaining feasible space is small (at most
     ``grid_max`` candidates, or no more than the trial budget); TPE otherwise."""
     remaining = sum(1 for c in space.feasible if c.key not in skip)

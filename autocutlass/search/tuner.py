@@ -57,7 +57,7 @@ from autocutlass.kernels.base import KernelFamily
 from autocutlass.keys import config_key
 from autocutlass.ops.base import OpProblem
 from autocutlass.search.space import Candidate, SearchSpace
-from autocutlass.search.strategy import GridStrategy, TpeStrategy, make_strategy
+from autocutlass.search.strategy import Strategy, make_strategy
 from autocutlass.search.timing import Timing, beats
 from autocutlass.search.workers import OK, CandidatePipeline, EvalOutcome, FinalsOutcome
 
@@ -443,15 +443,14 @@ class _Tuning:
         self.space: SearchSpace[Any] = SearchSpace(family, problem)
         self.finished = sink.finished_config_keys(problem, hard_key, family.name) if resume else set()
         self.prior = _prior_results(sink, problem, hard_key, family.name) if resume else []
-        self.strategy: GridStrategy[Any] | TpeStrategy[Any] = make_strategy(
+        self.strategy: Strategy[Any] = make_strategy(
             self.space, family.seeds(problem), skip=self.finished, budget_trials=self.trials,
             exhaustive=exhaustive, grid_max=GRID_MAX, seed=seed,
         )  # fmt: skip
-        if isinstance(self.strategy, TpeStrategy):
-            for r in self.prior:
-                cand = self.space.get(r.key)
-                if cand is not None and self.space.rejection(cand.key) is None:
-                    self.strategy.add_prior(cand, r.timing.median_ms if r.ok and r.timing else None)
+        for r in self.prior:
+            cand = self.space.get(r.key)
+            if cand is not None and self.space.rejection(cand.key) is None:
+                self.strategy.add_prior(cand, r.timing.median_ms if r.ok and r.timing else None)
         remaining = sum(1 for c in self.space.feasible if c.key not in self.finished)
         self.planned = remaining if self.trials is None else min(self.trials, remaining)
         self.pending: dict[str, Candidate[Any]] = {}
