@@ -133,10 +133,10 @@ def test_tune_policy_tunes_the_conv_problem() -> None:
 @pytest.mark.parametrize(
     "kwargs,why",
     [
-        (dict(w=_w(r=3, s=3), padding=1), "only pointwise"),
-        (dict(stride=2), "only pointwise"),
+        (dict(w=_w(r=3, s=3), padding=1), "3x3 pad 1x1 bf16 is not a GEMM"),
+        (dict(stride=2), "stride 2x2 bf16 is not a GEMM"),
         (dict(x=_x().contiguous(), w=_w().contiguous()), "channels_last"),
-        (dict(w=_w(c=16), groups=2), "groups=2"),
+        (dict(w=_w(c=16), groups=2), "groups 2 bf16 is not a GEMM"),
     ],
 )
 def test_other_convolutions_run_cudnn_with_a_reason(kwargs, why: str, caplog) -> None:  # noqa: ANN001

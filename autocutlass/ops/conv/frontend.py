@@ -11,13 +11,15 @@ Three outcomes, as for the GEMM ops:
    tensors on different devices, a residual of the wrong shape, dtype or device, an unknown
    activation.
 2. ``Unsupported(reason)``: a valid call run by ``F.conv2d`` (then the residual and activation),
-   logged once per reason (raised as ``UnsupportedProblem`` under ``AUTOCUTLASS_STRICT=1``). Until
-   the convolution kernel family lands, the served convolutions are the pointwise ones: 1x1
-   filters, stride 1, no padding, one group, channels_last x and weight (an NHWC 1x1
-   convolution is exactly a GEMM, (N*H*W, C) x (C, K), run by the GEMM family); on a cc 9.0
-   GPU; bf16, fp16, or fp32 through TF32 when ``torch.backends.cudnn.allow_tf32`` allows it
-   (PyTorch's default for convolutions); no autograd; a bias that is a contiguous, 16-byte
-   aligned (K,) vector of x's dtype; a residual of the output's shape and dtype in channels_last.
+   logged once per reason (raised as ``UnsupportedProblem`` under ``AUTOCUTLASS_STRICT=1``). The
+   front-end plans calls on a cc 9.0 GPU with channels_last x and weight; bf16, fp16, or fp32
+   through TF32 when ``torch.backends.cudnn.allow_tf32`` allows it (PyTorch's default for
+   convolutions); no autograd; a bias that is a contiguous, 16-byte aligned (K,) vector of x's
+   dtype; a residual of the output's shape and dtype in channels_last; symmetric padding. Which
+   geometries are served is the kernel families' call (``kernels.families_for``): the GEMM
+   family serves pointwise convolutions (1x1, stride 1, no padding, one group: in NHWC exactly a
+   GEMM, (N*H*W, C) x (C, K)); a problem no family serves runs ``F.conv2d`` with each family's
+   reason.
 3. A ``ConvPlan``: the ``ConvProblem`` (looked up, tuned and recorded as a conv2d problem) and the
    output to allocate, channels_last like ``F.conv2d``'s output for channels_last inputs.
 """
@@ -157,13 +159,6 @@ def plan(call: ConvCall, ctx: PlanContext) -> ConvPlan | Unsupported:
     if pad is None:
         return Unsupported("padding='same' with an even dilated filter extent pads asymmetrically")
     (sh, sw), (dh, dw) = call.stride, call.dilation
-    if call.groups != 1:
-        return Unsupported(f"groups={call.groups}: grouped and depthwise convolutions run cuDNN")
-    if (r, s, sh, sw) != (1, 1, 1, 1) or pad != (0, 0):
-        return Unsupported(
-            f"{r}x{s} filter, stride {sh}x{sw}, padding {pad[0]}x{pad[1]}: only pointwise convolutions (1x1, stride 1, "
-            "no padding) are served until the convolution kernel family lands"
-        )
     if not x.is_contiguous(memory_format=_CL) or not w.is_contiguous(memory_format=_CL):
         return Unsupported("x and weight must be channels_last (x.to(memory_format=torch.channels_last)); NCHW runs cuDNN")
     if bias is not None and (bias.dtype != x.dtype or bias.dim() != 1 or bias.stride(0) != 1
