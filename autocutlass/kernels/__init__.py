@@ -11,6 +11,7 @@ import functools
 from typing import Any
 
 from autocutlass.kernels.base import GemmRunner, KernelFamily
+from autocutlass.kernels.hopper_conv import HopperConvFamily
 from autocutlass.kernels.hopper_gemm import HopperGemmFamily
 from autocutlass.settings import current
 
@@ -18,11 +19,15 @@ __all__ = [
     "GemmRunner", "KernelFamily", "families_for", "family_names", "get_family", "source_hashes", "unsupported_reason",
 ]  # fmt: skip
 
-_FAMILIES = {"hopper_gemm": HopperGemmFamily}
+_FAMILIES: dict[str, type[KernelFamily]] = {"hopper_gemm": HopperGemmFamily, "hopper_conv": HopperConvFamily}
+"""Families by name, in preference order: where several serve a problem (a pointwise convolution
+is a GEMM for hopper_gemm and an implicit GEMM with a 1x1 filter for hopper_conv), a miss is
+tuned under the first, and the stored records of all are looked up."""
 
 
 def family_names() -> list[str]:
-    return sorted(_FAMILIES)
+    """Registered families, in preference order."""
+    return list(_FAMILIES)
 
 
 @functools.cache

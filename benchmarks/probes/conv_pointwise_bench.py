@@ -9,7 +9,7 @@ channels_last bf16; each layer's output is checked against a float32 reference f
 Layers: the public suite's pointwise fprop cases (``--shapes``, 1x1 stride 1 no padding) and a
 few of our own (ResNet-50's other 1x1 widths, UNet-style projections).
 
-GPU machine: python benchmarks/probes/conv_pointwise_bench.py --json OUT.json [--rounds N]
+GPU machine: python benchmarks/probes/conv_pointwise_bench.py --json OUT.json [--rounds N] [--trials N] [--layers A,B]
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--trials", type=int, default=24)
     ap.add_argument("--json")
+    ap.add_argument("--layers", help="comma-separated layer names (default: all)")
     ns = ap.parse_args()
 
     import torch
@@ -53,6 +54,8 @@ def main() -> int:
         suite = json.load(f)["cases"]
     cases = [c for c in suite if (c["R"], c["S"], *c["stride"], *c["pad"]) == (1, 1, 1, 1, 0, 0) and "fprop" in c["directions"]]
     cases += OWN
+    if ns.layers:
+        cases = [c for c in cases if c["name"] in ns.layers.split(",")]
     dev = current_device()
     flush = 2 * (dev.l2_bytes or (64 << 20))
     cl = torch.channels_last

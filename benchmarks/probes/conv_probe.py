@@ -5,11 +5,14 @@ configs (the family's first seeds), verifies each against F.conv2d in float32 (N
 output), then times each verified config and F.conv2d (cudnn.benchmark on, channels_last) with
 the timing protocol (``autocutlass.search.timing.time_callable``: L2 flushed before every call),
 in interleaved rounds, and prints one table: median microseconds, TFLOP/s and the ratio to cuDNN
-(> 1: ours faster).
+(> 1: ours faster). ``--sweep N`` also samples N other feasible configs of the family's space per
+layer (compiled, verified, timed once each) and takes the fastest ``--configs`` of seeds and
+samples into the interleaved rounds.
 
 GPU machine, from the project root (about 2-3 minutes; kernels compile into a temporary cache):
 
     PYTHONUNBUFFERED=1 python benchmarks/probes/conv_probe.py [--layers NAME,NAME] [--configs N] [--rounds R]
+        [--sweep N]   (--sweep 16 on six layers: about 4 minutes)
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import argparse
 import json
 import math
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -78,6 +82,7 @@ def main() -> int:
     ap.add_argument("--configs", type=int, default=3, help="seeds per layer")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
     ap.add_argument("--tol", type=float, default=1e-2, help="relative Frobenius tolerance (bf16)")
+    ap.add_argument("--sweep", type=int, default=0, help="also sample this many configs of the space per layer")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("no CUDA GPU", file=sys.stderr)
@@ -119,8 +124,12 @@ def main() -> int:
         def cudnn_call(x=x, w=w, geom=geom) -> None:
             F.conv2d(x, w, None, **geom)
 
+        candidates = list(fam.seeds(prob))[: args.configs]
+        if args.sweep:
+            feasible = [c for c in fam.space(prob) if check(c, prob) is None and c not in candidates]
+            candidates += random.Random(name).sample(feasible, min(args.sweep, len(feasible)))
         timers: list[tuple[str, object]] = [("cudnn", cudnn_call)]
-        for cfg in list(fam.seeds(prob))[: args.configs]:
+        for cfg in candidates:
             assert check(cfg, prob) is None
             t0 = time.time()
             try:
@@ -141,6 +150,10 @@ def main() -> int:
                 runner(x, w, y)
 
             timers.append((cfg.short(), ours))
+        if args.sweep and len(timers) > args.configs + 1:
+            once = sorted((time_callable(fn, flush_bytes=flush).median_ms, label, fn) for label, fn in timers[1:])  # type: ignore[arg-type]
+            print(f"{name}: sweep, fastest first: " + "; ".join(f"{lab} {ms * 1e3:.1f}us" for ms, lab, _ in once[:6]))
+            timers = timers[:1] + [(lab, fn) for _, lab, fn in once[: args.configs]]
         medians: dict[str, list[float]] = {label: [] for label, _ in timers}
         for r in range(args.rounds):
             order = timers if r % 2 == 0 else timers[::-1]

@@ -1,0 +1,152 @@
+"""Hopper (sm_90a) implicit-GEMM conv2d fprop family: activations loaded by the im2col TMA.
+
+Modules: ``config`` (the frozen config and its axes), ``plan`` (the implicit GEMM and the
+compile-time plan), ``check`` (feasibility with reasons, im2col TMA limits included), ``kernel``
+(the CuTe DSL kernel: the GEMM kernel's consumers and epilogue behind an im2col TMA producer),
+``compile`` (symbolic-shape compile, in-process and on-disk caches), ``runner`` (the callable, in
+the conv runner convention), ``sources`` (the files the family's hash covers). Only ``kernel``, ``compile`` and ``runner`` touch the DSL, and only
+when used.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from autocutlass.kernels import budgets
+from autocutlass.kernels.base import KernelFamily
+from autocutlass.kernels.hopper_conv.check import check, problem_supported
+from autocutlass.kernels.hopper_conv.config import (
+    CLUSTERS,
+    SWIZZLE,
+    TILE_K,
+    TILE_M,
+    TILE_N,
+    HopperConvConfig,
+    Raster,
+    Schedule,
+    Store,
+)
+from autocutlass.kernels.hopper_conv.plan import implicit_gemm
+from autocutlass.kernels.hopper_conv.sources import SOURCE_FILES
+
+if TYPE_CHECKING:
+    from autocutlass.ops.conv.problem import ConvProblem
+
+__all__ = ["HopperConvConfig", "HopperConvFamily", "check"]
+
+SMALL_M_DIRECT_STORE = 256
+"""Implicit GEMMs with at most this many output pixels also get the direct (registers to global)
+store, as in the GEMM family."""
+SPLIT_K_MAX_OUTPUT = 2048 * 1024
+"""Output elements (N*P*Q * K) up to which the space offers split-K: layers whose output tiles
+alone leave SMs idle (e.g. the 7x7 ResNet stage at batch 32: 1568 x 512 outputs)."""
+SPLIT_K_MIN_K = 1024
+"""...and whose K loop (C*R*S) is at least this long."""
+TUNED_SPLIT_K = (2, 3, 4)
+TUNED_STAGES = (0,)
+"""Stages stay at 'as many as fit' in the search, as in the GEMM family."""
+
+
+def fitting_tile_n(k: int) -> int:
+    """The tile width (64..256) that covers K output channels with the fewest padded columns,
+    the widest among equals: 160 for K = 640, 256 for 512 or 1280, 128 for 128."""
+    return min(TILE_N, key=lambda t: (-(-k // t) * t - k, -t))
+
+
+class HopperConvFamily(KernelFamily[HopperConvConfig]):
+    name = "hopper_conv"
+    SOURCE_FILES = SOURCE_FILES
+    """Files (relative to ``autocutlass/kernels``) whose code decides the generated kernel."""
+
+    def __init__(self, cache_dir: Path | None = None) -> None:
+        self._cache_dir = cache_dir
+
+    def supports(self, problem: ConvProblem) -> str | None:
+        return problem_supported(problem)
+
+    def space(self, problem: ConvProblem) -> Sequence[HopperConvConfig]:
+        """Tiles x clusters x schedules x raster/swizzle at stages = as many as fit (the TMA
+        store; the direct store too for tiny outputs). Split-K (cooperative, serial) joins where
+        the output tiles cannot fill the GPU and the K loop is long."""
+        gm = implicit_gemm(problem)
+        stores = tuple(Store) if gm.m <= SMALL_M_DIRECT_STORE else (Store.TMA,)
+        out = [
+            HopperConvConfig(tm, tn, tk, cm, cn, st, sch, ras, sw, 1, sto)
+            for tm, tn, tk, (cm, cn), st, sch, ras, sw, sto in itertools.product(
+                TILE_M, TILE_N, TILE_K, CLUSTERS, TUNED_STAGES, tuple(Schedule), tuple(Raster), SWIZZLE, stores
+            )
+        ]
+        if gm.m * gm.n <= SPLIT_K_MAX_OUTPUT and gm.k >= SPLIT_K_MIN_K:
+            out += [
+                HopperConvConfig(tm, tn, tk, cm, cn, st, Schedule.COOPERATIVE, ras, 1, sk, Store.TMA)
+                for tm, tn, tk, (cm, cn), st, ras, sk in itertools.product(
+                    TILE_M, TILE_N, TILE_K, CLUSTERS, TUNED_STAGES, tuple(Raster), TUNED_SPLIT_K
+                )
+            ]
+        return out
+
+    def check(self, config: HopperConvConfig, problem: ConvProblem) -> str | None:
+        return check(config, problem)
+
+    def seeds(self, problem: ConvProblem) -> Sequence[HopperConvConfig]:
+        """First guesses by layer shape, best guess first, from probe sweeps on an H100
+        (benchmarks/probes/conv_probe.py --sweep 16, 2026-11-23: the fastest configs of seven ResNet-50
+        and Stable Diffusion layers). Tiles whose width divides K (``fitting_tile_n``) walked along
+        N with a wide swizzle won the large layers (sd-640@32: 128x160x64 n/8, 1.18-1.33x cuDNN), a
+        narrow ping-pong tile the K = 64 layers (rn50-l1-3x3, 1.15x), 128x128 tiles with im2col
+        multicast the few-tile layers (rn50-l3-3x3, 1.13x) and 64-row tiles those with fewer
+        128x128 tiles than half the SMs (rn50-l4-3x3, 0.89x)."""
+        c = HopperConvConfig
+        pp, n_ = Schedule.PINGPONG, Raster.ALONG_N
+        gm = implicit_gemm(problem)
+        fit = fitting_tile_n(gm.n)
+        if gm.n <= 64:  # few output channels: one narrow tile column, long pixel runs
+            guesses = [c(128, 64, 64, schedule=pp), c(256, 64, 64), c(128, 64, 64, cluster_m=2)]
+        elif gm.m * gm.n <= SPLIT_K_MAX_OUTPUT:  # few tiles: small tiles, split-K for long K
+            guesses = [
+                c(128, 128, 64, cluster_n=2, raster=n_), c(64, 128, 128, raster=n_, swizzle=4),
+                c(128, 128, 64, schedule=pp), c(128, 128, 64, cluster_m=2),
+            ]
+            if -(-gm.m // 128) * -(-gm.n // 128) < budgets.SM_COUNT_SM90 // 2:  # 64-row tiles fill more SMs
+                guesses[:2] = guesses[1::-1]
+            if gm.k >= SPLIT_K_MIN_K:
+                guesses.insert(2, c(128, 128, 64, split_k=2))
+        else:  # large: tiles that fit K, walked along N (the im2col tile stays in L2 across them)
+            guesses = [
+                c(128, fit, 64, raster=n_, swizzle=8), c(128, fit, 64, cluster_m=2, raster=n_, swizzle=8),
+                c(128, 128, 64, cluster_m=2, schedule=pp), c(128, 256, 64, cluster_m=2), c(256, 128, 64, cluster_n=2),
+            ]
+        guesses += [c(128, 128, 64), c(64, 128, 64), c(64, 64, 64)]
+        out: list[HopperConvConfig] = []
+        for g in guesses:
+            if g not in out and check(g, problem) is None:
+                out.append(g)
+        return out
+
+    def config_to_dict(self, config: HopperConvConfig) -> dict[str, Any]:
+        return config.as_dict()
+
+    def config_from_dict(self, d: dict[str, Any]) -> HopperConvConfig:
+        return HopperConvConfig.from_dict(d)
+
+    def compile(self, config: HopperConvConfig, problem: ConvProblem) -> Any:
+        """A runner in the conv convention ``runner(x, w, y, *, bias, residual, alpha, beta)``
+        (``hopper_conv.runner``), not a ``GemmRunner``."""
+        from autocutlass.kernels.hopper_conv.runner import HopperConvRunner
+
+        return HopperConvRunner(config, problem, self._cache_dir)
+
+    def simplicity(self, config: HopperConvConfig) -> tuple[int, ...]:
+        return (
+            config.cluster_size,
+            int(config.schedule is Schedule.PINGPONG),
+            config.swizzle,
+            int(config.raster is Raster.ALONG_N),
+            int(config.stages != 0),
+            config.tile_k,
+            int(config.store is Store.DIRECT),
+            config.split_k,
+        )

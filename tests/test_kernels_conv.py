@@ -1,0 +1,282 @@
+"""The Hopper implicit-GEMM conv2d family without a GPU: feasibility reasons (im2col TMA limits
+included), the search space and seeds, config round trips, the plan and compile key; and (marker
+``compile``) sampled configs compiled with CUTE_DSL_ARCH=sm_90a."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from autocutlass.device import KERNELS_DIR
+from autocutlass.kernels.hopper_conv import HopperConvConfig as C
+from autocutlass.kernels.hopper_conv import HopperConvFamily, check
+from autocutlass.kernels.hopper_conv.check import problem_supported
+from autocutlass.kernels.hopper_conv.compile import compile_key
+from autocutlass.kernels.hopper_conv.plan import implicit_gemm, make_plan, output_size
+from autocutlass.kernels.hopper_conv.sources import SOURCE_FILES, source_hash
+from autocutlass.ops.conv.problem import ConvProblem
+from autocutlass.ops.gemm.problem import Activation, DType, Epilogue
+
+SHAPES_CONV = Path(__file__).resolve().parents[2] / "shared" / "bench" / "shapes-conv.json"
+
+
+def conv(**kw: object) -> ConvProblem:
+    base: dict[str, object] = {"direction": "fprop", "n": 32, "h": 56, "w": 56, "c": 64, "k": 64, "r": 3, "s": 3,
+                               "pad_h": 1, "pad_w": 1}  # fmt: skip
+    base.update(kw)
+    return ConvProblem(**base)  # type: ignore[arg-type]
+
+
+SUITE = [
+    conv(n=32, h=224, w=224, c=3, k=64, r=7, s=7, stride_h=2, stride_w=2, pad_h=3, pad_w=3),  # rn50-stem (C=3)
+    conv(),  # rn50-l1-3x3
+    conv(k=256, r=1, s=1, pad_h=0, pad_w=0),  # rn50-l1-1x1-up
+    conv(c=128, k=128, stride_h=2, stride_w=2),  # rn50-l2-3x3-s2
+    conv(c=512, k=512, h=7, w=7),  # rn50-l4-3x3
+    conv(n=8, c=640, k=640, h=32, w=32),  # sd-640@32
+    conv(n=1, c=256, k=256, h=512, w=512),  # vae-256@512
+]
+
+
+# ---- feasibility reasons -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "problem,needle",
+    [
+        (conv(direction="dgrad"), "fprop only"),
+        (conv(direction="wgrad"), "fprop only"),
+        (conv(groups=2), "groups=2"),
+        (conv(c=3), "C=3"),
+        (conv(c=36), "multiple of 8"),
+        (conv(k=12), "K=12"),
+        (conv(x_dtype=DType.FP32, w_dtype=DType.FP32, y_dtype=DType.FP32), "x dtype fp32"),
+        (conv(w_dtype=DType.FP16), "dtypes differ"),
+        (conv(align_x=8), "x is only 8-byte aligned"),
+        (conv(stride_h=9), "traversal stride"),
+        (conv(dil_w=128, w=300), "(S-1)*dil_w = 256"),
+        (conv(r=86, dil_h=3, pad_h=1, h=300), "(R-1)*dil_h = 255"),
+        (conv(pad_h=129, h=8), "lower corner along H is -129"),
+        (conv(r=5, dil_h=40, pad_h=0, h=200), "upper corner along H is -160"),
+        (conv(h=2, pad_h=0), "output is empty"),
+    ],
+)
+def test_problem_reasons(problem: ConvProblem, needle: str) -> None:
+    reason = problem_supported(problem)
+    assert reason is not None and needle in reason, reason
+    assert check(C(), problem) == reason
+
+
+def test_corners_at_the_limits_are_accepted() -> None:
+    # lower corner -128, upper corner 127 - ... : the extremes of a 4-D im2col descriptor
+    assert problem_supported(conv(pad_h=128, pad_w=127, h=8, w=8)) is None
+    assert problem_supported(conv(r=3, dil_h=127, pad_h=126, h=300)) is None  # upper corner -128
+    assert problem_supported(conv(stride_h=8, stride_w=8)) is None
+
+
+@pytest.mark.parametrize(
+    "config,problem,needle",
+    [
+        (C(tile_n=512), conv(), "tile_n=512"),
+        (C(tile_k=32), conv(), "tile_k=32"),
+        (C(cluster_m=4), conv(), "cluster 4x1"),
+        (C(split_k=5), conv(), "split_k=5"),
+        (C(tile_k=128), conv(c=64), "tile_k=128 > C=64"),
+        (C(tile_k=128), conv(c=8), "tile_k=128 > C=8"),
+        (C(256, 128, 64, schedule="pingpong"), conv(), "ping-pong tile_m=256"),
+        (C(256, 256, 64), conv(k=256), "accumulator registers"),
+        (C(128, 128, 64, split_k=2, schedule="pingpong"), conv(), "split_k > 1 needs the cooperative"),
+        (C(128, 256, 128, stages=3), conv(c=128, k=256), "shared memory"),
+    ],
+)
+def test_config_reasons(config: C, problem: ConvProblem, needle: str) -> None:
+    reason = check(config, problem)
+    assert reason is not None and needle in reason, reason
+
+
+def test_channel_tile_rule_allows_a_partial_last_block() -> None:
+    assert check(C(tile_k=128), conv(c=72)) is None  # 72 channels: one block of 128, 56 zero
+    assert check(C(tile_k=64), conv(c=72)) is None  # two blocks of 64, the second with 8
+
+
+# ---- space, seeds, round trips -------------------------------------------------------------------
+@pytest.mark.parametrize("problem", SUITE[1:], ids=lambda p: p.describe())
+def test_space_has_feasible_configs_and_seeds_pass_check(problem: ConvProblem) -> None:
+    fam = HopperConvFamily()
+    assert fam.supports(problem) is None
+    space = fam.space(problem)
+    assert len(space) == len(set(space))
+    reasons = [check(c, problem) for c in space]
+    assert all(r is None or isinstance(r, str) for r in reasons)
+    assert sum(r is None for r in reasons) >= 100
+    seeds = fam.seeds(problem)
+    assert seeds and all(check(s, problem) is None for s in seeds)
+    assert len(seeds) == len(set(seeds))
+
+
+def test_unsupported_layer_has_a_reason_and_no_seeds() -> None:
+    fam = HopperConvFamily()
+    stem = SUITE[0]
+    assert "C=3" in (fam.supports(stem) or "")
+    assert fam.seeds(stem) == []
+
+
+def test_split_k_joins_the_space_for_few_tile_layers_only() -> None:
+    fam = HopperConvFamily()
+    small = conv(c=512, k=512, h=7, w=7)  # 1568 x 512 outputs, K = 4608
+    large = conv(n=8, c=640, k=640, h=32, w=32)
+    assert any(c.split_k > 1 for c in fam.space(small))
+    assert not any(c.split_k > 1 for c in fam.space(large))
+
+
+def test_suite_file_layers_are_served_except_the_stem() -> None:
+    if not SHAPES_CONV.is_file():
+        pytest.skip(f"{SHAPES_CONV} not present")
+    fam = HopperConvFamily()
+    for case in json.loads(SHAPES_CONV.read_text())["cases"]:
+        dt = DType(case["dtype"])
+        p = ConvProblem(
+            direction="fprop", n=case["N"], h=case["H"], w=case["W"], c=case["C"], k=case["K"], r=case["R"],
+            s=case["S"], stride_h=case["stride"][0], stride_w=case["stride"][1], pad_h=case["pad"][0],
+            pad_w=case["pad"][1], dil_h=case["dilation"][0], dil_w=case["dilation"][1], x_dtype=dt, w_dtype=dt,
+            y_dtype=dt,
+        )  # fmt: skip
+        reason = fam.supports(p)
+        if case["C"] % 8:
+            assert reason is not None and "C=" in reason
+        else:
+            assert reason is None, (case["name"], reason)
+            assert fam.seeds(p), case["name"]
+
+
+def test_config_round_trip() -> None:
+    fam = HopperConvFamily()
+    for cfg in fam.space(conv(c=512, k=512, h=7, w=7))[::97]:
+        d = fam.config_to_dict(cfg)
+        assert json.loads(json.dumps(d)) == d
+        assert fam.config_from_dict(d) == cfg
+    cfg = C(256, 128, 128, 2, 1, 4, "cooperative", "along_n", 8, 3, "direct")
+    assert C.from_dict(cfg.as_dict()) == cfg
+    assert C.from_dict({**cfg.as_dict(), "unknown_future_field": 1}) == cfg
+    assert cfg.short() == "256x128x128 c2x1 s4 coop n/8 sk3 direct"
+    with pytest.raises(TypeError):
+        C(tile_m=128.0)  # type: ignore[arg-type]
+
+
+def test_gemm_config_mirrors_the_conv_config() -> None:
+    cfg = C(128, 256, 64, 2, 1, 0, "pingpong", "along_n", 4, 1, "tma")
+    g = cfg.gemm_config()
+    for f in ("tile_m", "tile_n", "tile_k", "cluster_m", "cluster_n", "stages", "schedule", "raster", "swizzle",
+              "split_k", "store"):  # fmt: skip
+        assert getattr(g, f) == getattr(cfg, f)
+    assert not g.swap_ab and not g.stream_k
+
+
+def test_simplicity_prefers_small_clusters() -> None:
+    fam = HopperConvFamily()
+    assert fam.simplicity(C()) < fam.simplicity(C(cluster_m=2))
+
+
+# ---- plan, compile key, source files -------------------------------------------------------------
+def test_implicit_gemm_dimensions() -> None:
+    p = conv(n=3, h=29, w=31, c=72, k=136, stride_h=2, stride_w=3)
+    assert output_size(p) == (p.p, p.q) == (15, 11)
+    g = implicit_gemm(p)
+    assert (g.m, g.n, g.k) == (3 * 15 * 11, 136, 72 * 9)
+    assert implicit_gemm(p, tile_k=64).k == 128 * 9
+    e = implicit_gemm(conv(epilogue=Epilogue(with_c=True, bias=True), y_dtype=DType.FP32))
+    assert e.c_dtype is DType.FP32 and e.epilogue.with_c
+
+
+def test_plan_is_the_gemm_plan_plus_the_filter() -> None:
+    plan = make_plan(C(128, 128, 64, cluster_m=2), conv(r=1, s=7, pad_h=0, pad_w=3))
+    assert (plan.r, plan.s) == (1, 7)
+    assert plan.gemm.tile_m == 128 and plan.gemm.cluster_m == 2 and plan.gemm.stages >= 2
+    assert plan.gemm.smem_bytes <= 232_448
+
+
+def test_compile_key_follows_the_class_not_the_run_time_sizes() -> None:
+    cfg = C()
+    base = compile_key(make_plan(cfg, conv()))
+    # N, H, W, C, K, stride, padding and dilation are run-time: the same compiled kernel.
+    for other in (conv(n=7, h=13, w=99), conv(c=256, k=512), conv(stride_h=2, pad_w=0, dil_h=2)):
+        assert compile_key(make_plan(cfg, other)) == base
+    # R, S, dtypes, epilogue and the config are compile-time.
+    for other in (conv(r=1, s=1, pad_h=0, pad_w=0), conv(y_dtype=DType.FP32), conv(epilogue=Epilogue(bias=True))):
+        assert compile_key(make_plan(cfg, other)) != base
+    assert compile_key(make_plan(dataclasses.replace(cfg, tile_n=256), conv())) != base
+
+
+def test_source_files_exist() -> None:
+    assert HopperConvFamily.SOURCE_FILES == SOURCE_FILES
+    for rel in SOURCE_FILES:
+        assert (KERNELS_DIR / rel).is_file(), rel
+    assert "hopper_conv/kernel.py" in SOURCE_FILES and "hopper_gemm/kernel.py" in SOURCE_FILES
+    assert len(source_hash()) == 16
+
+
+def test_importing_the_family_does_not_load_the_dsl() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, autocutlass.kernels.hopper_conv as f, autocutlass.kernels.hopper_conv.check, "
+        "autocutlass.kernels.hopper_conv.plan, autocutlass.kernels.hopper_conv.compile; "
+        "print(any(m == 'cutlass' or m.startswith('cutlass.') for m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+# ---- compile (no GPU) ----------------------------------------------------------------------------
+def _dsl_available() -> bool:
+    os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")  # before the DSL's first import: it reads the target then
+    try:
+        import cutlass  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+COMPILE_CASES = [
+    # 3x3, stride 1, pad 1 (ResNet stage 1), two configs: ping-pong with a narrow tile, and a
+    # 2x1 cluster (filter multicast)
+    (C(128, 64, 64, schedule="pingpong"), conv()),
+    (C(128, 128, 64, cluster_m=2), conv(c=128, k=128)),
+    # stride 2 with im2col multicast (cluster_n = 2) and tile_k 128
+    (C(128, 128, 128, cluster_n=2), conv(c=128, k=128, stride_h=2, stride_w=2)),
+    # 1x7 with residual + bias + GELU into fp32, 2x2 cluster, tile_m 256, split-K
+    (C(256, 128, 64, cluster_m=2, cluster_n=2, split_k=2), conv(
+        r=1, s=7, pad_h=0, pad_w=3, c=128, k=128, y_dtype=DType.FP32,
+        epilogue=Epilogue(with_c=True, bias=True, activation=Activation.GELU))),
+    # fp16, direct store, 5x3 (R != S), dilation 2
+    (C(64, 128, 64, store="direct"), conv(r=5, s=3, pad_h=4, pad_w=2, dil_h=2, dil_w=2, x_dtype=DType.FP16,
+                                          w_dtype=DType.FP16, y_dtype=DType.FP16,
+                                          epilogue=Epilogue(bias=True, activation=Activation.SILU))),
+]
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("cfg,prob", COMPILE_CASES, ids=[f"{c.short()}|{p.describe()}" for c, p in COMPILE_CASES])
+def test_config_compiles(cfg: C, prob: ConvProblem) -> None:
+    if not _dsl_available():
+        pytest.skip("nvidia-cutlass-dsl is not installed")
+    from autocutlass.kernels.hopper_conv.compile import _compile
+
+    assert check(cfg, prob) is None, check(cfg, prob)
+    assert _compile(make_plan(cfg, prob)) is not None
+
+
+@pytest.mark.compile
+def test_sampled_space_configs_compile() -> None:
+    if not _dsl_available():
+        pytest.skip("nvidia-cutlass-dsl is not installed")
+    from autocutlass.kernels.hopper_conv.compile import _compile
+
+    prob = conv(c=128, k=128, stride_h=2, stride_w=2)
+    feasible = [c for c in HopperConvFamily().space(prob) if check(c, prob) is None]
+    for cfg in random.Random(2026).sample(feasible, 2):
+        assert _compile(make_plan(cfg, prob)) is not None, cfg.short()
