@@ -49,12 +49,13 @@ def test_pointwise_conv_matches_f_conv2d(n: int, c: int, h: int, w: int, k: int,
     assert ok, why
 
 
-def test_non_pointwise_falls_back_to_cudnn() -> None:
-    x, wt = act_tensor(2, 64, 16, 16), act_tensor(64, 64, 3, 3)
+def test_grouped_conv_falls_back_to_cudnn() -> None:
+    """No family serves groups > 1 (depthwise and grouped convolutions): cuDNN runs it."""
+    x, wt = act_tensor(2, 64, 16, 16), act_tensor(64, 32, 3, 3)
     before = autocutlass.stats().fallbacks
-    y = autocutlass.conv2d(x, wt, padding=1)
+    y = autocutlass.conv2d(x, wt, padding=1, groups=2)
     assert autocutlass.stats().fallbacks == before + 1
-    assert torch.equal(y, F.conv2d(x, wt, padding=1))
+    assert torch.equal(y, F.conv2d(x, wt, padding=1, groups=2))
 
 
 _CHILD = """
