@@ -3,7 +3,8 @@
 ``Settings.from_env()`` reads the environment when called (never at import time); callers that
 need the settings call ``current()``, which re-reads them so that tests and users may change
 the environment between calls. Context managers (``autocutlass.policy``) override the policy
-on top of this.
+on top of this. A value autocutlass cannot use raises ``SettingsError`` (a ``ValueError``) naming
+the variable, the value and what is accepted.
 
 =========================  =============================================================  ===========================
 variable                   meaning                                                        default
@@ -21,10 +22,13 @@ AUTOCUTLASS_LOG            log level of the ``autocutlass`` logger              
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+
+from autocutlass.errors import AutocutlassError
 
 
 class Policy(StrEnum):
@@ -36,18 +40,50 @@ class Policy(StrEnum):
     OFF = "off"
 
 
-def _flag(value: str | None) -> bool:
-    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+class SettingsError(AutocutlassError, ValueError):
+    """An ``AUTOCUTLASS_*`` variable holds a value autocutlass cannot use; the message names the
+    variable, the value and what is accepted (a ``ValueError``, as before this type existed)."""
+
+    def __init__(self, name: str, raw: str, accepted: str) -> None:
+        super().__init__(f"{name}={raw!r} is not valid: expected {accepted}")
+        self.name, self.raw, self.accepted = name, raw, accepted
 
 
-def _int(env: dict[str, str], name: str, default: int) -> int:
+_TRUE, _FALSE = frozenset({"1", "true", "yes", "on"}), frozenset({"0", "false", "no", "off"})
+
+
+def _flag(env: dict[str, str], name: str) -> bool:
+    raw = env.get(name)
+    value = (raw or "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE or value == "":
+        return False
+    raise SettingsError(name, str(raw), "1, true, yes or on; 0, false, no or off (or unset)")
+
+
+def _int(env: dict[str, str], name: str, default: int, *, minimum: int | None = None) -> int:
+    """An integer (at least ``minimum`` when given), ``default`` when unset or empty."""
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return default
+    accepted = "an integer" if minimum is None else "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
-        raise ValueError(f"{name}={raw!r} is not an integer") from None
+        raise SettingsError(name, raw, f"{accepted} (default {default})") from None
+    if minimum is not None and value < minimum:
+        raise SettingsError(name, raw, f"{accepted} (default {default})")
+    return value
+
+
+def _log_level(env: dict[str, str], name: str) -> str:
+    raw = env.get(name)
+    level = (raw or "WARNING").strip().upper()
+    names = logging.getLevelNamesMapping()
+    if level not in names:
+        raise SettingsError(name, str(raw), "a logging level name: " + ", ".join(sorted(names, key=names.__getitem__)))
+    return level
 
 
 @dataclass(frozen=True)
@@ -78,21 +114,20 @@ class Settings:
             shipped = Path(shipped_raw).expanduser()
         else:
             shipped = default_shipped_dir()
-        raw_policy = (e.get("AUTOCUTLASS_POLICY") or Policy.TUNE.value).strip().lower()
+        raw_policy = e.get("AUTOCUTLASS_POLICY") or Policy.TUNE.value
         try:
-            policy = Policy(raw_policy)
+            policy = Policy(raw_policy.strip().lower())
         except ValueError:
-            choices = ", ".join(p.value for p in Policy)
-            raise ValueError(f"AUTOCUTLASS_POLICY={raw_policy!r} is not one of: {choices}") from None
+            raise SettingsError("AUTOCUTLASS_POLICY", raw_policy, "one of " + ", ".join(p.value for p in Policy)) from None
         return cls(
             cache_dir=cache_dir,
             db_url=db,
             shipped_dbs_dir=shipped,
             policy=policy,
-            strict=_flag(e.get("AUTOCUTLASS_STRICT")),
-            tune_trials=_int(e, "AUTOCUTLASS_TUNE_TRIALS", 16),
-            tune_seconds=_int(e, "AUTOCUTLASS_TUNE_SECONDS", 60),
-            log_level=(e.get("AUTOCUTLASS_LOG") or "WARNING").upper(),
+            strict=_flag(e, "AUTOCUTLASS_STRICT"),
+            tune_trials=_int(e, "AUTOCUTLASS_TUNE_TRIALS", 16, minimum=1),
+            tune_seconds=_int(e, "AUTOCUTLASS_TUNE_SECONDS", 60, minimum=1),
+            log_level=_log_level(e, "AUTOCUTLASS_LOG"),
         )
 
 
@@ -108,3 +143,44 @@ def default_shipped_dir() -> Path | None:
 def current() -> Settings:
     """The settings as the environment says now."""
     return Settings.from_env()
+
+
+# ---- tuning-database timeouts ------------------------------------------------------------------
+# AUTOCUTLASS_DB_CONNECT_TIMEOUT    seconds to wait for a database server to accept a connection   3
+# AUTOCUTLASS_DB_STATEMENT_TIMEOUT  seconds one statement may run on a database server             5
+# (PostgreSQL; 0 means no limit. SQLite files keep their own lock wait, db.engine.SQLITE_BUSY_TIMEOUT_MS.)
+
+
+def _seconds(env: dict[str, str], name: str, default: float) -> float:
+    """A non-negative number of seconds, ``default`` when unset or empty."""
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise SettingsError(name, raw, f"a number of seconds >= 0, 0 for no limit (default {default:g})")
+    return value
+
+
+@dataclass(frozen=True)
+class DbTimeouts:
+    """How long one call may wait on a tuning-database server, in seconds (0: no limit).
+
+    ``connect_s`` bounds establishing a connection (libpq ``connect_timeout``, whole seconds,
+    at least 2 in libpq; per address when a host name has several), ``statement_s`` one
+    statement (``statement_timeout``). After a failure, ``db.LayeredStore`` leaves the database
+    alone for a while (its backoff), so dispatch waits at most this long once per outage."""
+
+    connect_s: float = 3.0
+    statement_s: float = 5.0
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> DbTimeouts:
+        e = dict(os.environ if env is None else env)
+        return cls(
+            connect_s=_seconds(e, "AUTOCUTLASS_DB_CONNECT_TIMEOUT", cls.connect_s),
+            statement_s=_seconds(e, "AUTOCUTLASS_DB_STATEMENT_TIMEOUT", cls.statement_s),
+        )

@@ -177,7 +177,8 @@ def _write(out_dir: Path, dev: Any, results: dict[str, Any], args: argparse.Name
            t_compile: float) -> None:
     import torch
 
-    from autocutlass.device import dsl_version, kernel_source_hash
+    from autocutlass.device import dsl_version
+    from autocutlass.kernels import source_hashes
 
     ratios = [r["ratio_vs_torch"] for r in results.values()]
     geo = statistics.geometric_mean(ratios) if ratios else None
@@ -190,7 +191,7 @@ def _write(out_dir: Path, dev: Any, results: dict[str, Any], args: argparse.Name
         "sm_count": dev.sm_count,
         "date": dt.date.today().isoformat(),
         "versions": {"torch": torch.__version__, "cuda": torch.version.cuda, "nvidia-cutlass-dsl": dsl_version(),
-                     "kernel_source_hash": kernel_source_hash(), "driver": dev.driver_version},
+                     "kernel_source_hashes": source_hashes(), "driver": dev.driver_version},
         "protocol": "autocutlass.search.timing v1: L2 flushed (2x L2) before every timed call, CUDA events, "
                     "medians; ratio = median over 5 alternating rounds of torch_ms / ours_ms",
         "compile": {"pairs": n_compiled, "seconds": round(t_compile, 1)},

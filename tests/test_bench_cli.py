@@ -16,13 +16,12 @@ import pytest
 import torch
 
 from autocutlass import cli
-from autocutlass.cli_bench import (
-    BenchCase,
+from autocutlass.cli.bench import add_bench_parser
+from autocutlass.cli.bench.cases import BenchCase, Roofs, bench_cases, intensity, is_memory_bound, operand_spec
+from autocutlass.cli.bench.plot import plot_report
+from autocutlass.cli.bench.report import (
     Measured,
-    Roofs,
-    add_bench_parser,
     assemble_report,
-    bench_cases,
     case_row,
     default_out_dir,
     first_call_case,
@@ -30,17 +29,14 @@ from autocutlass.cli_bench import (
     footer_lines,
     geomean,
     gpu_slug,
-    intensity,
-    is_memory_bound,
-    operand_spec,
-    plot_report,
+    progress_line,
     round_ratio,
     table,
     write_json,
 )
 from autocutlass.device import gpu_available
-from autocutlass.ops.gemm.problem import Major, DType, GemmProblem
 from autocutlass.ops.gemm.evaluation import make_inputs
+from autocutlass.ops.gemm.problem import DType, GemmProblem, Major
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -308,6 +304,14 @@ def test_table_flags_fallbacks_and_puts_the_geomean_last() -> None:
     assert any("child failed" in line and "boom" in line for line in lines)
 
 
+def test_progress_line() -> None:
+    rows = {r["name"]: r for r in synthetic_rows()}
+    line = progress_line(1, 6, rows["big"])
+    assert line.startswith("[1/6] big: ") and "TF/s vs torch" in line and "x1.034 [db, first call 0.05 s]" in line
+    assert "FALLBACK" in progress_line(4, 6, rows["odd"])
+    assert progress_line(6, 6, rows["fp8"]).startswith("[6/6] fp8: skipped: fp8 cases compare with torch._scaled_mm")
+
+
 def test_plot_writes_a_png_from_the_json(tmp_path: Path) -> None:
     doc = json.loads(json.dumps(synthetic_doc()))  # the plot reads only what the JSON holds
     out = tmp_path / "plots" / "bench.png"
@@ -331,11 +335,12 @@ def test_out_dir_and_slug() -> None:
 # ---- without a GPU -----------------------------------------------------------------------------
 @pytest.mark.skipif(gpu_available(), reason="checks the message on a machine without CUDA")
 def test_no_gpu_exits_with_a_clear_message(shapes: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["bench", "--shapes", str(shapes), "--out", str(tmp_path / "o")]) == 1
+    assert cli.main(["bench", "--shapes", str(shapes), "--out", str(tmp_path / "o")]) == 2  # a user error
     assert "no CUDA GPU" in capsys.readouterr().err
     r = subprocess.run([sys.executable, "-m", "autocutlass.cli", "bench", "--shapes", str(shapes), "--out",
                         str(tmp_path / "o")], cwd=REPO, capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert r.returncode != 0 and "no CUDA GPU" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "no CUDA GPU" in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()]
     assert not (tmp_path / "o").exists()
 
 

@@ -1,14 +1,14 @@
-"""``autocutlass db ...`` handlers and ``info_db_lines``, run in-process through a small argparse harness."""
+"""``autocutlass db ...`` and ``info_db_lines``, run in-process through ``autocutlass.cli.main``."""
 
 from __future__ import annotations
 
-import argparse
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from autocutlass.cli_db import add_db_parser, info_db_lines
+from autocutlass import cli
+from autocutlass.cli.info import info_db_lines
 from autocutlass.db import SCHEMA_VERSION, TuningStore, release
 from autocutlass.device import HardKey
 from autocutlass.ops.gemm.problem import GemmProblem
@@ -19,12 +19,13 @@ H200 = HardKey("NVIDIA H200", "9.0", 132, "4.8.1", "k0", 1)
 P1, P2 = GemmProblem(m=128, n=4096, k=4096), GemmProblem(m=8192, n=1024, k=512)
 
 
-def main(argv: list[str]) -> int:
-    """What the lead's cli.main does for ``db``: parse, then call the chosen handler."""
-    parser = argparse.ArgumentParser(prog="autocutlass")
-    add_db_parser(parser.add_subparsers(dest="command", required=True))
-    ns = parser.parse_args(argv)
-    return int(ns.func(ns))
+main = cli.main
+
+
+@pytest.fixture(autouse=True)
+def no_shipped_dbs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user's database only (test_cli_db.py covers the shipped ones)."""
+    monkeypatch.setenv("AUTOCUTLASS_SHIPPED_DBS", "off")
 
 
 @pytest.fixture

@@ -114,8 +114,10 @@ def test_upgrade_runs_the_migration_steps(tmp_path: Path, monkeypatch: pytest.Mo
     path = tmp_path / "old.sqlite"
     TuningStore(path).record_best(P, HK, "f", {"v": 1}, 1.0, 1.0)
     _set_version(path, SCHEMA_VERSION - 1)
+    monkeypatch.delitem(MIGRATIONS, SCHEMA_VERSION - 1)
     with pytest.raises(SchemaMismatch, match="no migration"):
         upgrade(path)
+    assert not list(tmp_path.glob("*.bak"))  # nothing to migrate with: no copy made
 
     ran: list[int] = []
 
@@ -219,3 +221,24 @@ def test_read_only_store_refuses_writes(tmp_path: Path) -> None:
         ro.record_miss(P, HK)
     with pytest.raises(DatabaseError, match="does not exist"):
         TuningStore(tmp_path / "missing.sqlite", read_only=True).lookup(P, HK)
+
+
+def test_unreadable_stored_problem_is_skipped_by_lookup_and_named_elsewhere(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "t.sqlite"
+    store = TuningStore(path)
+    store.record_best(P, HK, "f", {"v": 1}, 1.0, 1.0)
+    near = GemmProblem(m=300, n=4096, k=4096)
+    store.record_best(near, HK, "f", {"v": 2}, 1.0, 1.0)
+    release(path)
+    with sqlite3.connect(path) as conn:  # a malformed row (written by something else)
+        conn.execute("UPDATE problems SET problem = ? WHERE key = ?", ('{"op": "gemm", "m": "x"}', near.key()))
+    conn.close()
+    store = TuningStore(path)
+    rec = store.lookup(GemmProblem(m=400, n=4096, k=4096), HK)  # bucket 512 holds only the bad row
+    assert rec is not None and rec.source == "nearest" and rec.problem == P
+    assert any("skipping a stored record" in r.getMessage() for r in caplog.records)
+    with pytest.raises(DatabaseError, match="cannot read") as info:
+        store.bests()
+    assert str(path) in str(info.value)

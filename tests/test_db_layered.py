@@ -57,7 +57,7 @@ def test_user_db_first_then_shipped(tmp_path: Path) -> None:
     assert rec is not None and rec.source == "exact" and rec.config == {"from": "shipped64"}
     # Neither has M=32's bucket: the nearest tuned M (64, shipped) wins over 256 (user).
     rec = layered.lookup(GemmProblem(m=32, n=4096, k=4096), H100)
-    assert rec is not None and rec.source == "nearest_m" and rec.problem.m == 64
+    assert rec is not None and rec.source == "nearest" and rec.problem.m == 64
 
 
 def test_shipped_db_of_other_gpus_is_skipped(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from sqlalchemy import create_engine
 from autocutlass.db import SCHEMA_VERSION, BestRecord, TrialState, TuningStore, config_key, release
 from autocutlass.db.models import Base
 from autocutlass.device import HardKey
-from autocutlass.ops.gemm.problem import DType, Major, GemmProblem
+from autocutlass.ops.gemm.problem import DType, GemmProblem, Major
 
 PG_ENV = "AUTOCUTLASS_TEST_PG_URL"
 
@@ -134,10 +134,10 @@ def test_lookup_order_exact_bucket_nearest_none(store: TuningStore) -> None:
     assert found(100) == ("exact", 100)
     assert found(120) == ("bucket", 100)  # bucket 128 holds M=100
     assert found(1000) == ("bucket", 1024)
-    assert found(300) == ("nearest_m", 100)  # bucket 512 untuned; |log2 300 - log2 100| < |.. - log2 1024|
-    assert found(1600) == ("nearest_m", 1024)  # bucket 2048 untuned
-    assert found(1 << 20) == ("nearest_m", 4096)
-    assert found(1) == ("nearest_m", 100)
+    assert found(300) == ("nearest", 100)  # bucket 512 untuned; |log2 300 - log2 100| < |.. - log2 1024|
+    assert found(1600) == ("nearest", 1024)  # bucket 2048 untuned
+    assert found(1 << 20) == ("nearest", 4096)
+    assert found(1) == ("nearest", 100)
     assert found(100, n=8192) is None  # another family
     assert store.lookup(GemmProblem(m=100, n=4096, k=4096, b_major=Major.COL), key) is None
     assert store.lookup(GemmProblem(m=100, n=4096, k=4096, a_dtype=DType.FP16, b_dtype=DType.FP16), key) is None
@@ -148,7 +148,7 @@ def test_lookup_nearest_ties_go_to_larger_m(store: TuningStore) -> None:
     store.record_best(prob(32), key, "f", {"m": 32}, 1.0, 1.0)
     store.record_best(prob(128), key, "f", {"m": 128}, 1.0, 1.0)
     rec = store.lookup(prob(64), key)  # bucket 64 untuned; log2 distance 1 to both
-    assert rec is not None and rec.source == "nearest_m" and rec.problem.m == 128
+    assert rec is not None and rec.source == "nearest" and rec.problem.m == 128
 
 
 def test_lookup_bucket_picks_nearest_in_bucket(store: TuningStore) -> None:
@@ -237,3 +237,51 @@ def test_engine_is_not_shared_across_fork(tmp_path: Path) -> None:
     assert proc.exitcode == 0
     store.record_trial(prob(64), hk(), "f", {"parent": 2}, "ok", median_ms=1.0)
     assert len(store.trials()) == 3
+
+
+def test_problems_of_every_op_are_stored_and_looked_up_by_their_own_rules(store: TuningStore) -> None:
+    from autocutlass.ops.conv.problem import ConvProblem
+    from autocutlass.ops.grouped.problem import GroupedGemmProblem
+
+    def conv(n: int, hw: int = 14) -> ConvProblem:
+        return ConvProblem(direction="fprop", n=n, h=hw, w=hw, c=256, k=512, r=1, s=1)
+
+    def moe(t: int) -> GroupedGemmProblem:
+        return GroupedGemmProblem(experts=8, t=t, n=1024, k=2048)
+
+    key = hk()
+    for p in (conv(3), conv(16), moe(100), moe(5000), prob(100)):
+        t = store.record_trial(p, key, "f", {"p": p.describe()}, "ok", median_ms=1.0, tflops=1.0)
+        store.record_best(p, key, "f", {"p": p.describe()}, 1.0, 1.0, trial_id=t)
+    store.record_miss(conv(7, hw=7), key)
+
+    def found(p: object) -> tuple[str, object] | None:
+        rec = store.lookup(p, key)  # type: ignore[arg-type]
+        return None if rec is None else (rec.source, rec.problem)
+
+    assert found(conv(3)) == ("exact", conv(3))
+    assert found(conv(4)) == ("bucket", conv(3))  # N rounds up to 4
+    assert found(conv(12)) == ("bucket", conv(16))
+    assert found(conv(64)) == ("nearest", conv(16))  # nearest GEMM rows N*P*Q
+    assert found(conv(1, hw=28)) == ("nearest", conv(3))  # 784 rows: 588 is nearer than 3136
+    assert found(ConvProblem(direction="dgrad", n=3, h=14, w=14, c=256, k=512, r=1, s=1)) is None
+    assert found(moe(100)) == ("exact", moe(100))
+    assert found(moe(120)) == ("bucket", moe(100))  # T rounds up to 128
+    assert found(moe(1 << 20)) == ("nearest", moe(5000))
+    assert found(GroupedGemmProblem(experts=16, t=100, n=1024, k=2048)) is None
+    assert found(prob(120)) == ("bucket", prob(100))
+
+    assert {type(t.problem).__name__ for t in store.trials()} == {"ConvProblem", "GroupedGemmProblem", "GemmProblem"}
+    assert [b.problem.op for b in store.bests()] == ["conv2d", "conv2d", "gemm", "grouped_mm", "grouped_mm"]
+    assert store.pending_misses(key) == [conv(7, hw=7)]
+    engine = create_engine(store.url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.exec_driver_sql("SELECT op, dims FROM problems ORDER BY id").all()
+    finally:
+        engine.dispose()
+    assert [tuple(r) for r in rows][:3] == [
+        ("conv2d", '{"c":256,"h":14,"k":512,"n":3,"r":1,"s":1,"w":14}'),
+        ("conv2d", '{"c":256,"h":14,"k":512,"n":16,"r":1,"s":1,"w":14}'),
+        ("grouped_mm", '{"experts":8,"k":2048,"n":1024,"t":100}'),
+    ]

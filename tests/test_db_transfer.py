@@ -144,3 +144,24 @@ def test_import_rejects_bad_files(tmp_path: Path) -> None:
     with pytest.raises(SchemaMismatch):
         import_(store, future)
     assert store.trials() == []
+
+
+@pytest.mark.parametrize("suffix", [".sqlite", ".json"])
+def test_problems_of_every_op_travel(tmp_path: Path, suffix: str) -> None:
+    from autocutlass.ops.conv.problem import ConvProblem
+    from autocutlass.ops.grouped.problem import GroupedGemmProblem
+
+    conv = ConvProblem(direction="wgrad", n=32, h=56, w=56, c=64, k=64, r=3, s=3, pad_h=1, pad_w=1)
+    moe = GroupedGemmProblem(experts=128, t=8192, n=768, k=2048)
+    src = TuningStore(tmp_path / "src.sqlite")
+    for p in (conv, moe, P1):
+        t = src.record_trial(p, A_KEY, "f", {"op": p.op}, "ok", median_ms=1.0, tflops=2.0)
+        src.record_best(p, A_KEY, "f", {"op": p.op}, 1.0, 2.0, trial_id=t)
+    src.record_miss(GroupedGemmProblem(experts=128, t=17, n=768, k=2048), B_KEY)
+    dst = TuningStore(tmp_path / "dst.sqlite")
+    import_(dst, export(src, tmp_path / f"out{suffix}"))
+    assert _content(dst) == _content(src)
+    for p in (conv, moe, P1):
+        rec = dst.lookup(p, A_KEY)
+        assert rec is not None and rec.source == "exact" and rec.problem == p and rec.config == {"op": p.op}
+    assert dst.pending_misses(B_KEY) == [GroupedGemmProblem(experts=128, t=17, n=768, k=2048)]

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 import autocutlass
-from autocutlass.ops.compare import REL_FROBENIUS_TOL
+from autocutlass.ops.compare import REL_FROBENIUS_TOL, compare
 from autocutlass.ops.types import DType
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("isolated_env")]

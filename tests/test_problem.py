@@ -59,7 +59,7 @@ def test_bucket_rounds_m_up_to_power_of_two(m: int, b: int) -> None:
     assert GemmProblem(m=m, n=64, k=64).bucket().m == b
 
 
-def test_bucket_and_family_keys() -> None:
+def test_bucket_and_neighbour_keys() -> None:
     a, b = GemmProblem(m=100, n=4096, k=4096), GemmProblem(m=120, n=4096, k=4096)
     assert a.key() != b.key() and a.bucket_key() == b.bucket_key()
     assert GemmProblem(m=300, n=4096, k=4096).bucket_key() != a.bucket_key()

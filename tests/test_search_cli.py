@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _search_fakes import HARD_KEY, FakeEvaluator
+from _search_fakes import DEVICE, FakeEvaluator
 
 from autocutlass.cli.shapes import load_cases
 from autocutlass.cli.tune import add_tune_parser, run_tune
 from autocutlass.db import TuningStore
+from autocutlass.device import HardKey
+from autocutlass.kernels import get_family
 from autocutlass.ops.gemm.problem import DType, Major
 
 SHAPES = {
@@ -27,6 +29,11 @@ SHAPES = {
         {"name": "fp8", "M": 256, "N": 256, "K": 256, "dtype": "e4m3", "layout": "nn"},
     ],
 }
+
+
+def hopper_key() -> HardKey:
+    """The hard key tune records hopper_gemm's trials under on the fake evaluator's GPU."""
+    return DEVICE.hard_key(get_family("hopper_gemm").source_hash())
 
 
 def parser() -> argparse.ArgumentParser:
@@ -124,7 +131,7 @@ def test_run_tune_with_a_fake_evaluator(shapes: Path, tmp_path: Path, capsys: py
     # run again: resumes, evaluating only new configs
     assert run_tune(ns, make_evaluator=make, store=store) == 0
     for case in load_cases(shapes, only=["square", "linear", "batched"]):
-        trials = store.trials(case.problem, HARD_KEY)
+        trials = store.trials(case.problem, hopper_key())
         assert len(trials) == 10 and len({t.config_key for t in trials}) == 10
 
 
@@ -145,7 +152,7 @@ def test_run_tune_pending_tunes_recorded_misses(tmp_path: Path) -> None:
 
     store = TuningStore(tmp_path / "t.sqlite")
     missed = GemmProblem(m=100, n=256, k=256)
-    store.record_miss(missed, HARD_KEY)
+    store.record_miss(missed, hopper_key())
     ns = parser().parse_args(["tune", "--pending", "--trials", "3"])
 
     @contextlib.contextmanager
@@ -153,5 +160,5 @@ def test_run_tune_pending_tunes_recorded_misses(tmp_path: Path) -> None:
         yield FakeEvaluator(hopper_score)
 
     assert run_tune(ns, make_evaluator=make, store=store) == 0
-    assert store.lookup(missed, HARD_KEY) is not None
-    assert store.pending_misses(HARD_KEY) == []
+    assert store.lookup(missed, hopper_key()) is not None
+    assert store.pending_misses(hopper_key()) == []

@@ -1,22 +1,27 @@
 """The tuning database: where tuned winners and every evaluated trial are stored and looked up.
 
-``TuningStore`` is one database (a SQLite file or any SQLAlchemy URL); ``LayeredStore`` puts the
-user's database over the read-only ones shipped with autocutlass; ``export``/``import_``/``merge``
-move records between files. Records returned are frozen dataclasses. Storage failures raise
-``autocutlass.errors.DatabaseError`` (``SchemaMismatch`` for another schema version).
-No GPU, torch or CUDA import is needed here.
+``TuningStore`` is one database (a SQLite file or any SQLAlchemy URL) holding problems of every
+op (``ops.base.OpProblem``); ``TuningStore(path, read_only=True)`` inspects one without ever
+creating or writing anything. ``LayeredStore`` puts the user's database over the read-only ones
+shipped with autocutlass and leaves a failing database alone for a while (backoff), so lookups
+never wait on a dead server twice. ``export``/``import_``/``merge`` move records between files;
+``upgrade`` migrates an older schema (a SQLite file is first copied to ``backup_path``). Records
+returned are frozen dataclasses. Storage failures raise ``autocutlass.errors.DatabaseError``
+(``SchemaMismatch`` for another schema version). No GPU, torch or CUDA import is needed here.
 """
 
 from autocutlass.db.engine import release, resolve
-from autocutlass.db.layered import LayeredStore, shipped_db_paths
+from autocutlass.db.layered import BACKOFF_FIRST_S, BACKOFF_MAX_S, LayeredStore, shipped_db_paths
 from autocutlass.db.models import SCHEMA_VERSION
 from autocutlass.db.records import BestRecord, LookupSource, TrialRecord, TrialState
-from autocutlass.keys import canonical_json, config_key
-from autocutlass.db.schema import MIGRATIONS, upgrade
+from autocutlass.db.schema import MIGRATIONS, backup_path, upgrade
 from autocutlass.db.store import TuningStore
 from autocutlass.db.transfer import TransferStats, export, import_, merge
+from autocutlass.keys import canonical_json, config_key
 
 __all__ = [
+    "BACKOFF_FIRST_S",
+    "BACKOFF_MAX_S",
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "BestRecord",
@@ -26,6 +31,7 @@ __all__ = [
     "TrialRecord",
     "TrialState",
     "TuningStore",
+    "backup_path",
     "canonical_json",
     "config_key",
     "export",

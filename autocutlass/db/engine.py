@@ -2,12 +2,20 @@
 
 * ``resolve(url_or_path)``: a filesystem path becomes ``sqlite:///<absolute path>``; anything
   with ``://`` is taken as a SQLAlchemy URL (``postgresql+psycopg://...``).
-* ``cached_engine``: one engine per (URL, mode) per process. An engine inherited through
+* ``cached_engine``: one engine per (URL, mode, timeouts) per process. An engine inherited through
   ``fork`` is never used by the child: entries are keyed by pid and the child makes its own.
 * SQLite connections get ``busy_timeout``, ``foreign_keys=ON`` and (read-write files) WAL
   journaling from a connect listener. We emit ``BEGIN`` ourselves: ``BEGIN IMMEDIATE`` for
   write transactions, so a writer takes the write lock up front, waits for it in the busy
   handler and never has to upgrade a read lock (the classic source of "database is locked").
+* A SQLite file this process cannot write (``sqlite_unwritable``: the file, or its directory,
+  where SQLite keeps its ``-wal``/``-shm``/``-journal`` side files) can still be read:
+  ``mode=ro``, plus ``immutable=1`` when the directory is not writable and no ``-wal`` file
+  holds pages (a WAL database needs a ``-shm`` file that could not be created there).
+* PostgreSQL engines get libpq ``connect_timeout`` and ``statement_timeout`` (``DbTimeouts``),
+  so no call waits on an unresponsive server longer than that; read-only engines run read-only
+  transactions. (A server that hangs after a connection was established is bounded by
+  ``statement_timeout`` only while it still runs its own timers.)
 * ``call(location, fn)``: runs one transaction, retries a bounded number of times when SQLite
   reports SQLITE_BUSY/SQLITE_LOCKED (read from the driver exception's ``sqlite_errorcode``,
   never from its message) or PostgreSQL a serialization failure/deadlock, and turns every
@@ -17,6 +25,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import sqlite3
@@ -36,6 +45,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
 from autocutlass.errors import DatabaseError
+from autocutlass.settings import DbTimeouts
 
 T = TypeVar("T")
 
@@ -119,18 +129,65 @@ def _install_sqlite_listeners(engine: Engine, *, read_only: bool) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
-def make_engine(loc: DbLocation, *, read_only: bool = False, immutable: bool = False) -> Engine:
+def sqlite_unwritable(path: Path) -> str | None:
+    """Why this process cannot write the existing SQLite file ``path``, or None when it can (or
+    the file does not exist). Decided by ``os.access``: permissions, read-only mounts and
+    immutable attributes, as they apply to this process (root included)."""
+    if not path.is_file():
+        return None
+    if not os.access(path, os.W_OK):
+        return "the file is not writable"
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        return "its directory is not writable (SQLite creates its -wal, -shm and -journal files there)"
+    return None
+
+
+def sqlite_read_only_uri(path: Path, *, immutable: bool = False) -> tuple[str, bool]:
+    """The ``file:`` URI that opens ``path`` read-only, and whether it is immutable.
+
+    ``immutable`` is forced when the directory is not writable and no non-empty ``-wal`` file
+    exists: a WAL-mode file then cannot be opened ``mode=ro`` (SQLite could not create its
+    ``-shm`` file), and without a ``-wal`` file nobody is writing it in WAL mode right now.
+    """
+    if not immutable and not os.access(path.parent, os.W_OK | os.X_OK):
+        wal = Path(f"{path}-wal")
+        immutable = not (wal.is_file() and wal.stat().st_size > 0)
+    return f"file:{quote(str(path))}?mode=ro" + ("&immutable=1" if immutable else ""), immutable
+
+
+def _pg_connect_args(url: str, *, read_only: bool, timeouts: DbTimeouts) -> dict[str, Any]:
+    """libpq parameters for the timeouts (and read-only transactions); what the URL sets itself wins."""
+    query = make_url(url).query
+    args: dict[str, Any] = {}
+    if timeouts.connect_s > 0 and "connect_timeout" not in query:
+        args["connect_timeout"] = max(1, math.ceil(timeouts.connect_s))  # libpq takes whole seconds
+    options = []
+    if timeouts.statement_s > 0:
+        options.append(f"-c statement_timeout={max(1, round(timeouts.statement_s * 1000))}")
+    if read_only:
+        options.append("-c default_transaction_read_only=on")
+    if options:
+        given = query.get("options")
+        args["options"] = " ".join([*options, *([given] if isinstance(given, str) else list(given or ()))])
+    return args
+
+
+def make_engine(
+    loc: DbLocation, *, read_only: bool = False, immutable: bool = False, timeouts: DbTimeouts | None = None
+) -> Engine:
     """A new (uncached) engine for ``loc``. Raises DatabaseError for a bad URL or a missing driver.
 
-    ``read_only`` opens a SQLite file with ``mode=ro`` (it must exist); ``immutable`` adds
-    ``immutable=1`` (no locking at all: for shipped files that never change). A read-write
-    SQLite file gets its parent directories created.
+    ``read_only`` opens a SQLite file with ``mode=ro`` (it must exist; ``sqlite_read_only_uri``
+    says when ``immutable=1`` is added); ``immutable`` forces ``immutable=1`` (no locking at all:
+    for shipped files that never change). Nothing is ever created by a read-only engine. A
+    read-write SQLite file gets its parent directories created. ``timeouts`` (default
+    ``DbTimeouts.from_env()``) bound every wait on a PostgreSQL server.
     """
     try:
         if loc.sqlite_path is not None and read_only:
             if not loc.sqlite_path.is_file():
                 raise DatabaseError(f"The tuning database {loc.display} does not exist.")
-            uri = f"file:{quote(str(loc.sqlite_path))}?mode=ro" + ("&immutable=1" if immutable else "")
+            uri, _ = sqlite_read_only_uri(loc.sqlite_path, immutable=immutable)
 
             def _connect() -> sqlite3.Connection:
                 return sqlite3.connect(uri, uri=True, check_same_thread=False)
@@ -145,6 +202,9 @@ def make_engine(loc: DbLocation, *, read_only: bool = False, immutable: bool = F
                     "Point AUTOCUTLASS_DB at a writable location."
                 ) from e
             engine = create_engine(loc.url)
+        elif make_url(loc.url).get_backend_name() == "postgresql":
+            args = _pg_connect_args(loc.url, read_only=read_only, timeouts=timeouts or DbTimeouts.from_env())
+            engine = create_engine(loc.url, pool_pre_ping=True, connect_args=args)
         else:
             engine = create_engine(loc.url, pool_pre_ping=True)
     except (sa_exc.ArgumentError, sa_exc.NoSuchModuleError) as e:
@@ -167,7 +227,7 @@ def make_engine(loc: DbLocation, *, read_only: bool = False, immutable: bool = F
     return engine
 
 
-_ENGINES: dict[tuple[str, bool, bool], tuple[int, Engine]] = {}
+_ENGINES: dict[tuple[str, bool, bool, DbTimeouts | None], tuple[int, Engine]] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
@@ -176,11 +236,12 @@ def cached_engine(
     *,
     read_only: bool = False,
     immutable: bool = False,
+    timeouts: DbTimeouts | None = None,
     prepare: Callable[[Engine], None],
 ) -> Engine:
     """This process's engine for ``loc``; ``prepare(engine)`` (the schema check) runs once when
     the engine is made, and an engine whose ``prepare`` raised is disposed and not cached."""
-    key = (loc.url, read_only, immutable)
+    key = (loc.url, read_only, immutable, timeouts)
     pid = os.getpid()
     with _ENGINES_LOCK:
         hit = _ENGINES.get(key)
@@ -190,7 +251,7 @@ def cached_engine(
             # Inherited through fork: drop it without closing the parent's connections.
             hit[1].dispose(close=False)
             del _ENGINES[key]
-    engine = make_engine(loc, read_only=read_only, immutable=immutable)
+    engine = make_engine(loc, read_only=read_only, immutable=immutable, timeouts=timeouts)
     try:
         prepare(engine)
     except BaseException:

@@ -2,29 +2,45 @@
 
 Lookup order: the user database, then each ``<shipped_dir>/*.sqlite`` in name order, opened
 read-only and immutable. The first exact record wins; when no layer has an exact one, the best
-approximate record does (a bucket match beats a nearest-M match, then the nearer M), earlier
-layers winning ties.
+approximate record does: a bucket match beats a nearest-neighbour match, then the nearer
+problem (``problem.neighbour_distance``), then the earlier layer.
 A shipped file holding no record of the caller's hard key is skipped without a query.
 
-A database that cannot be used (corrupt user file, bad shipped file, server down) is reported
-once through the ``autocutlass.db`` logger and left out; lookup never raises DatabaseError, so
-dispatch falls back instead of failing a matmul. Writes go to the user database only.
+A database that cannot be used (corrupt user file, bad shipped file, server down or not
+answering within ``settings.DbTimeouts``) is left alone for a while: after a failure it is
+not asked again for ``BACKOFF_FIRST_S`` seconds, doubling after each further failure up to
+``BACKOFF_MAX_S``, and a success ends the outage. Meanwhile ``lookup`` answers from the other
+layers and ``record_miss`` does nothing, at once, so dispatch keeps serving from its memo, the
+shipped databases and its heuristic. An outage is reported once through the ``autocutlass.db``
+logger (warning; retries that fail again log at debug level, the recovery at info level).
+lookup and record_miss never raise DatabaseError. Writes go to the user database only.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from autocutlass.db.records import BestRecord
-from autocutlass.db.store import TuningStore, m_distance
+from autocutlass.db.store import TuningStore
 from autocutlass.device import HardKey
 from autocutlass.errors import DatabaseError
-from autocutlass.ops.gemm.problem import GemmProblem
+from autocutlass.ops.base import OpProblem
 
 logger = logging.getLogger("autocutlass.db")
 
-_RANK = {"exact": 0, "bucket": 1, "nearest_m": 2}
+_RANK = {"exact": 0, "bucket": 1, "nearest": 2}
+
+BACKOFF_FIRST_S = 30.0
+"""How long a database is left alone after it failed (an outage's first failure)."""
+
+BACKOFF_MAX_S = 300.0
+"""The longest wait between two tries of a database that keeps failing (doubling from the first)."""
 
 
 def shipped_db_paths(shipped_dir: Path | None) -> list[Path]:
@@ -34,23 +50,74 @@ def shipped_db_paths(shipped_dir: Path | None) -> list[Path]:
     return sorted(p for p in shipped_dir.glob("*.sqlite") if p.is_file())
 
 
+@dataclass(frozen=True)
+class _Outage:
+    retry_at: float  # clock() value from which the database is tried again
+    delay: float  # the wait that ``retry_at`` was set with
+
+
 class LayeredStore:
     """The user's ``TuningStore`` over shipped read-only ones; see the module docstring.
 
     Keep one instance per process (dispatch holds it): it remembers which shipped files hold
-    which hard keys and which problems it already reported.
+    which hard keys, which databases are down and what it already reported. Safe to share
+    between threads. ``clock`` (seconds, monotonic) is for tests.
     """
 
-    def __init__(self, user: TuningStore, shipped_dir: Path | None):
+    def __init__(self, user: TuningStore, shipped_dir: Path | None, *, clock: Callable[[], float] = time.monotonic):
         self.user = user
         self.shipped_dir = shipped_dir
+        self._clock = clock
         self._shipped: list[tuple[TuningStore, frozenset[str]]] | None = None
         self._reported: set[str] = set()
+        self._outages: dict[str, _Outage] = {}
+        self._lock = threading.Lock()
 
     def shipped_paths(self) -> list[Path]:
         """The shipped database files, in the order they are consulted."""
         return shipped_db_paths(self.shipped_dir)
 
+    # ---- health of each layer ----------------------------------------------------------------
+    def is_down(self, store: TuningStore) -> bool:
+        """True while ``store`` is left alone after a failure (its backoff has not run out)."""
+        outage = self._outages.get(store.display)
+        return outage is not None and self._clock() < outage.retry_at
+
+    def _failed(self, store: TuningStore, err: DatabaseError) -> None:
+        with self._lock:
+            before = self._outages.get(store.display)
+            delay = BACKOFF_FIRST_S if before is None else min(before.delay * 2, BACKOFF_MAX_S)
+            self._outages[store.display] = _Outage(self._clock() + delay, delay)
+        if before is None:
+            logger.warning(
+                "autocutlass: tuning database %s is unusable; not using it for %.0f s (lookups fall "
+                "back to the other databases): %s",
+                store.display, delay, err,
+            )  # fmt: skip
+        else:
+            logger.debug("autocutlass: tuning database %s still unusable; next try in %.0f s: %s",
+                         store.display, delay, err)  # fmt: skip
+
+    def _worked(self, store: TuningStore) -> None:
+        if store.display in self._outages:
+            with self._lock:
+                ended = self._outages.pop(store.display, None)
+            if ended is not None:
+                logger.info("autocutlass: tuning database %s is usable again", store.display)
+
+    def _call(self, store: TuningStore, fn: Callable[[], Any], default: Any) -> Any:
+        """``fn()``, or ``default`` at once while ``store`` is down or when ``fn`` fails."""
+        if self.is_down(store):
+            return default
+        try:
+            result = fn()
+        except DatabaseError as e:
+            self._failed(store, e)
+            return default
+        self._worked(store)
+        return result
+
+    # ---- layers ------------------------------------------------------------------------------
     def _report(self, where: str, err: DatabaseError) -> None:
         if where not in self._reported:
             self._reported.add(where)
@@ -70,35 +137,39 @@ class LayeredStore:
             self._shipped = opened
         return self._shipped
 
-    def lookup(self, problem: GemmProblem, hard_key: HardKey) -> BestRecord | None:
+    def lookup(self, problem: OpProblem, hard_key: HardKey) -> BestRecord | None:
         """The best record for ``problem`` under ``hard_key`` across all layers, or None.
 
         An exact record of the earliest layer that has one wins. Otherwise each layer's own
-        answer competes: a bucket match beats a nearest-M match, then the smaller log2 distance
-        in M, then the larger M, then the earlier layer. Never raises DatabaseError (unusable
-        layers are reported once and skipped).
+        answer competes, ranked by (bucket before nearest, ``problem.neighbour_distance`` of its
+        problem, layer order). Never raises DatabaseError: a failing layer is left alone for a
+        while (see the module docstring) and the others answer.
         """
         hk = hard_key.key()
         layers = [self.user] + [store for store, keys in self._shipped_stores() if hk in keys]
-        best: tuple[tuple[int, float, int, int], BestRecord] | None = None
+        best: tuple[tuple[int, tuple[float, ...], int], BestRecord] | None = None
         for index, store in enumerate(layers):
-            try:
-                rec = store.lookup(problem, hard_key)
-            except DatabaseError as e:
-                self._report(store.display, e)
-                continue
+            rec: BestRecord | None = self._call(store, lambda s=store: s.lookup(problem, hard_key), None)
             if rec is None:
                 continue
             if rec.source == "exact":
                 return rec
-            rank = (_RANK[rec.source], m_distance(rec.problem.m, problem.m), -rec.problem.m, index)
+            rank = (_RANK[rec.source], tuple(problem.neighbour_distance(rec.problem)), index)
             if best is None or rank < best[0]:
                 best = (rank, rec)
         return None if best is None else best[1]
 
-    def record_miss(self, problem: GemmProblem, hard_key: HardKey) -> None:
-        """Best-effort miss counting in the user database: a DatabaseError is reported once, not raised."""
+    def record_miss(self, problem: OpProblem, hard_key: HardKey) -> None:
+        """Best-effort miss counting in the user database: nothing while it is down or read-only
+        (a file this process cannot write: the store said so once); a failure starts its
+        backoff and is reported once, never raised."""
+        user = self.user
+        if user.read_only or self.is_down(user):
+            return
         try:
-            self.user.record_miss(problem, hard_key)
+            user.record_miss(problem, hard_key)
         except DatabaseError as e:
-            self._report(self.user.display, e)
+            if not user.read_only:  # found read-only just now: not an outage, lookups still work
+                self._failed(user, e)
+            return
+        self._worked(user)

@@ -5,8 +5,10 @@ Tables:
 * ``meta``      key/value text; ``schema_version`` lives here.
 * ``devices``   one row per hard key (``HardKey.key()``), its fields as columns, plus
                 informative JSON (``DeviceInfo.as_dict()``) that never takes part in matching.
-* ``problems``  one row per ``Problem.key()``, with ``bucket_key`` and ``family_key`` indexed for
-                the bucket / nearest-M lookups.
+* ``problems``  one row per ``OpProblem.key()`` of any op: ``op`` (the op's name), ``bucket_key``
+                and ``neighbour_key`` (indexed, for the bucket and nearest-neighbour lookups),
+                ``dims`` (the op's ``dims()`` as canonical JSON text, informative) and the
+                problem itself as JSON (``as_dict()``, rebuilt by ``ops.registry.problem_from_dict``).
 * ``trials``    every evaluated candidate, failures included, with its state and reason.
 * ``best``      the winner per (problem, device).
 * ``misses``    problems dispatch found no record for, per device (``tune --pending``).
@@ -37,8 +39,11 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from autocutlass.db.records import TrialState
 
-SCHEMA_VERSION = 1
-"""Version of the table layout below; stored in ``meta`` as ``schema_version``."""
+SCHEMA_VERSION = 2
+"""Version of the table layout below; stored in ``meta`` as ``schema_version``.
+
+1: GEMM only (``problems`` had ``family_key`` and the columns ``m, n, k, l``).
+2: any op (``problems`` has ``op``, ``neighbour_key`` and ``dims``)."""
 
 _STATES = ", ".join(f"'{s.value}'" for s in TrialState)
 
@@ -73,12 +78,10 @@ class ProblemRow(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     key: Mapped[str] = mapped_column(Text, unique=True)
+    op: Mapped[str] = mapped_column(String(32), index=True)
     bucket_key: Mapped[str] = mapped_column(Text, index=True)
-    family_key: Mapped[str] = mapped_column(Text, index=True)
-    m: Mapped[int] = mapped_column(Integer)
-    n: Mapped[int] = mapped_column(Integer)
-    k: Mapped[int] = mapped_column(Integer)
-    l: Mapped[int] = mapped_column(Integer)  # noqa: E741 - the GEMM batch dimension is called L
+    neighbour_key: Mapped[str] = mapped_column(Text, index=True)
+    dims: Mapped[str] = mapped_column(Text)
     problem: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 

@@ -13,12 +13,16 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from autocutlass.device import HardKey
+from autocutlass.errors import DatabaseError
 from autocutlass.keys import canonical_json as canonical_json  # the db layer's names for the shared keys
 from autocutlass.keys import config_key as config_key
-from autocutlass.ops.gemm.problem import GemmProblem
+from autocutlass.ops.base import OpProblem
+from autocutlass.ops.registry import problem_from_dict
 
-LookupSource = Literal["exact", "bucket", "nearest_m"]
-"""How a ``BestRecord`` was found: the problem itself, its M bucket, or the nearest tuned M."""
+LookupSource = Literal["exact", "bucket", "nearest"]
+"""How a ``BestRecord`` was found: the problem itself, a tuned problem of its bucket
+(``bucket_key``), or the nearest tuned neighbour (same ``neighbour_key``, smallest
+``neighbour_distance``)."""
 
 
 class TrialState(StrEnum):
@@ -45,6 +49,20 @@ def hard_key_from_json(text: str) -> HardKey:
     )
 
 
+def stored_problem(d: Any, origin: str) -> OpProblem:
+    """The problem of a stored problem JSON value (``as_dict()`` of any op, rebuilt through
+    ``ops.registry.problem_from_dict``). A value this autocutlass cannot read (an unknown op, a
+    missing or unknown field) raises DatabaseError naming ``origin``."""
+    try:
+        if not isinstance(d, dict):
+            raise TypeError(f"expected a JSON object, got {type(d).__name__}")
+        return problem_from_dict(d)
+    except (KeyError, TypeError, ValueError) as e:
+        raise DatabaseError(
+            f"{origin} holds a problem this autocutlass cannot read ({type(e).__name__}: {e}): {str(d)[:200]}"
+        ) from e
+
+
 def utc_now() -> datetime:
     """Now, as the naive UTC datetime the database stores (timezone-naive on every backend)."""
     return datetime.now(UTC).replace(tzinfo=None)
@@ -67,11 +85,11 @@ class BestRecord:
     """The winning config of one (problem, hard key), as found by a lookup.
 
     ``problem`` is the problem the record was tuned for, which differs from the requested one
-    when ``source`` is ``"bucket"`` or ``"nearest_m"``. ``origin`` names the database it came
+    when ``source`` is ``"bucket"`` or ``"nearest"``. ``origin`` names the database it came
     from (a file path or a URL without password).
     """
 
-    problem: GemmProblem
+    problem: OpProblem
     family: str
     config: dict[str, Any]
     median_ms: float
@@ -86,7 +104,7 @@ class TrialRecord:
     """One evaluated candidate. Timing fields are None unless ``state`` is ``ok``."""
 
     id: int
-    problem: GemmProblem
+    problem: OpProblem
     hard_key: HardKey
     family: str
     config: dict[str, Any]

@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session
 
 from autocutlass.db.models import Best, Device, Miss, ProblemRow
 from autocutlass.device import HardKey
-from autocutlass.ops.gemm.problem import GemmProblem
+from autocutlass.keys import canonical_json
+from autocutlass.ops.base import OpProblem
 
 _best: Table = Best.__table__  # type: ignore[assignment]
 _miss: Table = Miss.__table__  # type: ignore[assignment]
@@ -59,8 +60,8 @@ def ensure_device(s: Session, hk: HardKey, info: Mapping[str, Any] | None = None
     return int(found)
 
 
-def ensure_problem(s: Session, problem: GemmProblem) -> int:
-    """Id of the ``problems`` row of ``problem.key()``, created if missing."""
+def ensure_problem(s: Session, problem: OpProblem) -> int:
+    """Id of the ``problems`` row of ``problem.key()`` (any op), created if missing."""
     key = problem.key()
     found = s.execute(select(ProblemRow.id).where(ProblemRow.key == key)).scalar_one_or_none()
     if found is None:
@@ -68,12 +69,10 @@ def ensure_problem(s: Session, problem: GemmProblem) -> int:
             dialect_insert(s, _problem)
             .values(
                 key=key,
+                op=problem.op,
                 bucket_key=problem.bucket_key(),
-                family_key=problem.family_key(),
-                m=problem.m,
-                n=problem.n,
-                k=problem.k,
-                l=problem.l,
+                neighbour_key=problem.neighbour_key(),
+                dims=canonical_json(problem.dims()),
                 problem=problem.as_dict(),
             )
             .on_conflict_do_nothing(index_elements=["key"])

@@ -2,24 +2,32 @@
 
 Contract:
 
+* Problems of every op are stored (``OpProblem``: ``op``, ``key()``, ``bucket_key()``,
+  ``neighbour_key()``, ``dims()``, ``as_dict()``) and rebuilt with ``ops.registry.problem_from_dict``.
 * Only records whose device hard key equals the caller's ``HardKey`` are ever returned.
 * Every public method is one transaction on its own session; results are frozen dataclasses.
 * Every storage failure (unreachable, corrupt, not ours, locked beyond the retry budget) raises
   ``autocutlass.errors.DatabaseError`` (``SchemaMismatch`` for a version mismatch) whose message
   names the database and the fix. Constructing a store never touches the database: the first
   call opens it (creating the tables of a new database) and validates its schema once per process.
+* A read-only store (``read_only=True``) never creates or writes anything: a missing file raises
+  DatabaseError, a database without tables reads as one without records, writes raise
+  DatabaseError. A read-write store over a SQLite file this process cannot write (file or
+  directory not writable, decided once per store when it is first used) opens it read-only
+  instead and says so once (a warning on the ``autocutlass.db`` logger).
 * Writes are safe from many processes at once (see ``engine``).
 """
 
 from __future__ import annotations
 
 import json
-import math
+import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, Row, distinct, func, select
+from sqlalchemy import Engine, Row, distinct, func, or_, select
 from sqlalchemy.orm import Session
 
 from autocutlass.db import engine as eng
@@ -31,38 +39,53 @@ from autocutlass.db.records import (
     TrialState,
     from_db_time,
     hard_key_from_json,
+    stored_problem,
     utc_now,
 )
 from autocutlass.db.rows import ensure_device, ensure_problem, upsert_best, upsert_miss
-from autocutlass.db.schema import ensure_schema
+from autocutlass.db.schema import EmptyDatabase, ensure_schema
 from autocutlass.device import HardKey
-from autocutlass.keys import canonical_json, config_key
 from autocutlass.errors import DatabaseError
-from autocutlass.ops.gemm.problem import GemmProblem
+from autocutlass.keys import canonical_json, config_key
+from autocutlass.ops.base import OpProblem
+from autocutlass.settings import DbTimeouts
 
 T = TypeVar("T")
 
-
-def m_distance(a: int, b: int) -> float:
-    """|log2(a) - log2(b)|, M values below 1 counted as 1: how far apart two tuned M are."""
-    return abs(math.log2(max(a, 1)) - math.log2(max(b, 1)))
+logger = logging.getLogger("autocutlass.db")
 
 
-def nearest_m(target: int, candidates: Sequence[T], m_of: Callable[[T], int]) -> T:
-    """The candidate whose M is nearest ``target`` in log2 distance; ties go to the larger M."""
-    return min(candidates, key=lambda c: (m_distance(m_of(c), target), -m_of(c)))
+@dataclass(frozen=True)
+class _Candidate:
+    """A stored best record that may answer a lookup (package-internal)."""
+
+    key: str
+    problem: OpProblem
+    row: Row[Any]
 
 
 class TuningStore:
     """One tuning database. See the module docstring for the contract."""
 
-    def __init__(self, url_or_path: str | os.PathLike[str], *, read_only: bool = False, immutable: bool = False):
-        """``url_or_path``: a file path (becomes SQLite) or a SQLAlchemy URL. ``read_only`` opens
-        an existing SQLite file with ``mode=ro`` and never creates tables; ``immutable`` (with
-        ``read_only``) also skips locking, for files nothing writes to (shipped databases)."""
+    def __init__(
+        self,
+        url_or_path: str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        immutable: bool = False,
+        timeouts: DbTimeouts | None = None,
+    ):
+        """``url_or_path``: a file path (becomes SQLite) or a SQLAlchemy URL. ``read_only`` never
+        creates or writes anything (a SQLite file is opened ``mode=ro``, ``immutable=1`` where
+        its directory is not writable); ``immutable`` (implies ``read_only``) also skips locking,
+        for files nothing writes to (shipped databases). ``timeouts`` bound waits on a database
+        server (default: ``DbTimeouts.from_env()``, read when the database is first opened)."""
         self._loc = eng.resolve(url_or_path)
         self._read_only = read_only or immutable
         self._immutable = immutable
+        self._timeouts = timeouts
+        self._read_only_reason: str | None = "opened read-only" if self._read_only else None
+        self._access_checked = self._read_only
 
     def __repr__(self) -> str:
         mode = ", read_only=True" if self._read_only else ""
@@ -80,20 +103,41 @@ class TuningStore:
 
     @property
     def read_only(self) -> bool:
+        """True when asked for, or once the store found its SQLite file not writable."""
         return self._read_only
 
     # ---- plumbing --------------------------------------------------------------------------
     def _engine(self) -> Engine:
+        if not self._access_checked:
+            # Once per store: a SQLite file this process cannot write is read, not failed on.
+            path = self._loc.sqlite_path
+            why = eng.sqlite_unwritable(path) if path is not None else None
+            if why is not None:
+                self._read_only, self._read_only_reason = True, why
+                logger.warning(
+                    "autocutlass: the tuning database %s cannot be written (%s); using it read-only: lookups "
+                    "work, new tuning results and misses are not recorded there.",
+                    self.display, why,
+                )  # fmt: skip
+            self._access_checked = True
+        if self._timeouts is None and not self._loc.is_sqlite:
+            self._timeouts = DbTimeouts.from_env()
+        read_only = self._read_only
         return eng.cached_engine(
             self._loc,
-            read_only=self._read_only,
+            read_only=read_only,
             immutable=self._immutable,
-            prepare=lambda e: ensure_schema(e, self._loc, read_only=self._read_only),
+            timeouts=self._timeouts,
+            prepare=lambda e: ensure_schema(e, self._loc, read_only=read_only),
         )
 
-    def _read(self, fn: Callable[[Session], T]) -> T:
-        """Run ``fn`` in one read transaction (package-internal; ``fn`` must not leak ORM objects)."""
-        engine = self._engine()
+    def _read(self, fn: Callable[[Session], T], empty: T) -> T:
+        """Run ``fn`` in one read transaction (package-internal; ``fn`` must not leak ORM objects).
+        ``empty`` is the answer of a read-only database that has no tables."""
+        try:
+            engine = self._engine()
+        except EmptyDatabase:
+            return empty
 
         def _tx() -> T:
             with eng.session(engine, write=False) as s:
@@ -103,8 +147,13 @@ class TuningStore:
 
     def _write(self, fn: Callable[[Session], T]) -> T:
         """Run ``fn`` in one write transaction, retried as a whole on lock contention."""
+        if not self._access_checked:
+            self._engine()
         if self._read_only:
-            raise DatabaseError(f"The tuning database {self.display} is open read-only; it cannot be written.")
+            raise DatabaseError(
+                f"The tuning database {self.display} is open read-only ({self._read_only_reason}); it cannot "
+                "be written. Make it writable, or point AUTOCUTLASS_DB at a writable file."
+            )
         engine = self._engine()
 
         def _tx() -> T:
@@ -114,46 +163,68 @@ class TuningStore:
         return eng.call(self._loc, _tx)
 
     def check(self) -> None:
-        """Open the database now (creating a new one) and validate it; raises DatabaseError."""
-        self._engine()
+        """Open the database now (a read-write store creates a new one) and validate it; raises
+        DatabaseError. A read-only database without tables passes (it reads as empty)."""
+        try:
+            self._engine()
+        except EmptyDatabase:
+            pass
 
     # ---- lookup ----------------------------------------------------------------------------
-    def lookup(self, problem: GemmProblem, hard_key: HardKey) -> BestRecord | None:
+    def lookup(self, problem: OpProblem, hard_key: HardKey) -> BestRecord | None:
         """The best record for ``problem`` measured under ``hard_key``, or None.
 
-        Tries, among records of ``hard_key`` only: the exact problem; else a tuned problem of
-        the same bucket (``problem.bucket_key()``); else the tuned problem of the same
-        ``family_key`` (same everything but M) whose M is nearest in log2 distance, ties to the
-        larger M. ``BestRecord.source`` says which; ``BestRecord.problem`` is the tuned problem.
+        Tries, among records of ``hard_key`` only: the exact problem (``key()``); else the
+        tuned problem of the same bucket (``bucket_key()``) nearest by
+        ``problem.neighbour_distance``; else the tuned problem of the same ``neighbour_key()``
+        nearest by ``problem.neighbour_distance`` (equal distances: the smaller key text).
+        ``BestRecord.source`` says which; ``BestRecord.problem`` is the tuned problem. A stored
+        problem this autocutlass cannot read is skipped (logged), never returned.
         """
+        key, bucket_key, neighbour_key = problem.key(), problem.bucket_key(), problem.neighbour_key()
 
         def _q(s: Session) -> list[Row[Any]]:
             stmt = (
                 select(
-                    ProblemRow.key, ProblemRow.bucket_key, ProblemRow.m, ProblemRow.problem,
+                    ProblemRow.key, ProblemRow.op, ProblemRow.bucket_key, ProblemRow.problem,
                     Best.family, Best.config, Best.median_ms, Best.tflops,
                 )
                 .join(Best, Best.problem_id == ProblemRow.id)
                 .join(Device, Device.id == Best.device_id)
-                .where(ProblemRow.family_key == problem.family_key(), Device.hard_key == hard_key.key())
+                .where(
+                    or_(ProblemRow.key == key, ProblemRow.bucket_key == bucket_key,
+                        ProblemRow.neighbour_key == neighbour_key),
+                    Device.hard_key == hard_key.key(),
+                )
             )  # fmt: skip
             return list(s.execute(stmt).all())
 
-        rows = self._read(_q)
-        if not rows:
-            return None
-        exact = [r for r in rows if r.key == problem.key()]
-        if exact:
-            return self._best_record(exact[0], hard_key, "exact")
-        bucket_key = problem.bucket_key()
-        same_bucket = [r for r in rows if r.bucket_key == bucket_key]
-        if same_bucket:
-            return self._best_record(nearest_m(problem.m, same_bucket, lambda r: int(r.m)), hard_key, "bucket")
-        return self._best_record(nearest_m(problem.m, rows, lambda r: int(r.m)), hard_key, "nearest_m")
+        exact: list[_Candidate] = []
+        same_bucket: list[_Candidate] = []
+        neighbours: list[_Candidate] = []
+        for row in self._read(_q, []):
+            if row.op != problem.op:
+                continue
+            try:
+                tuned = stored_problem(row.problem, self.display)
+            except DatabaseError as e:
+                logger.warning("autocutlass: skipping a stored record: %s", e)
+                continue
+            cand = _Candidate(row.key, tuned, row)
+            (exact if row.key == key else same_bucket if row.bucket_key == bucket_key else neighbours).append(cand)
+        tiers: tuple[tuple[list[_Candidate], LookupSource], ...] = (
+            (exact, "exact"), (same_bucket, "bucket"), (neighbours, "nearest"),
+        )  # fmt: skip
+        for found, source in tiers:
+            if found:
+                best = min(found, key=lambda c: (problem.neighbour_distance(c.problem), c.key))
+                return self._best_record(best, hard_key, source)
+        return None
 
-    def _best_record(self, row: Row[Any], hard_key: HardKey, source: LookupSource) -> BestRecord:
+    def _best_record(self, cand: _Candidate, hard_key: HardKey, source: LookupSource) -> BestRecord:
+        row = cand.row
         return BestRecord(
-            problem=GemmProblem.from_dict(row.problem),
+            problem=cand.problem,
             family=row.family,
             config=json.loads(row.config),
             median_ms=float(row.median_ms),
@@ -170,7 +241,7 @@ class TuningStore:
 
     def record_trial(
         self,
-        problem: GemmProblem,
+        problem: OpProblem,
         hard_key: HardKey,
         family: str,
         config: Mapping[str, Any],
@@ -214,7 +285,7 @@ class TuningStore:
 
     def record_best(
         self,
-        problem: GemmProblem,
+        problem: OpProblem,
         hard_key: HardKey,
         family: str,
         config: Mapping[str, Any],
@@ -230,7 +301,7 @@ class TuningStore:
 
     def merge_best(
         self,
-        problem: GemmProblem,
+        problem: OpProblem,
         hard_key: HardKey,
         family: str,
         config: Mapping[str, Any],
@@ -244,7 +315,7 @@ class TuningStore:
 
     def _upsert_best(
         self,
-        problem: GemmProblem,
+        problem: OpProblem,
         hard_key: HardKey,
         family: str,
         config: Mapping[str, Any],
@@ -273,7 +344,7 @@ class TuningStore:
 
         return self._write(_tx)
 
-    def record_miss(self, problem: GemmProblem, hard_key: HardKey) -> None:
+    def record_miss(self, problem: OpProblem, hard_key: HardKey) -> None:
         """Count one lookup miss of ``problem`` on ``hard_key`` (for ``autocutlass tune --pending``)."""
         now = utc_now()
 
@@ -291,7 +362,7 @@ class TuningStore:
         self._write(_tx)
 
     # ---- queries ---------------------------------------------------------------------------
-    def finished_config_keys(self, problem: GemmProblem, hard_key: HardKey, family: str) -> set[str]:
+    def finished_config_keys(self, problem: OpProblem, hard_key: HardKey, family: str) -> set[str]:
         """``config_key``s of every trial already recorded (any state) for this problem, hard key
         and family: the candidates a resumed tuning run can skip."""
 
@@ -304,9 +375,9 @@ class TuningStore:
             )
             return set(s.execute(stmt).scalars())
 
-        return self._read(_q)
+        return self._read(_q, set())
 
-    def trials(self, problem: GemmProblem | None = None, hard_key: HardKey | None = None) -> list[TrialRecord]:
+    def trials(self, problem: OpProblem | None = None, hard_key: HardKey | None = None) -> list[TrialRecord]:
         """Recorded trials, oldest first, optionally only those of ``problem`` and/or ``hard_key``."""
 
         def _q(s: Session) -> list[TrialRecord]:
@@ -325,7 +396,7 @@ class TuningStore:
                 out.append(
                     TrialRecord(
                         id=t.id,
-                        problem=GemmProblem.from_dict(pdict),
+                        problem=stored_problem(pdict, self.display),
                         hard_key=hard_key_from_json(hk_text),
                         family=t.family,
                         config=json.loads(t.config),
@@ -341,24 +412,24 @@ class TuningStore:
                 )
             return out
 
-        return self._read(_q)
+        return self._read(_q, [])
 
     def bests(self, gpu: str | None = None) -> list[BestRecord]:
         """Every best record (``source="exact"``), optionally only those of GPU name ``gpu``;
-        ordered by GPU name, then problem family, then M."""
+        ordered by GPU name, op, neighbour key, problem key, then hard key."""
 
         def _q(s: Session) -> list[BestRecord]:
             stmt = (
                 select(ProblemRow.problem, Best.family, Best.config, Best.median_ms, Best.tflops, Device.hard_key)
                 .join(ProblemRow, ProblemRow.id == Best.problem_id)
                 .join(Device, Device.id == Best.device_id)
-                .order_by(Device.gpu_name, Device.id, ProblemRow.family_key, ProblemRow.m)
+                .order_by(Device.gpu_name, ProblemRow.op, ProblemRow.neighbour_key, ProblemRow.key, Device.hard_key)
             )
             if gpu is not None:
                 stmt = stmt.where(Device.gpu_name == gpu)
             return [
                 BestRecord(
-                    problem=GemmProblem.from_dict(pdict),
+                    problem=stored_problem(pdict, self.display),
                     family=family,
                     config=json.loads(cfg),
                     median_ms=float(med),
@@ -370,13 +441,13 @@ class TuningStore:
                 for pdict, family, cfg, med, tf, hk in s.execute(stmt)
             ]
 
-        return self._read(_q)
+        return self._read(_q, [])
 
-    def pending_misses(self, hard_key: HardKey | None = None) -> list[GemmProblem]:
+    def pending_misses(self, hard_key: HardKey | None = None) -> list[OpProblem]:
         """Problems that missed (on ``hard_key``, or on any device) and still have no best of
         their own there; most-missed first, each problem once."""
 
-        def _q(s: Session) -> list[GemmProblem]:
+        def _q(s: Session) -> list[OpProblem]:
             stmt = (
                 select(ProblemRow.key, ProblemRow.problem)
                 .select_from(Miss)
@@ -393,14 +464,14 @@ class TuningStore:
             for key, pdict in s.execute(stmt):
                 if key not in seen:
                     seen.add(key)
-                    out.append(GemmProblem.from_dict(pdict))
+                    out.append(stored_problem(pdict, self.display))
             return out
 
-        return self._read(_q)
+        return self._read(_q, [])
 
     def hard_keys(self) -> list[HardKey]:
         """Every hard key that has a device row here."""
-        return self._read(lambda s: [hard_key_from_json(t) for t in s.execute(select(Device.hard_key)).scalars()])
+        return self._read(lambda s: [hard_key_from_json(t) for t in s.execute(select(Device.hard_key)).scalars()], [])
 
     def counts_per_gpu(self) -> dict[str, dict[str, int]]:
         """Record counts per GPU name, for ``autocutlass info``: ``{gpu_name: {"hard_keys": ..,
@@ -427,4 +498,4 @@ class TuningStore:
                 for gpu in sorted(keys)
             }
 
-        return self._read(_q)
+        return self._read(_q, {})

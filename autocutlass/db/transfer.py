@@ -3,7 +3,8 @@
 * ``export(store, path)``: a self-contained SQLite file of the same schema (rollback journal, no
   ``-wal`` side file), or a JSON document when ``path`` ends with ``.json``.
 * ``import_(store, path)``: merge a file (SQLite or JSON export, detected from its content) into
-  ``store``.
+  ``store``. Files of an older schema are read too (a SQLite file through an upgraded temporary
+  copy, never written itself).
 * ``merge(a, b, out)``: merge two files into a new one.
 
 Merge rules, identical for all three: records of different hard keys stay apart (the device is
@@ -34,22 +35,29 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from autocutlass.db import engine as eng
+from autocutlass.db import schema
 from autocutlass.db.models import SCHEMA_VERSION, Best, Device, Miss, ProblemRow, Trial
 from autocutlass.db.records import (
     TrialState,
     from_db_time,
     hard_key_from_json,
+    stored_problem,
     to_db_time,
 )
 from autocutlass.db.rows import ensure_device, ensure_problem, upsert_best, upsert_miss
 from autocutlass.db.store import TuningStore
 from autocutlass.device import HardKey
-from autocutlass.keys import canonical_json, config_key
 from autocutlass.errors import DatabaseError, SchemaMismatch
-from autocutlass.ops.gemm.problem import GemmProblem
+from autocutlass.keys import canonical_json, config_key
+from autocutlass.ops.base import OpProblem
+from autocutlass.ops.registry import problem_from_dict
 
 JSON_FORMAT = "autocutlass-tuning-db"
 """The ``format`` field of a JSON export."""
+
+JSON_READABLE_VERSIONS = frozenset({1, SCHEMA_VERSION})
+"""``schema_version``s of JSON exports ``import_`` reads. The JSON form did not change from 1 to
+2 (each problem is its ``as_dict()``, ``op`` included; a problem without ``op`` is a GEMM)."""
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -65,7 +73,7 @@ class _Device:
 
 @dataclass(frozen=True)
 class _Trial:
-    problem: GemmProblem
+    problem: OpProblem
     hard_key: HardKey
     family: str
     config: dict[str, Any]
@@ -90,7 +98,7 @@ class _Trial:
 
 @dataclass(frozen=True)
 class _Best:
-    problem: GemmProblem
+    problem: OpProblem
     hard_key: HardKey
     family: str
     config: dict[str, Any]
@@ -102,7 +110,7 @@ class _Best:
 
 @dataclass(frozen=True)
 class _Miss:
-    problem: GemmProblem
+    problem: OpProblem
     hard_key: HardKey
     count: int
     first_seen: datetime
@@ -139,8 +147,8 @@ def snapshot(store: TuningStore) -> Snapshot:
     """Read every record of ``store`` in one transaction."""
 
     def _q(s: Session) -> Snapshot:
-        problems: dict[int, GemmProblem] = {
-            pid: GemmProblem.from_dict(p) for pid, p in s.execute(select(ProblemRow.id, ProblemRow.problem))
+        problems: dict[int, OpProblem] = {
+            pid: stored_problem(p, store.display) for pid, p in s.execute(select(ProblemRow.id, ProblemRow.problem))
         }
         devices: dict[int, _Device] = {
             did: _Device(hard_key_from_json(hk), dict(info or {}))
@@ -184,7 +192,7 @@ def snapshot(store: TuningStore) -> Snapshot:
         ]
         return Snapshot(tuple(devices.values()), tuple(trials), tuple(bests), tuple(misses))
 
-    return store._read(_q)
+    return store._read(_q, Snapshot((), (), (), ()))
 
 
 def load(store: TuningStore, snap: Snapshot) -> TransferStats:
@@ -204,7 +212,7 @@ def load(store: TuningStore, snap: Snapshot) -> TransferStats:
                 device_ids[hk] = ensure_device(s, hk)
             return device_ids[hk]
 
-        def pid(p: GemmProblem) -> int:
+        def pid(p: OpProblem) -> int:
             key = p.key()
             if key not in problem_ids:
                 problem_ids[key] = ensure_problem(s, p)
@@ -341,6 +349,13 @@ def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
     }
 
 
+def _problem(d: Any) -> OpProblem:
+    """A problem of a JSON export (any op); TypeError/KeyError/ValueError when it is not one."""
+    if not isinstance(d, dict):
+        raise TypeError(f"a problem must be a JSON object, got {type(d).__name__}")
+    return problem_from_dict(d)
+
+
 def _opt_float(v: Any) -> float | None:
     return None if v is None else float(v)
 
@@ -349,10 +364,10 @@ def snapshot_from_json(doc: Any, origin: str) -> Snapshot:
     """Parse a JSON export; raises DatabaseError (SchemaMismatch for another version) naming ``origin``."""
     if not isinstance(doc, dict) or doc.get("format") != JSON_FORMAT:
         raise DatabaseError(f"{origin} is not an autocutlass tuning-database export (no format {JSON_FORMAT!r}).")
-    if doc.get("schema_version") != SCHEMA_VERSION:
+    if doc.get("schema_version") not in JSON_READABLE_VERSIONS:
         raise SchemaMismatch(
             f"{origin} is an export of schema version {doc.get('schema_version')!r}; this autocutlass "
-            f"reads version {SCHEMA_VERSION}. Export it again with a matching autocutlass."
+            f"reads versions {sorted(JSON_READABLE_VERSIONS)}. Export it again with a matching autocutlass."
         )
 
     def hk(d: dict[str, Any]) -> HardKey:
@@ -364,7 +379,7 @@ def snapshot_from_json(doc: Any, origin: str) -> Snapshot:
     try:
         trials = tuple(
             _Trial(
-                problem=GemmProblem.from_dict(t["problem"]),
+                problem=_problem(t["problem"]),
                 hard_key=hk(t["hard_key"]),
                 family=str(t["family"]),
                 config=dict(t["config"]),
@@ -385,7 +400,7 @@ def snapshot_from_json(doc: Any, origin: str) -> Snapshot:
                 raise ValueError(f"best record refers to trial {trial!r}, not in the file")
             bests.append(
                 _Best(
-                    problem=GemmProblem.from_dict(b["problem"]),
+                    problem=_problem(b["problem"]),
                     hard_key=hk(b["hard_key"]),
                     family=str(b["family"]),
                     config=dict(b["config"]),
@@ -397,7 +412,7 @@ def snapshot_from_json(doc: Any, origin: str) -> Snapshot:
             )
         misses = tuple(
             _Miss(
-                problem=GemmProblem.from_dict(m["problem"]),
+                problem=_problem(m["problem"]),
                 hard_key=hk(m["hard_key"]),
                 count=int(m["count"]),
                 first_seen=when(m["first_seen"]),
@@ -415,7 +430,9 @@ def snapshot_from_json(doc: Any, origin: str) -> Snapshot:
 
 
 def read_file(path: str | os.PathLike[str]) -> Snapshot:
-    """The content of a SQLite database or JSON export file (told apart by the file's first bytes)."""
+    """The content of a SQLite database or JSON export file (told apart by the file's first bytes).
+    A SQLite file of an older schema is read through an upgraded temporary copy; the file
+    itself is never written."""
     p = Path(path).expanduser().resolve()
     try:
         with p.open("rb") as f:
@@ -425,6 +442,11 @@ def read_file(path: str | os.PathLike[str]) -> Snapshot:
     if head == _SQLITE_MAGIC:
         try:
             return snapshot(TuningStore(p, read_only=True))
+        except SchemaMismatch:
+            found = schema.peek_version(eng.resolve(p))
+            if found is None or found >= SCHEMA_VERSION:
+                raise
+            return _snapshot_of_older(p, found)
         finally:
             eng.release(p)  # the file is not ours: hold no connection to it
     try:
@@ -434,6 +456,22 @@ def read_file(path: str | os.PathLike[str]) -> Snapshot:
             f"{p} is neither a SQLite tuning database nor a JSON export of one ({type(e).__name__}: {e})."
         ) from e
     return snapshot_from_json(doc, str(p))
+
+
+def _snapshot_of_older(path: Path, version: int) -> Snapshot:
+    """The content of a SQLite file of an older schema ``version``, read from an upgraded copy
+    in a temporary directory (the file itself is only read)."""
+    with tempfile.TemporaryDirectory(prefix="autocutlass-import-") as d:
+        copy = Path(d) / path.name
+        try:
+            schema.copy_sqlite(path, copy)
+        except (OSError, sqlite3.Error) as e:
+            raise DatabaseError(f"Cannot read {path} (schema version {version}) to upgrade a copy: {e}.") from e
+        try:
+            schema.upgrade(copy)
+            return snapshot(TuningStore(copy, read_only=True))
+        finally:
+            eng.release(copy)
 
 
 @contextmanager

@@ -31,7 +31,7 @@ def main() -> int:
     import torch
 
     import autocutlass
-    from autocutlass.cli_bench import bench_cases
+    from autocutlass.cli.bench.cases import bench_cases
     from autocutlass.db import TuningStore
     from autocutlass.device import current_device
     from autocutlass.kernels import get_family

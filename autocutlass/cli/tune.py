@@ -4,18 +4,21 @@
     autocutlass tune --pending [--trials N] [--timeout S] [--exhaustive]
 
 ``FILE.json`` has the format of the benchmark suite (``{"cases": [{"name", "M", "N", "K", "L"?,
-"dtype", "layout"?}, ...]}``, see ``autocutlass.ops.gemm.problem.problem_from_case``). ``--pending`` tunes
+"dtype", "layout"?}, ...]}``, see ``autocutlass.cli.shapes``). ``--pending`` tunes
 the problems dispatch missed on this GPU that still have no best record. ``--timeout`` is per
 problem. An interrupted run resumes where it stopped (finished trials are in the database).
 
 One worker pipeline (compile children + one benchmark child on the GPU) serves every problem;
-this process never touches the GPU itself. Output: a progress bar on stderr, then a table on
+this process never touches the GPU itself. Output: progress on stderr (a bar on a terminal,
+else a line every ``PROGRESS_EVERY`` trials: count, rate, failures, best so far), then a table on
 stdout: per problem the best config, its TFLOP/s, torch.matmul's TFLOP/s measured in the same
 run on the same inputs with the same timing protocol (in the finals' interleaved rounds when they
 ran), the ratio, trials and wall time; ``--json`` rows also list the finalists and their times.
 
 ``add_tune_parser(subparsers)`` registers the command; its handler returns the exit code (0
-success, 1 database error or bad shapes file).
+success, 1 bad shapes file). Without a CUDA GPU, or on a GPU other than sm_90a, it raises a user
+error (``NoGPU``, ``UsageError``: exit 2 through ``autocutlass.cli.main``) before tuning
+anything; a ``DatabaseError`` propagates (exit 1).
 """
 
 from __future__ import annotations
@@ -24,58 +27,28 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import optuna
 
+from autocutlass.cli import common
+from autocutlass.cli.common import Progress, UsageError, positive_float, positive_int, require_gpu
+from autocutlass.cli.shapes import Case, load_cases
 from autocutlass.db import TuningStore
-from autocutlass.device import HardKey
-from autocutlass.errors import DatabaseError, UnsupportedProblem
-from autocutlass import cli_common
-from autocutlass.cli_common import positive_float, positive_int
-from autocutlass.kernels import default_family_for, family_names, get_family
+from autocutlass.device import DeviceInfo
+from autocutlass.errors import UnsupportedProblem
+from autocutlass.kernels import families_for, family_names, get_family, unsupported_reason
 from autocutlass.kernels.base import KernelFamily
-from autocutlass.ops.gemm.problem import GemmProblem, problem_from_case
+from autocutlass.ops.base import OpProblem
 from autocutlass.search.tuner import Evaluator, TuneProgress, TuneResult, tune_problem
 from autocutlass.search.workers import CandidatePipeline
 from autocutlass.settings import current
 
+__all__ = ["add_tune_parser", "cmd_tune", "run_tune"]
 
-@dataclass(frozen=True)
-class Case:
-    """One problem to tune, with the name it is shown under."""
-
-    name: str
-    problem: GemmProblem
-
-
-def load_cases(path: str | Path, only: Sequence[str] | None = None) -> list[Case]:
-    """The cases of a shapes file (benchmark-suite format), optionally only those named in ``only``.
-
-    Raises ValueError with the file name for a malformed file or an unknown name in ``only``."""
-    p = Path(path).expanduser()
-    try:
-        doc = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"cannot read shapes file {p}: {e}") from None
-    raw = doc.get("cases") if isinstance(doc, dict) else doc
-    if not isinstance(raw, list):
-        raise ValueError(f"shapes file {p}: expected {{'cases': [...]}} or a list of cases")
-    cases = []
-    for i, case in enumerate(raw):
-        try:
-            cases.append(Case(str(case.get("name", f"case{i}")), problem_from_case(case)))
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise ValueError(f"shapes file {p}, case {i}: {type(e).__name__}: {e}") from None
-    if only:
-        known = {c.name for c in cases}
-        unknown = [n for n in only if n not in known]
-        if unknown:
-            raise ValueError(f"shapes file {p} has no case named {', '.join(unknown)}; it has: {', '.join(sorted(known))}")
-        cases = [c for c in cases if c.name in only]
-    return cases
+PROGRESS_EVERY = 10
+"""Off a terminal, a progress line every this many trials."""
 
 
 def add_tune_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
@@ -112,6 +85,7 @@ def _pipeline(family_name: str, ns: argparse.Namespace) -> CandidatePipeline:
 
 
 def cmd_tune(ns: argparse.Namespace) -> int:
+    require_gpu("autocutlass tune")
     return run_tune(ns)
 
 
@@ -133,25 +107,30 @@ def run_tune(
     evaluators: dict[str, tuple[Any, Evaluator]] = {}
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # one "study created" line per problem is noise
     try:
-        hard_key, device = _device(ns, evaluators, make_evaluator)
-        store.record_device(hard_key, device)
+        device = _device(ns, evaluators, make_evaluator)
         if cases is None:
-            cases = [Case(f"pending{i}", p) for i, p in enumerate(store.pending_misses(hard_key))]
+            cases = _pending_cases(store, device)
             if not cases:
-                print(f"no pending misses for {hard_key.gpu_name} in {store.display}")
+                print(f"no pending misses for {device.gpu_name} in {store.display}")
                 return 0
-        with _Progress() as progress:
+        recorded: set[str] = set()
+        with Progress(unit="trial", every=PROGRESS_EVERY) as progress:
+            reporter = _TuneReporter(progress)
             for case in cases:
                 family = _family_for(case.problem, ns.family)
                 if isinstance(family, str):
                     rows.append(_skipped_row(case, family))
                     continue
+                hard_key = device.hard_key(family.source_hash())
+                if hard_key.key() not in recorded:
+                    store.record_device(hard_key, device.as_dict())
+                    recorded.add(hard_key.key())
                 evaluator = _evaluator(family.name, ns, evaluators, make_evaluator)
-                progress.start(case)
+                reporter.start(case)
                 try:
                     result = tune_problem(
                         case.problem, family, store, trials=ns.trials, seconds=ns.timeout,
-                        exhaustive=ns.exhaustive, resume=ns.resume, progress=progress.update,
+                        exhaustive=ns.exhaustive, resume=ns.resume, progress=reporter,
                         evaluator=evaluator, hard_key=hard_key,
                     )  # fmt: skip
                 except UnsupportedProblem as e:
@@ -160,16 +139,13 @@ def run_tune(
                 finally:
                     progress.finish()
                 rows.append(_row(case, family, result))
-    except DatabaseError as e:
-        print(f"autocutlass: error: {e}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print("\ninterrupted; finished trials are recorded, run the same command again to resume", file=sys.stderr)
         raise
     finally:
         for cm, _ in evaluators.values():
             cm.__exit__(None, None, None)
-    print_table(rows, title=f"tuned on {hard_key.gpu_name} into {store.display}")
+    print_table(rows, title=f"tuned on {device.gpu_name} into {store.display}")
     if ns.json:
         Path(ns.json).write_text(json.dumps(rows, indent=2, sort_keys=True) + "\n")
     return 0
@@ -185,24 +161,41 @@ def _evaluator(family_name: str, ns: argparse.Namespace, evaluators: dict[str, t
 
 
 def _device(ns: argparse.Namespace, evaluators: dict[str, tuple[Any, Evaluator]],
-            make_evaluator: EvaluatorFactory) -> tuple[HardKey, dict[str, Any]]:  # fmt: skip
-    """This machine's hard key, as the benchmark child (on the GPU) reports it."""
+            make_evaluator: EvaluatorFactory) -> DeviceInfo:  # fmt: skip
+    """The GPU the benchmark child runs on, as it reports it; a user error unless it is sm_90a."""
     name = ns.family or family_names()[0]
-    reply = _evaluator(name, ns, evaluators, make_evaluator).device()
-    return HardKey(**reply["hard_key"]), dict(reply["device"])
+    device = DeviceInfo(**_evaluator(name, ns, evaluators, make_evaluator).device()["device"])
+    if device.cc != "9.0":
+        raise UsageError(f"autocutlass tune needs an sm_90a GPU (H100/H200); {device.gpu_name} is compute "
+                         f"capability {device.cc}")  # fmt: skip
+    return device
 
 
-def _family_for(problem: GemmProblem, name: str | None) -> KernelFamily[Any] | str:
+def _pending_cases(store: TuningStore, device: DeviceInfo) -> list[Case]:
+    """The problems dispatch missed on this GPU (under any kernel family's hard key) that still
+    have no best record there, most-missed first, each once."""
+    seen: set[str] = set()
+    cases: list[Case] = []
+    for name in family_names():
+        for problem in store.pending_misses(device.hard_key(get_family(name).source_hash())):
+            if problem.key() not in seen:
+                seen.add(problem.key())
+                cases.append(Case(f"pending{len(cases)}", problem))
+    return cases
+
+
+def _family_for(problem: OpProblem, name: str | None) -> KernelFamily[Any] | str:
     """The family to tune ``problem`` with, or the reason there is none."""
     if name is not None:
+        if name not in family_names():
+            raise UsageError(f"--family {name}: no such kernel family; known: {', '.join(family_names())}")
         fam = get_family(name)
         why = fam.supports(problem)
         return fam if why is None else f"{name}: {why}"
-    fam = default_family_for(problem)
-    if fam is not None:
-        return fam
-    reasons = [f"{n}: {get_family(n).supports(problem)}" for n in family_names()]
-    return "no kernel family serves it (" + "; ".join(reasons) + ")"
+    families = families_for(problem)
+    if families:
+        return families[0]
+    return f"no kernel family serves it ({unsupported_reason(problem)})"
 
 
 # ---- output ------------------------------------------------------------------------------------
@@ -260,50 +253,27 @@ def table_rows(rows: Sequence[dict[str, Any]]) -> list[tuple[str, ...]]:
 
 
 def print_table(rows: Sequence[dict[str, Any]], *, title: str) -> None:
-    cli_common.print_table(title, _HEADERS, table_rows(rows), right=lambda i: 3 <= i <= 7)
+    common.print_table(title, _HEADERS, table_rows(rows), right=lambda i: 3 <= i <= 7)
     for r in rows:
         if r.get("note"):
             print(f"{r['name']}: {r['note']}")
 
 
-class _Progress:
-    """A rich progress bar on stderr, one task per problem; silent when stderr is not a terminal."""
+class _TuneReporter:
+    """``tune_problem``'s progress callback, shown through a ``Progress``: trials evaluated of
+    those planned, failures so far and the best TFLOP/s, one task per case."""
 
-    def __init__(self) -> None:
-        self._bar: Any = None
-        self._task: Any = None
-        self._case: Case | None = None
-
-    def __enter__(self) -> _Progress:
-        if sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self._bar = Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                console=Console(stderr=True), transient=False,
-            )  # fmt: skip
-            self._bar.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(*exc)
+    def __init__(self, progress: Progress) -> None:
+        self._progress = progress
+        self._failed = 0
 
     def start(self, case: Case) -> None:
-        self._case = case
-        if self._bar is not None:
-            self._task = self._bar.add_task(f"{case.name}: starting", total=None)
+        self._failed = 0
+        self._progress.start(case.name)
 
-    def update(self, p: TuneProgress) -> None:
-        if self._bar is None or self._task is None or self._case is None:
-            return
+    def __call__(self, p: TuneProgress) -> None:
+        if not p.last.earlier and not p.last.ok:
+            self._failed += 1
         best = p.best.timing.tflops(p.problem.flops) if p.best and p.best.timing else None
-        desc = f"{self._case.name}: best {best:.1f} TFLOP/s" if best else f"{self._case.name}: no result yet"
-        self._bar.update(self._task, completed=p.evaluated, total=p.planned, description=desc)
-
-    def finish(self) -> None:
-        if self._bar is not None and self._task is not None:
-            task = next(t for t in self._bar.tasks if t.id == self._task)
-            self._bar.update(self._task, total=task.completed)
-        self._task = None
+        note = f"best {best:.1f} TFLOP/s" if best else "no result yet"
+        self._progress.update(p.evaluated, total=p.planned, failed=self._failed, note=note)

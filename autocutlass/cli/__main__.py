@@ -1,0 +1,7 @@
+"""``python -m autocutlass.cli ...``: the ``autocutlass`` command."""
+
+import sys
+
+from autocutlass.cli import main
+
+sys.exit(main())

@@ -1,0 +1,94 @@
+"""``bench.png``: the ratio per case and the roofline, drawn from the ``bench.json`` document alone."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+_MARKERS = {"autocutlass": ("o", "tab:blue"), "torch": ("x", "tab:orange"), "compile": ("^", "tab:green")}
+
+
+def plot_report(doc: Mapping[str, Any], path: Path) -> None:
+    """Two panels: the ratio per case (vs torch, and vs compile when measured) with a 1.0 line;
+    achieved TFLOP/s against intensity, under the compute and bandwidth roofs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = list(doc["cases"])
+    fig, (bars, roof) = plt.subplots(1, 2, figsize=(15, 5.5), gridspec_kw={"width_ratios": [1.3, 1]})
+    _plot_ratios(bars, rows)
+    _plot_roofline(roof, rows, doc["roofs"])
+    g = doc.get("geomean", {})
+    title = f"{doc.get('gpu', '?')}, {doc.get('date', '')}"
+    if g.get("vs_torch") is not None:
+        title += f": geomean x{g['vs_torch']:.3f} vs torch.matmul over {g['vs_torch_cases']} cases"
+    if g.get("vs_compile") is not None:
+        title += f", x{g['vs_compile']:.3f} vs torch.compile"
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_ratios(ax: Any, rows: Sequence[Mapping[str, Any]]) -> None:
+    names = [r["name"] for r in rows]
+    with_compile = any(r.get("ratio_vs_compile") is not None for r in rows)
+    measured = [v for r in rows for v in (r.get("ratio_vs_torch"), r.get("ratio_vs_compile")) if v]
+    bottom = min([0.5, *(0.9 * v for v in measured)])
+    top = max([1.3, *(1.05 * v for v in measured)])
+    width = 0.4 if with_compile else 0.7
+    xs = list(range(len(rows)))
+    series = [("torch", "tab:blue", "vs torch.matmul", -width / 2 if with_compile else 0.0)]
+    if with_compile:
+        series.append(("compile", "tab:green", "vs torch.compile", width / 2))
+    for base, color, label, dx in series:
+        vals = [r.get(f"ratio_vs_{base}") for r in rows]
+        colors = [color if r["status"] == "ok" else "lightgrey" for r in rows]
+        ax.bar([x + dx for x in xs], [v or 0.0 for v in vals], width, color=colors, label=label)
+        for x, v in zip(xs, vals, strict=True):
+            if v:
+                ax.text(x + dx, v, f"{v:.2f}", ha="center", va="bottom", fontsize=6)
+    for x, r in zip(xs, rows, strict=True):
+        if r["status"] != "ok":
+            ax.text(x, bottom + 0.02 * (top - bottom), r["status"].upper(), rotation=90, ha="center", va="bottom",
+                    fontsize=8, color="red")  # fmt: skip
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_ylim(bottom, top)
+    ax.set_xticks(xs, names, rotation=35, ha="right", fontsize=8)
+    ax.set_ylabel("speed-up of autocutlass (baseline ms / autocutlass ms)")
+    ax.legend(loc="upper right", fontsize=8)
+
+
+def _plot_roofline(ax: Any, rows: Sequence[Mapping[str, Any]], roofs: Mapping[str, Any]) -> None:
+    bw = float(roofs["bandwidth_tbps"])
+    timed = [r for r in rows if r.get("tflops")]
+    by_roof: dict[float, set[str]] = {}
+    for r in timed:
+        by_roof.setdefault(float(r["compute_roof_tflops"]), set()).add(str(r["problem_dict"]["a_dtype"]))
+    if not by_roof:
+        by_roof = {float(roofs["compute_tflops"]["bf16"]): {"bf16", "fp16"}}
+    ais = [float(r["intensity"]) for r in timed] or [1.0]
+    lo = min(ais) / 2
+    hi = max([*ais, *(c / bw for c in by_roof)]) * 2
+    xs = [lo * (hi / lo) ** (i / 199) for i in range(200)]
+    for i, c in enumerate(sorted(by_roof, reverse=True)):
+        ax.plot(xs, [min(c, bw * x) for x in xs], color="k", lw=1.2 if i == 0 else 0.8, ls="-" if i == 0 else "--",
+                label=f"roof {c:g} TFLOP/s ({'/'.join(sorted(by_roof[c]))}), {bw:.2f} TB/s")  # fmt: skip
+    for side, (marker, color) in _MARKERS.items():
+        pts = [(r["intensity"], r["tflops"][side]) for r in timed if r["tflops"].get(side)]
+        if pts:
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=color, s=28, label=side, zorder=3)
+    for r in timed:
+        t = r["tflops"].get("autocutlass")
+        if t:
+            ax.annotate(r["name"], (r["intensity"], t), fontsize=6, xytext=(3, -8), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (flop / min byte)")
+    ax.set_ylabel("achieved TFLOP/s")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.grid(True, which="both", lw=0.3, alpha=0.5)

@@ -1,0 +1,33 @@
+"""``autocutlass info`` only reads: it opens every database read-only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autocutlass.cli import main
+
+
+@pytest.fixture(autouse=True)
+def no_shipped_dbs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTOCUTLASS_SHIPPED_DBS", "off")
+
+
+def test_info_on_an_empty_file_leaves_it_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    empty = tmp_path / "tuning.sqlite"
+    empty.touch()
+    monkeypatch.setenv("AUTOCUTLASS_DB", str(empty))
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert f"tuning database: {empty}" in out and "toolchain" in out
+    assert empty.stat().st_size == 0 and [p.name for p in tmp_path.iterdir()] == ["tuning.sqlite"]
+
+
+def test_info_creates_no_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    monkeypatch.setenv("AUTOCUTLASS_DB", str(tmp_path / "new.sqlite"))
+    assert main(["info"]) == 0
+    assert "not created yet" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
