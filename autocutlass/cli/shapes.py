@@ -1,17 +1,49 @@
 """Shapes files: the benchmark-suite format that ``autocutlass tune`` and ``autocutlass bench`` read.
 
-``{"cases": [{"name", "M", "N", "K", "L"?, "dtype", "layout"?}, ...]}`` (or the bare list), one
-GEMM per case (``autocutlass.ops.gemm.problem.problem_from_case``), e.g. ``benchmarks/shapes.json``.
+``{"cases": [...]}`` (or the bare list); each case becomes a problem of its op, told apart by its
+fields:
+
+* **GEMM** ``{"name", "M", "N", "K", "L"?, "dtype", "layout"?}``
+  (``autocutlass.ops.gemm.problem.problem_from_case``), e.g. ``benchmarks/shapes.json``.
+* **conv2d**, any case with one of C, H, W, R, S: ``{"name", "N", "C", "H", "W", "K", "R", "S",
+  "stride"?, "pad"?, "dilation"? (each an int or [h, w]; 1, 0, 1), "groups"? (1), "dtype",
+  "directions"? (["fprop"])}``, e.g. ``benchmarks/shapes-conv.json``: x is (N, C, H, W) in
+  channels_last, the filter (K, C/groups, R, S). dtype bf16 or fp16 (inputs and output), or fp32
+  (TF32 inputs, fp32 output, as ``autocutlass.conv2d`` serves float32 tensors). Each served
+  direction (``SERVED_DIRECTIONS``: fprop) becomes a ``ConvProblem`` named as the case; the
+  others are listed in ``Shapes.skipped`` with the reason (no kernel computes them yet).
+
+A conv case's ``ConvProblem`` is the one ``autocutlass.conv2d`` plans for fresh channels_last
+tensors of those shapes (no bias, no residual): its alignments follow C and K as the front-end's
+do, so what ``tune`` records is what ``bench`` (and a model) looks up.
+
+Pure Python (no torch). A malformed case is a ``ValueError`` of one line naming the file, the
+case (index and name) and the field.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from autocutlass.ops.gemm.problem import GemmProblem, problem_from_case
+from autocutlass.ops.base import OpProblem
+from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
+from autocutlass.ops.gemm.problem import problem_from_case
+from autocutlass.ops.types import DType
+
+__all__ = ["CONV_FIELDS", "SERVED_DIRECTIONS", "Case", "Shapes", "Skipped", "load_cases", "load_shapes"]
+
+CONV_FIELDS = ("C", "H", "W", "R", "S")
+"""A case with any of these fields is a conv2d case (a GEMM case has M, N, K)."""
+SERVED_DIRECTIONS = (ConvDirection.FPROP,)
+"""conv2d directions some kernel family computes; the others are skipped with a note."""
+_CONV_DTYPES = {"bf16": (DType.BF16, DType.BF16), "fp16": (DType.FP16, DType.FP16), "fp32": (DType.TF32, DType.FP32)}
+"""Shapes-file dtype -> (x and w dtype, y dtype), as ``autocutlass.conv2d`` plans torch dtypes."""
+TMA_ALIGN = 16
 
 
 @dataclass(frozen=True)
@@ -19,13 +51,43 @@ class Case:
     """One problem of a shapes file, with the name it is shown under."""
 
     name: str
-    problem: GemmProblem
+    problem: OpProblem
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A direction of a conv case that is not measured, and why."""
+
+    name: str
+    direction: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """A shapes file read: its problems, and the conv directions left out."""
+
+    cases: list[Case]
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+class _FieldError(ValueError):
+    """A bad field of one case; ``load_shapes`` adds the file and the case."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"field {name!r}: {message}")
 
 
 def load_cases(path: str | Path, only: Sequence[str] | None = None) -> list[Case]:
-    """The cases of a shapes file (benchmark-suite format), optionally only those named in ``only``.
+    """The problems of a shapes file (``load_shapes(path, only).cases``)."""
+    return load_shapes(path, only).cases
 
-    Raises ValueError with the file name for a malformed file or an unknown name in ``only``."""
+
+def load_shapes(path: str | Path, only: Sequence[str] | None = None) -> Shapes:
+    """The cases of a shapes file, optionally only those named in ``only``.
+
+    Raises ValueError with the file name for a malformed file, a malformed case (its index, name
+    and field) or an unknown name in ``only``."""
     p = Path(path).expanduser()
     try:
         doc = json.loads(p.read_text())
@@ -34,16 +96,126 @@ def load_cases(path: str | Path, only: Sequence[str] | None = None) -> list[Case
     raw = doc.get("cases") if isinstance(doc, dict) else doc
     if not isinstance(raw, list):
         raise ValueError(f"shapes file {p}: expected {{'cases': [...]}} or a list of cases")
-    cases = []
+    cases: list[Case] = []
+    skipped: list[Skipped] = []
+    names: list[str] = []
     for i, case in enumerate(raw):
+        name = str(case.get("name", f"case{i}")) if isinstance(case, dict) else f"case{i}"
+        names.append(name)
         try:
-            cases.append(Case(str(case.get("name", f"case{i}")), problem_from_case(case)))
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise ValueError(f"shapes file {p}, case {i}: {type(e).__name__}: {e}") from None
+            if not isinstance(case, dict):
+                raise TypeError(f"expected an object, got {type(case).__name__}")
+            if is_conv_case(case):
+                problems, left_out = conv_problems(case)
+                cases += [Case(name, prob) for prob in problems]
+                skipped += [Skipped(name, d, why) for d, why in left_out]
+            else:
+                cases.append(Case(name, _gemm_problem(case)))
+        except (KeyError, TypeError, ValueError) as e:
+            what = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
+            raise ValueError(f"shapes file {p}, case {i} ({name!r}): {what}") from None
     if only:
-        known = {c.name for c in cases}
-        unknown = [n for n in only if n not in known]
+        unknown = [n for n in only if n not in names]
         if unknown:
-            raise ValueError(f"shapes file {p} has no case named {', '.join(unknown)}; it has: {', '.join(sorted(known))}")
+            raise ValueError(f"shapes file {p} has no case named {', '.join(unknown)}; "
+                             f"it has: {', '.join(sorted(names))}")  # fmt: skip
         cases = [c for c in cases if c.name in only]
-    return cases
+        skipped = [s for s in skipped if s.name in only]
+    return Shapes(cases, skipped)
+
+
+def is_conv_case(case: Mapping[str, Any]) -> bool:
+    """Whether ``case`` describes a convolution (it has a conv field) rather than a GEMM."""
+    return any(f in case for f in CONV_FIELDS)
+
+
+# ---- GEMM cases --------------------------------------------------------------------------------
+def _gemm_problem(case: Mapping[str, Any]) -> OpProblem:
+    for name in ("M", "N", "K"):
+        _int(case, name, minimum=0)
+    if "L" in case:
+        _int(case, "L", minimum=0)
+    _choice(case, "dtype", [d.value for d in DType])
+    return problem_from_case(dict(case))
+
+
+# ---- conv2d cases ------------------------------------------------------------------------------
+def conv_problems(case: Mapping[str, Any]) -> tuple[list[ConvProblem], list[tuple[str, str]]]:
+    """The ``ConvProblem`` of each served direction of a conv case, and (direction, reason) for
+    the directions left out. Raises ``ValueError`` naming the field for a malformed case."""
+    n, c, h, w, k = (_int(case, f, minimum=1) for f in ("N", "C", "H", "W", "K"))
+    r, s = _int(case, "R", minimum=1), _int(case, "S", minimum=1)
+    stride, pad = _pair(case, "stride", 1, minimum=1), _pair(case, "pad", 0, minimum=0)
+    dil = _pair(case, "dilation", 1, minimum=1)
+    groups = _int(case, "groups", minimum=1, default=1)
+    if c % groups or k % groups:
+        raise _FieldError("groups", f"C={c} and K={k} must be multiples of groups={groups}")
+    xw, y = _CONV_DTYPES[_choice(case, "dtype", list(_CONV_DTYPES))]
+    directions = _directions(case)
+    elt = xw.bytes
+    base = ConvProblem(
+        direction=ConvDirection.FPROP, n=n, h=h, w=w, c=c, k=k, r=r, s=s,
+        stride_h=stride[0], stride_w=stride[1], pad_h=pad[0], pad_w=pad[1], dil_h=dil[0], dil_w=dil[1],
+        groups=groups, x_dtype=xw, w_dtype=xw, y_dtype=y,
+        align_x=_pow2_align(c * elt), align_w=_pow2_align(c * elt), align_y=_pow2_align(k * elt),
+    )  # fmt: skip
+    if base.p < 1 or base.q < 1:
+        raise _FieldError("R" if base.p < 1 else "S",
+                          f"the filter's reach exceeds the padded input: the output would be {base.p}x{base.q} "
+                          f"(H={h}, W={w}, R={r}, S={s}, pad={list(pad)}, dilation={list(dil)})")  # fmt: skip
+    served = [dataclasses.replace(base, direction=d) for d in directions if d in SERVED_DIRECTIONS]
+    left_out = [(d.value, f"no conv2d {d.value} kernel yet (autocutlass computes fprop only)")
+                for d in directions if d not in SERVED_DIRECTIONS]  # fmt: skip
+    return served, left_out
+
+
+def _pow2_align(nbytes: int) -> int:
+    """The largest power of two <= 16 dividing ``nbytes``: the alignment the conv2d front-end
+    gives a channels_last tensor of 16-byte aligned base whose pixel row is ``nbytes``."""
+    return TMA_ALIGN if nbytes % TMA_ALIGN == 0 else nbytes & -nbytes
+
+
+def _directions(case: Mapping[str, Any]) -> list[ConvDirection]:
+    raw = case.get("directions", ["fprop"])
+    known = [d.value for d in ConvDirection]
+    if not isinstance(raw, list) or not raw or not all(isinstance(d, str) and d in known for d in raw):
+        raise _FieldError("directions", f"expected a non-empty list of {known}, got {raw!r}")
+    if len(set(raw)) != len(raw):
+        raise _FieldError("directions", f"lists a direction twice: {raw!r}")
+    return [ConvDirection(d) for d in raw]
+
+
+# ---- field readers -----------------------------------------------------------------------------
+_MISSING: Any = object()
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _int(case: Mapping[str, Any], name: str, *, minimum: int, default: int = _MISSING) -> int:
+    if name not in case:
+        if default is _MISSING:
+            raise _FieldError(name, "missing")
+        return default
+    v = case[name]
+    if not _is_int(v) or v < minimum:
+        raise _FieldError(name, f"expected an integer >= {minimum}, got {v!r}")
+    return int(v)
+
+
+def _pair(case: Mapping[str, Any], name: str, default: int, *, minimum: int) -> tuple[int, int]:
+    v = case.get(name, default)
+    pair = [v, v] if _is_int(v) else v
+    if not isinstance(pair, list) or len(pair) != 2 or not all(_is_int(x) and x >= minimum for x in pair):
+        raise _FieldError(name, f"expected an integer >= {minimum} or a pair [h, w] of them, got {v!r}")
+    return int(pair[0]), int(pair[1])
+
+
+def _choice(case: Mapping[str, Any], name: str, allowed: Sequence[str]) -> str:
+    if name not in case:
+        raise _FieldError(name, "missing")
+    v = case[name]
+    if v not in allowed:
+        raise _FieldError(name, f"expected one of {', '.join(allowed)}, got {v!r}")
+    return str(v)

@@ -9,6 +9,10 @@ channels_last bf16; each layer's output is checked against a float32 reference f
 Layers: the public suite's pointwise fprop cases (``--shapes``, 1x1 stride 1 no padding) and a
 few of our own (ResNet-50's other 1x1 widths, UNet-style projections).
 
+The whole public suite (pointwise and 3x3 layers, fallbacks counted at 1.0) is measured the same
+way by ``autocutlass bench --shapes benchmarks/shapes-conv.json``; this probe keeps the layers of
+our own.
+
 GPU machine: python benchmarks/probes/conv_pointwise_bench.py --json OUT.json [--rounds N] [--trials N] [--layers A,B]
 """
 

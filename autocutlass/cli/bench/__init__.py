@@ -1,4 +1,5 @@
-"""``autocutlass bench``: autocutlass against torch.matmul (cuBLAS), side by side, per case of a shapes file.
+"""``autocutlass bench``: autocutlass against torch.matmul (cuBLAS) and F.conv2d (cuDNN), side by side,
+per case of a shapes file.
 
     autocutlass bench --shapes FILE.json [--only NAME]... [--vs torch[,compile]] [--out DIR]
                       [--policy tune|cached|heuristic|off] [--rounds N] [--no-first-call]
@@ -16,10 +17,19 @@ timed), then ``--rounds`` rounds that each time autocutlass, torch.matmul and op
 per-round ratios baseline_ms / autocutlass_ms (> 1: autocutlass is faster). fp32 cases run with
 ``torch.backends.cuda.matmul.fp32_precision = "tf32"`` on every side.
 
+conv2d cases (``autocutlass.cli.shapes``: fprop; the dgrad and wgrad directions a case lists are
+reported as not measured) run ``autocutlass.conv2d(x, w, None, stride, padding, dilation, groups)``
+on channels_last operands against ``F.conv2d`` (cuDNN) with ``torch.backends.cudnn.benchmark``
+True and with it False (PyTorch's default heuristic), the three sides in the same interleaved
+rounds; autocutlass's output is verified first (a NaN-poisoned block, the float32 reference,
+the op's tolerance), on the first call and on a second one. fp32 conv cases run with
+``torch.backends.cudnn.allow_tf32`` on. ``--vs compile`` applies to GEMM cases only.
+
 A case is memory-bound when its arithmetic intensity (flops / min_bytes) is below the ridge
 point (compute roof / bandwidth roof); its headline is TB/s (min_bytes / time), else TFLOP/s.
 A case that autocutlass served with torch (a fallback) is flagged and left out of the geometric
-means, as are FAILED, unsupported (``AUTOCUTLASS_STRICT=1`` raised) and skipped cases.
+means, as are FAILED, unsupported (``AUTOCUTLASS_STRICT=1`` raised) and skipped cases; a second
+geometric mean counts the fallbacks at 1.0, and they are listed with their reason.
 
 Then: the hit path's host cost per call (a 64x64x64 bf16 call under policy 'heuristic', back to
 back, against torch.matmul), and, unless ``--no-first-call``, the first call in a fresh process with this
@@ -40,7 +50,7 @@ import argparse
 import sys
 from typing import Any
 
-from autocutlass.cli.bench.cases import COMPUTE_ROOF_16BIT_TFLOPS, bench_cases
+from autocutlass.cli.bench.cases import COMPUTE_ROOF_16BIT_TFLOPS, bench_suite
 from autocutlass.cli.bench.report import BASELINES
 from autocutlass.cli.common import positive_float, positive_int, require_gpu
 
@@ -49,12 +59,14 @@ __all__ = ["add_bench_parser", "cmd_bench"]
 
 def add_bench_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Register ``bench`` on ``subparsers``; returns its parser."""
-    p = subparsers.add_parser("bench", help="benchmark autocutlass against torch.matmul (and torch.compile)",
+    p = subparsers.add_parser("bench", help="benchmark autocutlass against torch.matmul (and torch.compile) and "
+                                            "F.conv2d (cuDNN)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("--shapes", required=True, metavar="FILE.json", help="cases, in the benchmark-suite format")
     p.add_argument("--only", metavar="NAME", action="append", default=None, help="only the case of this name (repeatable)")
     p.add_argument("--vs", type=_baselines, default=("torch",), metavar="torch[,compile]",
-                   help="baselines: torch.matmul (always), and torch.compile(mode='max-autotune-no-cudagraphs')")  # fmt: skip
+                   help="GEMM baselines: torch.matmul (always), and torch.compile(mode='max-autotune-no-cudagraphs'); "
+                        "conv2d cases always run against cuDNN with benchmark mode on and off")  # fmt: skip
     p.add_argument("--out", metavar="DIR", default=None,
                    help="where bench.json and bench.png go (default benchmarks/results/<date>-<gpu-slug>)")  # fmt: skip
     p.add_argument("--policy", choices=["tune", "cached", "heuristic", "off"], default=None,
@@ -97,11 +109,11 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     """``autocutlass bench``: 0, or 1 for a bad shapes file or a FAILED case; raises ``NoGPU``
     (exit 2 through ``autocutlass.cli.main``) without a CUDA GPU, before writing anything."""
     try:
-        cases = bench_cases(ns.shapes, ns.only)
+        suite = bench_suite(ns.shapes, ns.only)
     except ValueError as e:
         print(f"autocutlass bench: error: {e}", file=sys.stderr)
         return 1
     require_gpu("autocutlass bench")
     from autocutlass.cli.bench.measure import run_bench
 
-    return run_bench(ns, cases)
+    return run_bench(ns, suite.cases, suite.skipped)

@@ -1,6 +1,9 @@
 """``autocutlass bench``'s cases: a shapes file's problems, the operands each is run on, whether
 torch has anything to compare it with, and the roofline it is judged against. Pure (no torch).
 
+GEMM cases run on ``OperandSpec`` operands (A @ B into a preallocated output), conv2d cases on
+``ConvOperandSpec`` ones (channels_last x and filter; ``autocutlass.conv2d`` allocates y).
+
 A case is memory-bound when its arithmetic intensity (flops / min_bytes) is below the ridge
 point (compute roof / bandwidth roof); its headline is then TB/s (min_bytes / time), else TFLOP/s.
 """
@@ -13,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autocutlass.cli.shapes import load_cases
+from autocutlass.cli.shapes import Skipped, load_shapes
+from autocutlass.ops.base import OpProblem
+from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
 from autocutlass.ops.gemm.problem import DType, GemmProblem, Major
 
 COMPUTE_ROOF_16BIT_TFLOPS = 790.0
@@ -95,23 +100,108 @@ def skip_reason(problem: GemmProblem) -> str | None:
 
 
 @dataclass(frozen=True)
+class ConvOperandSpec:
+    """How a conv2d case's operands are allocated: x (N, C, H, W) and the filter (K, C/groups, R, S),
+    both channels_last, convolved into a new channels_last y (N, K, P, Q)."""
+
+    x_shape: tuple[int, int, int, int]
+    w_shape: tuple[int, int, int, int]
+    out_shape: tuple[int, int, int, int]
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+    groups: int
+    dtype: str
+    """torch dtype name of x and the filter."""
+    out_dtype: str
+    tf32: bool
+    """fp32 operands: run with ``torch.backends.cudnn.allow_tf32`` (autocutlass serves them only then)."""
+
+    def describe(self) -> str:
+        geo = f"stride {_dims(self.stride)} pad {_dims(self.padding)} dil {_dims(self.dilation)}"
+        geo += f" groups {self.groups}" if self.groups != 1 else ""
+        return (f"x{_dims(self.x_shape)} * w{_dims(self.w_shape)} {geo} -> {self.out_dtype}{_dims(self.out_shape)}"
+                f" channels_last" + (" (tf32)" if self.tf32 else ""))  # fmt: skip
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"op": "conv2d", "x_shape": list(self.x_shape), "w_shape": list(self.w_shape),
+                "out_shape": list(self.out_shape), "stride": list(self.stride), "padding": list(self.padding),
+                "dilation": list(self.dilation), "groups": self.groups, "dtype": self.dtype,
+                "out_dtype": self.out_dtype, "tf32": self.tf32, "memory_format": "channels_last"}  # fmt: skip
+
+
+def conv_operand_spec(problem: ConvProblem) -> ConvOperandSpec:
+    """The operands of a conv2d fprop ``problem`` (those of ``autocutlass.ops.conv.evaluation.make_inputs``)."""
+    p = problem
+    return ConvOperandSpec(
+        x_shape=(p.n, p.c, p.h, p.w), w_shape=(p.k, p.c // p.groups, p.r, p.s), out_shape=(p.n, p.k, p.p, p.q),
+        stride=(p.stride_h, p.stride_w), padding=(p.pad_h, p.pad_w), dilation=(p.dil_h, p.dil_w), groups=p.groups,
+        dtype=_TORCH_DTYPE_NAMES[p.x_dtype], out_dtype=_TORCH_DTYPE_NAMES[p.y_dtype], tf32=p.x_dtype is DType.TF32,
+    )  # fmt: skip
+
+
+def conv_skip_reason(problem: ConvProblem) -> str | None:
+    """Why a conv2d case cannot be benchmarked against F.conv2d at all, or None."""
+    if min(problem.n, problem.c, problem.k, problem.p, problem.q) <= 0:
+        return "empty problem (a zero dimension)"
+    if problem.direction is not ConvDirection.FPROP:
+        return f"no conv2d {problem.direction.value} kernel yet (autocutlass computes fprop only)"
+    if problem.x_dtype not in (DType.BF16, DType.FP16, DType.TF32):
+        return f"F.conv2d has no {problem.x_dtype.value} convolution to compare with"
+    if not problem.epilogue.is_plain:
+        return "bench compares plain convolutions; this case has an epilogue"
+    return None
+
+
+Spec = OperandSpec | ConvOperandSpec
+
+
+def spec_for(problem: OpProblem) -> Spec:
+    """The operands of a GEMM or conv2d problem."""
+    if isinstance(problem, ConvProblem):
+        return conv_operand_spec(problem)
+    return operand_spec(problem)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
 class BenchCase:
-    """One case of the shapes file: its name, GemmProblem and operands."""
+    """One case of the shapes file: its name, problem (``GemmProblem`` or ``ConvProblem``) and operands."""
 
     name: str
-    problem: GemmProblem
-    spec: OperandSpec
+    problem: Any
+    spec: Spec
+
+    @property
+    def op(self) -> str:
+        return str(self.problem.op)
 
     @property
     def skip(self) -> str | None:
+        if isinstance(self.problem, ConvProblem):
+            return conv_skip_reason(self.problem)
         return skip_reason(self.problem)
 
 
-def bench_cases(path: str | Path, only: Sequence[str] | None = None) -> list[BenchCase]:
+@dataclass(frozen=True)
+class BenchSuite:
+    """The cases of a shapes file, and the conv directions it lists that are not measured."""
+
+    cases: list[BenchCase]
+    skipped: list[Skipped]
+
+
+def bench_suite(path: str | Path, only: Sequence[str] | None = None) -> BenchSuite:
     """The cases of a shapes file (``autocutlass tune``'s format), optionally only those named.
 
     Raises ValueError naming the file for a malformed file or an unknown name."""
-    return [BenchCase(c.name, c.problem, operand_spec(c.problem)) for c in load_cases(path, only)]
+    shapes = load_shapes(path, only)
+    return BenchSuite([BenchCase(c.name, c.problem, spec_for(c.problem)) for c in shapes.cases], shapes.skipped)
+
+
+def bench_cases(path: str | Path, only: Sequence[str] | None = None) -> list[BenchCase]:
+    """The cases of ``bench_suite(path, only)``."""
+    return bench_suite(path, only).cases
+
 
 # ---- roofs and classification ------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -123,19 +213,19 @@ class Roofs:
     tflops_16bit: float = COMPUTE_ROOF_16BIT_TFLOPS
     tflops_tf32: float = COMPUTE_ROOF_16BIT_TFLOPS / 2
 
-    def compute_tflops(self, problem: GemmProblem) -> float:
-        dt_ = problem.a_dtype
+    def compute_tflops(self, problem: OpProblem) -> float:
+        dt_ = input_dtype(problem)
         if dt_ in (DType.TF32, DType.FP32):
             return self.tflops_tf32
         if dt_ is DType.E4M3:
             return 2 * self.tflops_16bit
         return self.tflops_16bit
 
-    def ridge(self, problem: GemmProblem) -> float:
+    def ridge(self, problem: OpProblem) -> float:
         """Arithmetic intensity (flop/byte) at which the compute and bandwidth roofs meet."""
         return self.compute_tflops(problem) / self.bandwidth_tbps
 
-    def attainable_tflops(self, problem: GemmProblem) -> float:
+    def attainable_tflops(self, problem: OpProblem) -> float:
         """The roofline: min(compute roof, bandwidth roof x intensity)."""
         return min(self.compute_tflops(problem), self.bandwidth_tbps * intensity(problem))
 
@@ -145,11 +235,18 @@ class Roofs:
                 "bandwidth_tbps": self.bandwidth_tbps, "bandwidth_source": self.bandwidth_source}  # fmt: skip
 
 
-def intensity(problem: GemmProblem) -> float:
-    """Arithmetic intensity: flops per byte of the fewest bytes the GEMM must move."""
+def input_dtype(problem: OpProblem) -> DType:
+    """The dtype the tensor cores read: A's for a GEMM, x's for a convolution."""
+    if isinstance(problem, ConvProblem):
+        return problem.x_dtype
+    return problem.a_dtype  # type: ignore[attr-defined,no-any-return]
+
+
+def intensity(problem: OpProblem) -> float:
+    """Arithmetic intensity: flops per byte of the fewest bytes the problem must move."""
     return problem.flops / problem.min_bytes if problem.min_bytes else math.inf
 
 
-def is_memory_bound(problem: GemmProblem, roofs: Roofs) -> bool:
+def is_memory_bound(problem: OpProblem, roofs: Roofs) -> bool:
     """True when the problem's intensity is below the ridge point (at the ridge: compute-bound)."""
     return intensity(problem) < roofs.ridge(problem)

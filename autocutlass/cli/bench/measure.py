@@ -12,26 +12,35 @@ wrong result marks the case FAILED and it is not timed), then ``--rounds`` round
 time autocutlass, torch.matmul and optionally ``torch.compile(mode="max-autotune-no-cudagraphs")``
 with the timing protocol of ``autocutlass.search.timing`` (order reversed every other round).
 fp32 cases run with ``torch.backends.cuda.matmul.fp32_precision = "tf32"`` on every side.
+
+A conv2d case runs ``autocutlass.conv2d`` against ``F.conv2d`` with ``torch.backends.cudnn.benchmark``
+True and False (``_ConvSides``); the steps around the calls (first call, verification, rounds)
+are the same for every op (``_measure_sides``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import datetime as dt
 import json
+import logging
+import math
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, Self
 
-from autocutlass.cli.bench.cases import BenchCase, OperandSpec, Roofs
+from autocutlass.cli.bench.cases import BenchCase, Roofs, Spec
 from autocutlass.cli.bench.plot import plot_report
 from autocutlass.cli.bench.report import (
+    FALLBACK_PATHS,
     Measured,
     assemble_report,
     case_row,
@@ -40,9 +49,11 @@ from autocutlass.cli.bench.report import (
     first_call_path,
     print_report,
     progress_line,
+    skipped_lines,
     stats_delta,
     write_json,
 )
+from autocutlass.cli.shapes import Skipped
 from autocutlass.ops.gemm.problem import DType
 
 HOST_OVERHEAD_SHAPE = (64, 64, 64)
@@ -55,8 +66,9 @@ FIRST_CALL_TIMEOUT_S = 900
 COMPILE_MODE = "max-autotune-no-cudagraphs"
 
 
-def run_bench(ns: argparse.Namespace, cases: Sequence[BenchCase]) -> int:
-    """Measure every case, the host overhead and the first call; write JSON and PNG; print."""
+def run_bench(ns: argparse.Namespace, cases: Sequence[BenchCase], skipped: Sequence[Skipped] = ()) -> int:
+    """Measure every case, the host overhead and the first call; write JSON and PNG; print.
+    ``skipped``: the conv directions the shapes file lists that no kernel computes (reported)."""
     import torch
 
     import autocutlass
@@ -84,7 +96,7 @@ def run_bench(ns: argparse.Namespace, cases: Sequence[BenchCase]) -> int:
         "gpu": dev.gpu_name, "cc": dev.cc, "sm_count": dev.sm_count, "date": date,
         "versions": {"torch": torch.__version__, "cuda": torch.version.cuda, "nvidia-cutlass-dsl": dsl_version(),
                      "kernel_source_hashes": source_hashes(), "driver": dev.driver_version,
-                     "autocutlass": autocutlass.__version__},
+                     "cudnn": torch.backends.cudnn.version(), "autocutlass": autocutlass.__version__},
         "settings": {"shapes": str(ns.shapes), "only": ns.only, "vs": list(ns.vs), "policy": policy,
                      "rounds": ns.rounds, "flush": ns.flush, "db": settings.db_url, "cache_dir": str(settings.cache_dir),
                      "tune_trials": settings.tune_trials, "tune_seconds": settings.tune_seconds},
@@ -93,10 +105,12 @@ def run_bench(ns: argparse.Namespace, cases: Sequence[BenchCase]) -> int:
     rows: list[dict[str, Any]] = []
 
     def report(host: Mapping[str, Any] | None = None, first: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        doc = assemble_report(meta=meta, roofs=roofs, rows=rows, host_overhead=host, first_call=first)
+        doc = assemble_report(meta=meta, roofs=roofs, rows=rows, host_overhead=host, first_call=first, skipped=skipped)
         write_json(doc, json_path)
         return doc
 
+    for line in skipped_lines({"skipped_directions": [dataclasses.asdict(s) for s in skipped]}):
+        print(line, file=sys.stderr)
     with autocutlass.policy(policy):
         for i, case in enumerate(cases, 1):
             measured = None if case.skip else _measure_case(case, ns.vs, ns.rounds, flush, policy, ns.flush)
@@ -133,72 +147,245 @@ def _measure_bandwidth(flush_bytes: int, flush_kind: str = "write") -> float:
 
 
 def _measure_case(case: BenchCase, vs: Sequence[str], rounds: int, flush_bytes: int, policy: str,
-                  flush_kind: str = "write") -> Measured:
-    """Verify autocutlass's first call on one case, then time every side ``rounds`` times."""
-    import contextlib
+                  flush_kind: str = "write", *, device: str = "cuda") -> Measured:
+    """Verify autocutlass's first call on one case, then time every side ``rounds`` times.
+    ``device``: where the operands live ('cpu' in tests, where every call falls back to torch)."""
+    sides = _ConvSides if case.op == "conv2d" else _GemmSides
+    with sides.setup(case, device) as bench:
+        return _measure_sides(bench, case, vs, rounds, flush_bytes, policy, flush_kind)
 
-    import torch
 
+def _measure_sides(bench: _Sides, case: BenchCase, vs: Sequence[str], rounds: int, flush_bytes: int, policy: str,
+                   flush_kind: str) -> Measured:  # fmt: skip
+    """The op-independent steps: the first call (stats delta, wall time, the warnings it logged),
+    its verification (and a second, re-poisoned one where the op asks for it), then the rounds."""
     import autocutlass
     from autocutlass.errors import CantImplement, KernelCompileError, UnsupportedProblem
+    from autocutlass.ops.compare import synchronize
+    from autocutlass.search.handlers import interleaved_rounds
     from autocutlass.search.timing import time_callable
-    from autocutlass.ops.gemm.evaluation import check_output, fp32_matmul_precision, make_inputs, reference
 
-    prob = case.problem
-    precision = fp32_matmul_precision("tf32") if case.spec.tf32 else contextlib.nullcontext()
-    with precision:
-        x = make_inputs(prob, device="cuda", seed=0)
-        a, b, d = x.a, x.b, x.d
-        ref = reference(prob, x)
-        x.poison()
-        torch.cuda.synchronize()
-        fp8 = prob.a_dtype is DType.E4M3
-        sa, sb = x.scale_a, x.scale_b
-        if fp8:  # autocutlass.scaled_mm against torch._scaled_mm (cuBLASLt), same scales
-
-            # Both with fast accumulation (WGMMA accumulates across all of K): what the kernel does.
-            def ours() -> object:
-                return autocutlass.scaled_mm(a, b, sa, sb, out_dtype=d.dtype, out=d, use_fast_accum=True)
-
-            def theirs() -> object:
-                return torch._scaled_mm(a, b, sa, sb, out_dtype=d.dtype, use_fast_accum=True)
-        else:
-
-            def ours() -> object:
-                return autocutlass.matmul(a, b, out=d)
-
-            d_torch = torch.empty_like(d)
-
-            def theirs() -> object:
-                return torch.matmul(a, b, out=d_torch)
-
-        before = autocutlass.stats().as_dict()
-        t0 = time.perf_counter()
-        try:
-            ours()
-            torch.cuda.synchronize()
-        except (UnsupportedProblem, CantImplement, KernelCompileError) as e:  # AUTOCUTLASS_STRICT=1
-            delta = stats_delta(before, autocutlass.stats().as_dict())
-            return Measured(path="raised", stats_delta=delta, tune_or_lookup_s=time.perf_counter() - t0,
-                            verified=False, error=f"{type(e).__name__}: {e}")  # fmt: skip
-        first_s = time.perf_counter() - t0
+    bench.poison()
+    before = autocutlass.stats().as_dict()
+    t0 = time.perf_counter()
+    try:
+        with _LoggedWarnings() as logged:
+            out = bench.ours()
+            synchronize(out)
+    except (UnsupportedProblem, CantImplement, KernelCompileError) as e:  # AUTOCUTLASS_STRICT=1
         delta = stats_delta(before, autocutlass.stats().as_dict())
-        ok, why = check_output(prob, d, ref)
-        del ref
-        path = first_call_path(delta, policy)
-        if not ok:
-            return Measured(path=path, stats_delta=delta, tune_or_lookup_s=first_s, verified=False, why=why)
-        fns: dict[str, Callable[[], object]] = {"autocutlass": ours, "torch": theirs}
+        return Measured(path="raised", stats_delta=delta, tune_or_lookup_s=time.perf_counter() - t0,
+                        verified=False, error=f"{type(e).__name__}: {e}")  # fmt: skip
+    first_s = time.perf_counter() - t0
+    delta = stats_delta(before, autocutlass.stats().as_dict())
+    path = first_call_path(delta, policy)
+    reason = _fallback_reason(case, path, logged.messages) if path in FALLBACK_PATHS else None
+    ok, why = bench.check(out)
+    if ok and bench.recheck:
+        bench.poison()
+        out = bench.ours()
+        synchronize(out)
+        ok, why = bench.check(out)
+    del out
+    bench.release_reference()
+    if not ok:
+        return Measured(path=path, stats_delta=delta, tune_or_lookup_s=first_s, verified=False, why=why,
+                        fallback_reason=reason, output_poisoned=bench.output_poisoned)  # fmt: skip
+    fns, compile_s = bench.sides(vs)
+
+    def timer(fn: Callable[[], object]) -> Callable[[], float]:
+        return lambda: time_callable(fn, flush_bytes=flush_bytes, flush_kind=flush_kind).median_ms
+
+    times = dict(zip(fns, interleaved_rounds([timer(fn) for fn in fns.values()], rounds), strict=True))
+    return Measured(path=path, stats_delta=delta, tune_or_lookup_s=first_s, verified=True,
+                    rounds_ms={side: list(ms or []) for side, ms in times.items()}, compile_first_call_s=compile_s,
+                    fallback_reason=reason, output_poisoned=bench.output_poisoned)  # fmt: skip
+
+
+class _Sides(Protocol):
+    """One case's sides on the GPU, for ``_measure_sides``."""
+
+    recheck: bool
+    """Verify a second call too (after poisoning again): where the first call's output may not
+    land in poisoned memory (conv2d allocates its output; tuning may allocate before it)."""
+    output_poisoned: bool | None
+
+    def poison(self) -> None: ...
+    def ours(self) -> Any: ...
+    def check(self, out: Any) -> tuple[bool, str | None]: ...
+    def release_reference(self) -> None: ...
+    def sides(self, vs: Sequence[str]) -> tuple[dict[str, Callable[[], object]], float | None]: ...
+
+
+class _GemmSides:
+    """``autocutlass.matmul(a, b, out=d)`` (fp8: ``scaled_mm`` with random per-tensor scales) on a
+    NaN-poisoned ``d``; torch.matmul (fp8: torch._scaled_mm, both with fast accumulation: what the
+    kernel does) and optionally torch.compile. fp32 cases under fp32 matmul precision 'tf32'."""
+
+    recheck = False
+    output_poisoned = None
+
+    def __init__(self, case: BenchCase, device: str) -> None:
+        import torch
+
+        import autocutlass
+        from autocutlass.ops.gemm.evaluation import make_inputs, reference
+
+        self.problem = prob = case.problem
+        x = make_inputs(prob, device=device, seed=0)
+        self.inputs, self.ref = x, reference(prob, x)
+        a, b, d = x.a, x.b, x.d
+        sa, sb = x.scale_a, x.scale_b
+        self.fp8 = prob.a_dtype is DType.E4M3
+        if self.fp8:
+            self.ours = lambda: autocutlass.scaled_mm(a, b, sa, sb, out_dtype=d.dtype, out=d, use_fast_accum=True)
+            self._torch = lambda: torch._scaled_mm(a, b, sa, sb, out_dtype=d.dtype, use_fast_accum=True)
+        else:
+            d_torch = torch.empty_like(d)
+            self.ours = lambda: autocutlass.matmul(a, b, out=d)
+            self._torch = lambda: torch.matmul(a, b, out=d_torch)
+
+    @classmethod
+    @contextlib.contextmanager
+    def setup(cls, case: BenchCase, device: str) -> Iterator[_GemmSides]:
+        from autocutlass.ops.gemm.evaluation import fp32_matmul_precision
+
+        with fp32_matmul_precision("tf32") if case.spec.tf32 else contextlib.nullcontext():
+            yield cls(case, device)
+
+    def poison(self) -> None:
+        from autocutlass.ops.compare import synchronize
+
+        self.inputs.poison()
+        synchronize(self.inputs.d)
+
+    def check(self, out: Any) -> tuple[bool, str | None]:
+        from autocutlass.ops.gemm.evaluation import check_output
+
+        return check_output(self.problem, self.inputs.d, self.ref)
+
+    def release_reference(self) -> None:
+        self.ref = None
+
+    def sides(self, vs: Sequence[str]) -> tuple[dict[str, Callable[[], object]], float | None]:
+        fns: dict[str, Callable[[], object]] = {"autocutlass": self.ours, "torch": self._torch}
         compile_s = None
-        if "compile" in vs and not fp8:
-            fns["compile"], compile_s = _compiled_matmul(a, b)
-        times: dict[str, list[float]] = {side: [] for side in fns}
-        for r in range(rounds):
-            order = list(fns) if r % 2 == 0 else list(reversed(fns))
-            for side in order:
-                times[side].append(time_callable(fns[side], flush_bytes=flush_bytes, flush_kind=flush_kind).median_ms)
-    return Measured(path=path, stats_delta=delta, tune_or_lookup_s=first_s, verified=True, rounds_ms=times,
-                    compile_first_call_s=compile_s)  # fmt: skip
+        if "compile" in vs and not self.fp8:
+            fns["compile"], compile_s = _compiled_matmul(self.inputs.a, self.inputs.b)
+        return fns, compile_s
+
+
+class _ConvSides:
+    """``autocutlass.conv2d(x, w, None, stride, padding, dilation, groups)`` on channels_last
+    operands (``ops.conv.evaluation.make_inputs``) against ``F.conv2d`` with
+    ``torch.backends.cudnn.benchmark`` True and False, each side setting the flag before its call
+    (autocutlass: False, PyTorch's default, which a fallback runs under). conv2d allocates its
+    output: ``poison`` fills a tensor of the output's size with NaN and frees it, so that the
+    caching allocator hands that block to the next call's output (``output_poisoned`` records
+    whether it did)."""
+
+    recheck = True
+
+    def __init__(self, case: BenchCase, device: str) -> None:
+        import torch
+        import torch.nn.functional as F
+
+        import autocutlass
+        from autocutlass.ops.conv import evaluation
+
+        self.problem = p = case.problem
+        self.spec = case.spec
+        self.device = device
+        x = evaluation.make_inputs(p, device=device, seed=0)
+        self.ref = evaluation.reference(p, x)
+        xs, ws = x.x, x.w
+        args = (None, (p.stride_h, p.stride_w), (p.pad_h, p.pad_w), (p.dil_h, p.dil_w), p.groups)
+        cudnn = torch.backends.cudnn
+
+        def ours() -> object:
+            cudnn.benchmark = False
+            return autocutlass.conv2d(xs, ws, *args)
+
+        def theirs(benchmark: bool) -> Callable[[], object]:
+            def run() -> object:
+                cudnn.benchmark = benchmark
+                return F.conv2d(xs, ws, *args)
+
+            return run
+
+        self.ours = ours
+        self._cudnn = {"cudnn_benchmark": theirs(True), "cudnn_default": theirs(False)}
+        self._poisoned_ptr: int | None = None
+        self.output_poisoned: bool | None = None
+
+    @classmethod
+    @contextlib.contextmanager
+    def setup(cls, case: BenchCase, device: str) -> Iterator[_ConvSides]:
+        """cuDNN on, TF32 allowed for TF32 problems (``evaluation.baseline_context``); the caller's
+        cuDNN flags are restored on exit."""
+        import torch
+
+        from autocutlass.ops.conv.evaluation import baseline_context
+
+        torch.cuda.empty_cache()  # no cached block of the output's size but the one poison() frees
+        with baseline_context(case.problem):
+            yield cls(case, device)
+
+    def poison(self) -> None:
+        import torch
+
+        from autocutlass.ops.compare import synchronize
+
+        y = torch.empty(self.spec.out_shape, dtype=getattr(torch, self.spec.out_dtype), device=self.device,
+                        memory_format=torch.channels_last).fill_(math.nan)  # fmt: skip
+        synchronize(y)
+        self._poisoned_ptr = y.data_ptr()
+        del y
+
+    def check(self, out: Any) -> tuple[bool, str | None]:
+        from autocutlass.ops.conv.evaluation import check_output
+
+        self.output_poisoned = out.data_ptr() == self._poisoned_ptr
+        return check_output(self.problem, out, self.ref)
+
+    def release_reference(self) -> None:
+        self.ref = None
+
+    def sides(self, vs: Sequence[str]) -> tuple[dict[str, Callable[[], object]], float | None]:
+        return {"autocutlass": self.ours, **self._cudnn}, None
+
+
+class _LoggedWarnings(logging.Handler):
+    """Collects the messages the ``autocutlass`` logger emits at WARNING or above while entered
+    (dispatch logs a fallback's reason there, once per reason and process)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    def __enter__(self) -> Self:
+        logging.getLogger("autocutlass").addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logging.getLogger("autocutlass").removeHandler(self)
+
+
+def _fallback_reason(case: BenchCase, path: str, logged: Sequence[str]) -> str:
+    """Why torch ran ``case``: policy 'off', or what dispatch logged during the first call, or why
+    no kernel family serves the problem; else that the reason was logged at an earlier case."""
+    if path == "torch (policy off)":
+        return "policy 'off'"
+    if logged:
+        return " | ".join(logged)
+    from autocutlass.kernels import families_for, unsupported_reason
+
+    if not families_for(case.problem):
+        return f"no kernel family serves it: {unsupported_reason(case.problem)}"
+    return "logged once per process by the autocutlass logger, at an earlier case with the same reason"
 
 
 def _mm(a: Any, b: Any) -> Any:
@@ -269,29 +456,43 @@ t1 = time.perf_counter()
 import autocutlass, autocutlass.api
 t2 = time.perf_counter()
 spec = json.loads(sys.argv[1])
-if spec["tf32"]:
-    torch.backends.cuda.matmul.fp32_precision = "tf32"
 dtype, out_dtype = getattr(torch, spec["dtype"]), getattr(torch, spec["out_dtype"])
-a = torch.randn(spec["a_storage"], device="cuda").to(dtype)
-b = torch.randn(spec["b_storage"], device="cuda").to(dtype)
-a = a.transpose(-1, -2) if spec["a_transposed"] else a
-b = b.transpose(-1, -2) if spec["b_transposed"] else b
-d = torch.empty(spec["out_shape"], device="cuda", dtype=out_dtype)
+if spec.get("op") == "conv2d":
+    if spec["tf32"]:
+        torch.backends.cudnn.allow_tf32 = True
+    cl = torch.channels_last
+    x = torch.randn(spec["x_shape"], device="cuda").to(dtype).contiguous(memory_format=cl)
+    w = torch.randn(spec["w_shape"], device="cuda").to(dtype).contiguous(memory_format=cl)
+    args = (None, tuple(spec["stride"]), tuple(spec["padding"]), tuple(spec["dilation"]), spec["groups"])
+    call = lambda: autocutlass.conv2d(x, w, *args)
+else:
+    if spec["tf32"]:
+        torch.backends.cuda.matmul.fp32_precision = "tf32"
+    a = torch.randn(spec["a_storage"], device="cuda").to(dtype)
+    b = torch.randn(spec["b_storage"], device="cuda").to(dtype)
+    a = a.transpose(-1, -2) if spec["a_transposed"] else a
+    b = b.transpose(-1, -2) if spec["b_transposed"] else b
+    d = torch.empty(spec["out_shape"], device="cuda", dtype=out_dtype)
+    call = lambda: autocutlass.matmul(a, b, out=d)
 torch.cuda.synchronize()
 t3 = time.perf_counter()
-autocutlass.matmul(a, b, out=d)
+call()
 torch.cuda.synchronize()
 t4 = time.perf_counter()
-autocutlass.matmul(a, b, out=d)
+call()
 torch.cuda.synchronize()
 t5 = time.perf_counter()
-kc = sys.modules.get("autocutlass.kernels.hopper_gemm.compile")
+kcs = [m for m in (sys.modules.get(f"autocutlass.kernels.{f}.compile") for f in ("hopper_gemm", "hopper_conv")) if m]
 print(json.dumps({
     "import_torch_s": t1 - t0, "import_autocutlass_s": t2 - t1, "setup_s": t3 - t2,
     "first_call_s": t4 - t3, "second_call_s": t5 - t4, "stats": autocutlass.stats().as_dict(),
-    "kernels_compiled": kc.STATS.compiled if kc else None, "kernels_from_disk": kc.STATS.disk_hits if kc else None,
+    "kernels_compiled": sum(m.STATS.compiled for m in kcs) if kcs else None,
+    "kernels_from_disk": sum(m.STATS.disk_hits for m in kcs) if kcs else None,
 }))
 """
+"""A fresh process's first and second call of one case (``OperandSpec.as_dict()`` or
+``ConvOperandSpec.as_dict()``, op 'conv2d', in argv[1]); kernels compiled and loaded from disk
+are summed over the kernel families it imported."""
 
 def _measure_first_call(cases: Sequence[BenchCase], rows: Sequence[Mapping[str, Any]], settings: Any,
                         policy: str) -> dict[str, Any] | None:  # fmt: skip
@@ -317,7 +518,7 @@ def _measure_first_call(cases: Sequence[BenchCase], rows: Sequence[Mapping[str, 
     return out
 
 
-def _run_child(spec: OperandSpec, env: Mapping[str, str]) -> dict[str, Any]:
+def _run_child(spec: Spec, env: Mapping[str, str]) -> dict[str, Any]:
     try:
         r = subprocess.run([sys.executable, "-c", _FIRST_CALL_CHILD, json.dumps(spec.as_dict())], env=dict(env),
                            capture_output=True, text=True, timeout=FIRST_CALL_TIMEOUT_S)  # fmt: skip

@@ -1,4 +1,5 @@
-"""``bench.png``: the ratio per case and the roofline, drawn from the ``bench.json`` document alone."""
+"""``bench.png``: the ratio per case and the roofline, drawn from the ``bench.json`` document alone
+(GEMM cases against torch.matmul and torch.compile, conv2d cases against cuDNN in both modes)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-_MARKERS = {"autocutlass": ("o", "tab:blue"), "torch": ("x", "tab:orange"), "compile": ("^", "tab:green")}
+from autocutlass.cli.bench.report import OP_BASELINES, doc_baselines, geomean_title, row_ops
+
+_MARKERS = {"autocutlass": ("o", "tab:blue"), "torch": ("x", "tab:orange"), "compile": ("^", "tab:green"),
+            "cudnn_benchmark": ("s", "tab:red"), "cudnn_default": ("v", "tab:purple")}  # fmt: skip
+_BAR_COLORS = {"torch": "tab:blue", "compile": "tab:green", "cudnn_benchmark": "tab:red", "cudnn_default": "tab:purple"}
+_LABELS = {b.name: b.label for bs in OP_BASELINES.values() for b in bs}
 
 
 def plot_report(doc: Mapping[str, Any], path: Path) -> None:
-    """Two panels: the ratio per case (vs torch, and vs compile when measured) with a 1.0 line;
-    achieved TFLOP/s against intensity, under the compute and bandwidth roofs."""
+    """Two panels: the ratio per case against each baseline of its op (torch.compile when measured)
+    with a 1.0 line; achieved TFLOP/s against intensity, under the compute and bandwidth roofs."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -21,13 +27,9 @@ def plot_report(doc: Mapping[str, Any], path: Path) -> None:
     fig, (bars, roof) = plt.subplots(1, 2, figsize=(15, 5.5), gridspec_kw={"width_ratios": [1.3, 1]})
     _plot_ratios(bars, rows)
     _plot_roofline(roof, rows, doc["roofs"])
-    g = doc.get("geomean", {})
     title = f"{doc.get('gpu', '?')}, {doc.get('date', '')}"
-    if g.get("vs_torch") is not None:
-        title += f": geomean x{g['vs_torch']:.3f} vs torch.matmul over {g['vs_torch_cases']} cases"
-    if g.get("vs_compile") is not None:
-        title += f", x{g['vs_compile']:.3f} vs torch.compile"
-    fig.suptitle(title)
+    means = geomean_title(doc)
+    fig.suptitle(f"{title}: {means}" if means else title, fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -36,19 +38,22 @@ def plot_report(doc: Mapping[str, Any], path: Path) -> None:
 
 def _plot_ratios(ax: Any, rows: Sequence[Mapping[str, Any]]) -> None:
     names = [r["name"] for r in rows]
-    with_compile = any(r.get("ratio_vs_compile") is not None for r in rows)
-    measured = [v for r in rows for v in (r.get("ratio_vs_torch"), r.get("ratio_vs_compile")) if v]
+    bases = doc_baselines(rows, measured_only=True)
+    measured = [v for r in rows for v in (r.get(f"ratio_vs_{b.name}") for b in bases) if v]
     bottom = min([0.5, *(0.9 * v for v in measured)])
     top = max([1.3, *(1.05 * v for v in measured)])
-    width = 0.4 if with_compile else 0.7
     xs = list(range(len(rows)))
-    series = [("torch", "tab:blue", "vs torch.matmul", -width / 2 if with_compile else 0.0)]
-    if with_compile:
-        series.append(("compile", "tab:green", "vs torch.compile", width / 2))
-    for base, color, label, dx in series:
+    slots: dict[str, tuple[int, int]] = {}  # baseline -> (its place among its op's bars, their count)
+    for op in row_ops(rows):
+        mine = [b.name for b in bases if b in OP_BASELINES[op]]
+        slots.update({name: (i, len(mine)) for i, name in enumerate(mine)})
+    for base in (b.name for b in bases):
+        i, k = slots[base]
+        width = 0.8 / k if k > 1 else 0.7
+        dx = (i - (k - 1) / 2) * width
         vals = [r.get(f"ratio_vs_{base}") for r in rows]
-        colors = [color if r["status"] == "ok" else "lightgrey" for r in rows]
-        ax.bar([x + dx for x in xs], [v or 0.0 for v in vals], width, color=colors, label=label)
+        colors = [_BAR_COLORS.get(base, "tab:gray") if r["status"] == "ok" else "lightgrey" for r in rows]
+        ax.bar([x + dx for x in xs], [v or 0.0 for v in vals], width, color=colors, label=f"vs {_LABELS[base]}")
         for x, v in zip(xs, vals, strict=True):
             if v:
                 ax.text(x + dx, v, f"{v:.2f}", ha="center", va="bottom", fontsize=6)
@@ -68,7 +73,8 @@ def _plot_roofline(ax: Any, rows: Sequence[Mapping[str, Any]], roofs: Mapping[st
     timed = [r for r in rows if r.get("tflops")]
     by_roof: dict[float, set[str]] = {}
     for r in timed:
-        by_roof.setdefault(float(r["compute_roof_tflops"]), set()).add(str(r["problem_dict"]["a_dtype"]))
+        pd = r["problem_dict"]
+        by_roof.setdefault(float(r["compute_roof_tflops"]), set()).add(str(pd.get("a_dtype") or pd.get("x_dtype")))
     if not by_roof:
         by_roof = {float(roofs["compute_tflops"]["bf16"]): {"bf16", "fp16"}}
     ais = [float(r["intensity"]) for r in timed] or [1.0]
@@ -81,7 +87,8 @@ def _plot_roofline(ax: Any, rows: Sequence[Mapping[str, Any]], roofs: Mapping[st
     for side, (marker, color) in _MARKERS.items():
         pts = [(r["intensity"], r["tflops"][side]) for r in timed if r["tflops"].get(side)]
         if pts:
-            ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=color, s=28, label=side, zorder=3)
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=color, s=28,
+                       label=_LABELS.get(side, side), zorder=3)  # fmt: skip
     for r in timed:
         t = r["tflops"].get("autocutlass")
         if t:

@@ -2,13 +2,21 @@
 row of each case, the ``bench.json`` document, the printed table and its footer. Pure (no torch,
 no GPU): everything here runs on CPU from what ``measure`` hands over or from a saved JSON.
 
+Each op has its baselines (``OP_BASELINES``): a GEMM is compared with torch.matmul (fp8: torch._scaled_mm)
+and optionally torch.compile, a conv2d with ``F.conv2d`` (cuDNN) under
+``torch.backends.cudnn.benchmark = True`` and under False (PyTorch's default heuristic). A row
+holds ``ratio_vs_<baseline>`` for its op's baselines; a shapes file may mix ops.
+
 A ratio is the median of the per-round ratios baseline_ms / autocutlass_ms (> 1: autocutlass is
 faster). A case that autocutlass served with torch (a fallback) is flagged and left out of the
-geometric means, as are FAILED, unsupported (``AUTOCUTLASS_STRICT=1`` raised) and skipped cases.
+geometric means, as are FAILED, unsupported (``AUTOCUTLASS_STRICT=1`` raised) and skipped cases;
+a second geometric mean per baseline (``vs_<baseline>_with_fallbacks``) counts each fallback at
+1.0 (torch against itself), and ``geomean.fallbacks`` lists them with their reason.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -22,12 +30,55 @@ from typing import Any
 
 from autocutlass.cli import common
 from autocutlass.cli.bench.cases import BenchCase, Roofs, intensity, is_memory_bound
+from autocutlass.cli.shapes import Skipped
 
 SCHEMA_VERSION = 1
 """Version of the ``bench.json`` layout."""
 
-SIDES = ("autocutlass", "torch", "compile")
-BASELINES = ("torch", "compile")
+
+@dataclass(frozen=True)
+class Baseline:
+    """What autocutlass is compared with: ``name`` keys its rounds (``rounds_ms``) and its ratio
+    (``ratio_vs_<name>``); ``label`` names it in sentences, ``column`` in the table. An
+    ``optional`` baseline is measured only when asked (``--vs``): its columns show only then."""
+
+    name: str
+    label: str
+    column: str
+    optional: bool = False
+
+
+OP_BASELINES: dict[str, tuple[Baseline, ...]] = {
+    "gemm": (Baseline("torch", "torch.matmul", "torch"),
+             Baseline("compile", "torch.compile", "compile", optional=True)),
+    "conv2d": (Baseline("cudnn_benchmark", "cuDNN benchmark", "cuDNN bench"),
+               Baseline("cudnn_default", "cuDNN default", "cuDNN default")),
+}  # fmt: skip
+"""Per op, its baselines, the primary first (its ratio column also carries the row's status)."""
+PRIMARY = frozenset(bases[0] for bases in OP_BASELINES.values())
+BASELINES = tuple(b.name for b in OP_BASELINES["gemm"])
+"""The GEMM baselines ``--vs`` chooses from (torch always)."""
+SIDES = ("autocutlass", *(b.name for bs in OP_BASELINES.values() for b in bs))
+
+
+def row_op(row: Mapping[str, Any]) -> str:
+    """The op of a row (its problem's; rows of files written before conv2d are GEMMs)."""
+    return str(row["problem_dict"].get("op", "gemm"))
+
+
+def row_ops(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The ops of ``rows``, in ``OP_BASELINES`` order; GEMM for no rows."""
+    ops = {row_op(r) for r in rows}
+    return [op for op in OP_BASELINES if op in ops] or ["gemm"]
+
+
+def doc_baselines(rows: Sequence[Mapping[str, Any]], *, measured_only: bool = False) -> list[Baseline]:
+    """The baselines of the ops in ``rows``, in ``OP_BASELINES`` order; with ``measured_only``, an
+    optional one only where some row measured it."""
+    return [
+        b for op in row_ops(rows) for b in OP_BASELINES[op]
+        if not (measured_only and b.optional) or any(r.get(f"ratio_vs_{b.name}") is not None for r in rows)
+    ]  # fmt: skip
 
 
 # ---- ratio math --------------------------------------------------------------------------------
@@ -89,6 +140,11 @@ class Measured:
     """Wall time of torch.compile's first call (tracing and autotuning)."""
     error: str | None = None
     """The error autocutlass raised instead of serving (``AUTOCUTLASS_STRICT=1``); not timed."""
+    fallback_reason: str | None = None
+    """Why torch ran the case (path 'FALLBACK'), as far as known."""
+    output_poisoned: bool | None = None
+    """Whether the verified output was NaN-poisoned memory (a GEMM's ``out``: always; conv2d, which
+    allocates its output: whether it got the poisoned block back from the allocator)."""
 
 
 def _tflops(flops: int, ms: float | None) -> float | None:
@@ -117,9 +173,10 @@ def case_row(case: BenchCase, roofs: Roofs, measured: Measured | None) -> dict[s
         "compute_roof_tflops": roofs.compute_tflops(p),
         "attainable_tflops": roofs.attainable_tflops(p),
     }
+    ratio_keys = [f"ratio_vs_{b.name}" for b in OP_BASELINES[p.op]]
     if measured is None:
-        row.update(status="skipped", note=case.skip or "not measured", path=None, ratio_vs_torch=None,
-                   ratio_vs_compile=None, ms={}, tflops={}, tbps={}, rounds_ms={}, roof_fraction=None)  # fmt: skip
+        row.update(status="skipped", note=case.skip or "not measured", path=None, **dict.fromkeys(ratio_keys),
+                   ms={}, tflops={}, tbps={}, rounds_ms={}, roof_fraction=None)  # fmt: skip
         return row
     ms = {side: statistics.median(v) for side, v in measured.rounds_ms.items() if v}
     ours = measured.rounds_ms.get("autocutlass", [])
@@ -128,7 +185,9 @@ def case_row(case: BenchCase, roofs: Roofs, measured: Measured | None) -> dict[s
     elif not measured.verified:
         status, note = "FAILED", f"wrong result: {measured.why}"
     elif measured.path in FALLBACK_PATHS:
-        status, note = "fallback", "autocutlass did not serve this case: torch ran it, the ratio means nothing"
+        status = "fallback"
+        note = ("autocutlass did not serve this case: torch ran it, the ratio means nothing (counted at 1.0)"
+                + (f": {measured.fallback_reason}" if measured.fallback_reason else ""))  # fmt: skip
     else:
         status, note = "ok", None
     ours_tflops = _tflops(p.flops, ms.get("autocutlass"))
@@ -144,23 +203,58 @@ def case_row(case: BenchCase, roofs: Roofs, measured: Measured | None) -> dict[s
         ms=ms,
         tflops={side: _tflops(p.flops, v) for side, v in ms.items()},
         tbps={side: _tbps(p.min_bytes, v) for side, v in ms.items()},
-        ratio_vs_torch=round_ratio(measured.rounds_ms.get("torch", []), ours),
-        ratio_vs_compile=round_ratio(measured.rounds_ms.get("compile", []), ours),
+        **{key: round_ratio(measured.rounds_ms.get(key.removeprefix("ratio_vs_"), []), ours) for key in ratio_keys},
         roof_fraction=None if ours_tflops is None else ours_tflops / roofs.attainable_tflops(p),
     )
+    if measured.fallback_reason is not None:
+        row["fallback_reason"] = measured.fallback_reason
+    if measured.output_poisoned is not None:
+        row["output_poisoned"] = measured.output_poisoned
     return row
 
 
 def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Geometric means of the ratios over the cases autocutlass served correctly, and what was left out."""
+    """Per baseline of the rows' ops: the geometric mean of the ratios over the cases autocutlass
+    served correctly (``vs_<name>``, ``vs_<name>_cases``), and the same with every fallback measured
+    against that baseline counted at 1.0 (``vs_<name>_with_fallbacks``, ``..._cases``); what was
+    left out (``excluded``: name -> status) and the fallbacks (``fallbacks``: name -> reason)."""
     served = [r for r in rows if r["status"] == "ok"]
+    fell_back = [r for r in rows if r["status"] == "fallback"]
     excluded = {r["name"]: r["status"] for r in rows if r["status"] != "ok"}
     out: dict[str, Any] = {"excluded": excluded}
-    for base in BASELINES:
-        vals = [r[f"ratio_vs_{base}"] for r in served if r.get(f"ratio_vs_{base}") is not None]
-        out[f"vs_{base}"] = geomean(vals)
-        out[f"vs_{base}_cases"] = len(vals)
+    for b in doc_baselines(rows):
+        key = f"ratio_vs_{b.name}"
+        vals = [r[key] for r in served if r.get(key) is not None]
+        ones = [1.0 for r in fell_back if r.get(key) is not None]
+        out[f"vs_{b.name}"] = geomean(vals)
+        out[f"vs_{b.name}_cases"] = len(vals)
+        out[f"vs_{b.name}_with_fallbacks"] = geomean(vals + ones)
+        out[f"vs_{b.name}_with_fallbacks_cases"] = len(vals) + len(ones)
+    out["fallbacks"] = {r["name"]: r.get("fallback_reason") or "not known" for r in fell_back}
     return out
+
+
+_WHAT = {
+    "gemm": "autocutlass.matmul vs torch.matmul (cuBLAS) [and torch.compile]",
+    "conv2d": "autocutlass.conv2d vs F.conv2d (cuDNN, torch.backends.cudnn.benchmark True and False)",
+}
+_CALLS = {
+    "gemm": (
+        "autocutlass called as matmul(a, b, out=d), torch as torch.matmul(a, b, out=d), "
+        "torch.compile(mode='max-autotune-no-cudagraphs') of a @ b as compiled(a, b) (it allocates its output)"
+    ),
+    "conv2d": (
+        "conv2d cases: autocutlass called as autocutlass.conv2d(x, w, None, stride, padding, dilation, groups) on "
+        "channels_last x and w, cuDNN as F.conv2d with the same arguments, each side setting "
+        "torch.backends.cudnn.benchmark (autocutlass: False, as a fallback would run) before its call; all allocate "
+        "their output; the first call's output and a second call's (in the block of a NaN-filled tensor just "
+        "freed: output_poisoned says whether the allocator handed that block back) verified"
+    ),
+}
+_TF32 = {
+    "gemm": "fp32 cases run with torch.backends.cuda.matmul.fp32_precision = 'tf32' on every side",
+    "conv2d": "fp32 conv2d cases run with torch.backends.cudnn.allow_tf32 = True on every side",
+}
 
 
 def assemble_report(
@@ -170,28 +264,32 @@ def assemble_report(
     rows: Sequence[Mapping[str, Any]],
     host_overhead: Mapping[str, Any] | None,
     first_call: Mapping[str, Any] | None,
+    skipped: Sequence[Skipped] = (),
 ) -> dict[str, Any]:
-    """The ``bench.json`` document. ``meta``: gpu, date, versions, settings (copied as given)."""
-    return {
-        "what": "autocutlass.matmul vs torch.matmul (cuBLAS) [and torch.compile], side by side in one process",
+    """The ``bench.json`` document. ``meta``: gpu, date, versions, settings (copied as given);
+    ``skipped``: the conv directions the shapes file lists that are not measured."""
+    ops = row_ops(rows)
+    doc = {
+        "what": "; ".join(_WHAT[op] for op in ops) + ", side by side in one process",
         "schema": SCHEMA_VERSION,
         **meta,
         "protocol": (
             "autocutlass.search.timing v1 per side and round (L2 flushed before every timed call, by writing or "
             "reading a buffer of twice its size as settings.flush says, CUDA events, "
             "median); sides alternate, order reversed every other round; ratio = median over rounds of "
-            "baseline_ms / autocutlass_ms (> 1: autocutlass faster); autocutlass called as matmul(a, b, out=d), "
-            "torch as torch.matmul(a, b, out=d), torch.compile(mode='max-autotune-no-cudagraphs') of a @ b as "
-            "compiled(a, b) (it allocates its output); autocutlass's first call verified against a float32 "
-            "reference before timing"
+            "baseline_ms / autocutlass_ms (> 1: autocutlass faster); " + "; ".join(_CALLS[op] for op in ops)
+            + "; autocutlass's first call verified against a float32 reference before timing"
         ),
-        "tf32": "fp32 cases run with torch.backends.cuda.matmul.fp32_precision = 'tf32' on every side",
+        "tf32": "; ".join(_TF32[op] for op in ops),
         "roofs": roofs.as_dict(),
         "cases": list(rows),
         "geomean": summary(rows),
         "host_overhead": None if host_overhead is None else dict(host_overhead),
         "first_call": None if first_call is None else dict(first_call),
     }
+    if skipped:
+        doc["skipped_directions"] = [dataclasses.asdict(s) for s in skipped]
+    return doc
 
 
 def gpu_slug(name: str) -> str:
@@ -239,36 +337,93 @@ def _headline(row: Mapping[str, Any], side: str) -> str:
     return "-" if v is None else f"{v:.1f} TF/s"
 
 
+def _ratio_cell(row: Mapping[str, Any], b: Baseline) -> str:
+    """The ratio cell of ``b``; the primary baseline of the row's op also says the row's status."""
+    ratio = _fmt(row.get(f"ratio_vs_{b.name}"), ".3f")
+    if b != OP_BASELINES[row_op(row)][0]:
+        return ratio
+    st = row["status"]
+    if st in ("skipped", "unsupported", "FAILED"):
+        return str(st)
+    return f"{ratio} FALLBACK!" if st == "fallback" else ratio
+
+
 def table(doc: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, ...]]]:
-    """Headers and rows of the printed table."""
+    """Headers and rows of the printed table: per baseline of the rows' ops (an optional one when
+    measured), its headline figure and the ratio to it."""
     rows = doc["cases"]
-    compile_cols = any(r.get("ratio_vs_compile") is not None for r in rows)
-    headers = ["case", "problem", "served by", "bound", "autocutlass", "torch", "x torch"]
-    if compile_cols:
-        headers += ["compile", "x compile"]
+    bases = doc_baselines(rows, measured_only=True)
+    headers = ["case", "problem", "served by", "bound", "autocutlass"]
+    for b in bases:
+        headers += [b.column, f"x {b.column}"]
     headers += ["% roof", "1st call s"]
     body = []
     for r in rows:
-        st = r["status"]
-        if st in ("skipped", "unsupported", "FAILED"):
-            vt = st
-        elif st == "fallback":
-            vt = f"{_fmt(r['ratio_vs_torch'], '.3f')} FALLBACK!"
-        else:
-            vt = _fmt(r["ratio_vs_torch"], ".3f")
         cells = [r["name"], r["problem"], str(r["path"] or "-"), "memory" if r["memory_bound"] else "compute",
-                 _headline(r, "autocutlass"), _headline(r, "torch"), vt]  # fmt: skip
-        if compile_cols:
-            cells += [_headline(r, "compile"), _fmt(r.get("ratio_vs_compile"), ".3f")]
+                 _headline(r, "autocutlass")]  # fmt: skip
+        for b in bases:
+            cells += [_headline(r, b.name), _ratio_cell(r, b)]
         frac = r.get("roof_fraction")
         cells += [_fmt(None if frac is None else 100 * frac, ".0f"), _fmt(r.get("tune_or_lookup_s"), ".2f")]
         body.append(tuple(cells))
     return headers, body
 
 
+def geomean_line(doc: Mapping[str, Any]) -> str:
+    """The geometric means: per op, over the served cases (the primary baseline always, the others
+    when measured); with the fallbacks counted at 1.0 when there are any; what was excluded."""
+    g, rows = doc["geomean"], doc["cases"]
+    parts = []
+    for op in row_ops(rows):
+        for i, b in enumerate(OP_BASELINES[op]):
+            v, n = g.get(f"vs_{b.name}"), g.get(f"vs_{b.name}_cases")
+            if i == 0:
+                parts.append(f"geomean x{v:.3f} vs {b.label} over {n} cases" if v is not None
+                             else f"geomean vs {b.label}: no served case")  # fmt: skip
+            elif v is not None:
+                parts.append(f"x{v:.3f} vs {b.label} over {n}")
+    if g.get("fallbacks"):
+        counted = [f"x{g[f'vs_{b.name}_with_fallbacks']:.3f} vs {b.label} over {g[f'vs_{b.name}_with_fallbacks_cases']}"
+                   for b in doc_baselines(rows)
+                   if g.get(f"vs_{b.name}_with_fallbacks") is not None
+                   and g[f"vs_{b.name}_with_fallbacks_cases"] != g[f"vs_{b.name}_cases"]]  # fmt: skip
+        if counted:
+            parts.append(f"with {len(g['fallbacks'])} fallback(s) counted at 1.0: " + ", ".join(counted))
+    if g.get("excluded"):
+        parts.append("excluded: " + ", ".join(f"{n} ({s})" for n, s in g["excluded"].items()))
+    return "; ".join(parts)
+
+
+def geomean_title(doc: Mapping[str, Any]) -> str:
+    """The geometric means in a few words (the plot's title): each measured baseline's, and the
+    primary baseline's with the fallbacks counted at 1.0 when there are any."""
+    g, rows = doc.get("geomean", {}), doc["cases"]
+    parts = []
+    for b in doc_baselines(rows):
+        v = g.get(f"vs_{b.name}")
+        if v is None:
+            continue
+        text = f"x{v:.3f} vs {b.label}" + (f" over {g[f'vs_{b.name}_cases']} cases" if not parts else "")
+        w, n = g.get(f"vs_{b.name}_with_fallbacks"), g.get(f"vs_{b.name}_with_fallbacks_cases")
+        if b in PRIMARY and w is not None and n != g.get(f"vs_{b.name}_cases"):
+            text += f" (x{w:.3f} with fallbacks at 1.0)"
+        parts.append(text)
+    return ("geomean " + ", ".join(parts)) if parts else ""
+
+
+def skipped_lines(doc: Mapping[str, Any]) -> list[str]:
+    """One line per (direction, reason) the shapes file lists but the bench does not measure."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for s in doc.get("skipped_directions") or ():
+        groups.setdefault((s["direction"], s["reason"]), []).append(s["name"])
+    return [f"not measured: {d} of {len(names)} case(s) ({', '.join(names)}): {why}"
+            for (d, why), names in groups.items()]
+
+
 def footer_lines(doc: Mapping[str, Any]) -> list[str]:
-    """Notes, host overhead and first-call lines, and the geometric means last."""
+    """Notes, skipped directions, host overhead and first-call lines, and the geometric means last."""
     lines = [f"{r['name']}: {r['status']}: {r['note']}" for r in doc["cases"] if r.get("note")]
+    lines += skipped_lines(doc)
     ho = doc.get("host_overhead")
     if ho:
         lines.append(f"hit-path host time per call ({ho['shape']}, {ho['calls']} calls): autocutlass "
@@ -287,14 +442,7 @@ def footer_lines(doc: Mapping[str, Any]) -> list[str]:
                              + (" FELL BACK TO TORCH" if r.get("stats", {}).get("fallbacks") else ""))  # fmt: skip
             elif r:
                 lines.append(f"first call, {label}: child failed (exit {r.get('returncode')}): {r.get('error', '')[-300:]}")
-    g = doc["geomean"]
-    parts = [f"geomean x{g['vs_torch']:.3f} vs torch.matmul over {g['vs_torch_cases']} cases"
-             if g.get("vs_torch") is not None else "geomean vs torch.matmul: no served case"]  # fmt: skip
-    if g.get("vs_compile") is not None:
-        parts.append(f"x{g['vs_compile']:.3f} vs torch.compile over {g['vs_compile_cases']}")
-    if g.get("excluded"):
-        parts.append("excluded: " + ", ".join(f"{n} ({s})" for n, s in g["excluded"].items()))
-    lines.append("; ".join(parts))
+    lines.append(geomean_line(doc))
     return lines
 
 
@@ -306,12 +454,14 @@ def print_report(doc: Mapping[str, Any], *, title: str) -> None:
         print(line)
 
 def progress_line(i: int, n: int, row: Mapping[str, Any]) -> str:
-    """The line printed (on stderr) after case ``i`` of ``n`` is measured."""
+    """The line printed (on stderr) after case ``i`` of ``n`` is measured: autocutlass against each
+    baseline its op always has."""
     if row["status"] == "skipped":
         msg = f"skipped: {row['note']}"
     else:
         flag = "" if row["status"] == "ok" else f" {row['status'].upper()}"
-        msg = (f"{_headline(row, 'autocutlass')} vs torch {_headline(row, 'torch')}: "
-               f"x{_fmt(row['ratio_vs_torch'], '.3f')}{flag} [{row['path']}, "
+        vs = ", vs ".join(f"{b.column} {_headline(row, b.name)}: x{_fmt(row.get(f'ratio_vs_{b.name}'), '.3f')}"
+                          for b in OP_BASELINES[row_op(row)] if not b.optional)  # fmt: skip
+        msg = (f"{_headline(row, 'autocutlass')} vs {vs}{flag} [{row['path']}, "
                f"first call {row['tune_or_lookup_s']:.2f} s]")  # fmt: skip
     return f"[{i}/{n}] {row['name']}: {msg}"
