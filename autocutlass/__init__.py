@@ -4,6 +4,10 @@
 ``scaled_mm`` (fp8 e4m3 with per-tensor scales) for ``torch._scaled_mm``, ``conv2d`` for
 ``F.conv2d``;
 ``policy`` picks what happens when a problem was never tuned; ``stats`` counts what dispatch did.
+``swap_linear_`` / ``unswap_linear_`` (and ``swap_conv2d_`` / ``unswap_conv2d_``) put a whole model's
+layers on autocutlass in place; ``autocutlass.nn`` holds the modules. The entry points are
+differentiable and compile with torch.compile as ``torch.ops.autocutlass.*`` custom ops
+(``autocutlass.torch_ops``, registered when the entry points are first imported).
 The entry points (and torch) are imported on first use, so ``import autocutlass.db`` stays light.
 """
 
@@ -26,8 +30,10 @@ from autocutlass.ops.grouped.problem import GroupedGemmProblem
 from autocutlass.settings import Policy, Settings
 
 if TYPE_CHECKING:
+    from autocutlass import nn
     from autocutlass.api import conv2d, gemm, linear, matmul, policy, reset, scaled_mm, stats
     from autocutlass.dispatch import Stats
+    from autocutlass.nn import swap_conv2d_, swap_linear_, unswap_conv2d_, unswap_linear_
 
 __version__ = "0.1.0"
 
@@ -51,10 +57,15 @@ __all__ = [
     "gemm",
     "linear",
     "matmul",
+    "nn",
     "policy",
     "reset",
     "scaled_mm",
     "stats",
+    "swap_conv2d_",
+    "swap_linear_",
+    "unswap_conv2d_",
+    "unswap_linear_",
 ]
 
 _LAZY = {
@@ -67,15 +78,23 @@ _LAZY = {
     "scaled_mm": "autocutlass.api",
     "stats": "autocutlass.api",
     "Stats": "autocutlass.dispatch",
+    "swap_conv2d_": "autocutlass.nn",
+    "swap_linear_": "autocutlass.nn",
+    "unswap_conv2d_": "autocutlass.nn",
+    "unswap_linear_": "autocutlass.nn",
 }
+_LAZY_MODULES = ("nn",)
+"""Subpackages reachable as attributes before they are imported (``autocutlass.nn.Linear``)."""
 
 
 def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f"autocutlass.{name}")  # the import binds it in globals()
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'autocutlass' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later lookups skip this function
     return value

@@ -6,6 +6,16 @@ Each forwards to the process's default ``Dispatcher`` (made on first use from th
 the problem up, applies the miss policy and launches on the current CUDA stream; see
 ``autocutlass.dispatch`` for the hit path's guarantees and ``autocutlass.ops.gemm.frontend`` for what is
 served and what falls back to torch.
+
+**Two paths.** An eager call goes to the dispatcher directly: before it, three C-level checks
+(grad mode and the inputs' ``requires_grad``, CUDA autocast) and ``torch.compiler.is_compiling()``
+(two small Python functions, counted by ``tests/test_dispatch_hotpath.py``). The call takes the
+*graph path* instead, ``autocutlass.torch_ops`` and its ``torch.ops.autocutlass.*`` custom ops,
+when torch.compile traces it, when autograd must record it (grad mode on and an input requires
+grad; ``matmul``, ``linear``, ``gemm``, ``conv2d``) or when CUDA autocast is on (``matmul``,
+``linear``, ``gemm``, ``conv2d`` without ``out=``). So inference pays no op boundary, training runs
+our kernels forwards and backwards, and compiled graphs hold our ops. (CPU autocast needs no
+check here: CPU tensors always run torch, which autocasts itself.)
 """
 
 from __future__ import annotations
@@ -16,15 +26,22 @@ import threading
 import torch
 
 from autocutlass import settings as settings_mod
+from autocutlass import torch_ops as _ops
 from autocutlass.dispatch import Dispatcher, Stats, policy
 from autocutlass.ops.conv.frontend import CONV2D
 from autocutlass.ops.gemm.entries import GEMM, LINEAR, MATMUL, SCALED_MM
 from autocutlass.ops.gemm.problem import Activation
 
-__all__ = ["conv2d", "gemm", "linear", "matmul", "policy", "reset", "scaled_mm", "stats"]
+__all__ = ["conv2d", "dispatcher", "gemm", "linear", "matmul", "policy", "reset", "scaled_mm", "stats"]
 
 _default: Dispatcher | None = None
 _default_lock = threading.Lock()
+
+_COMPILING = torch.compiler.is_compiling
+"""True while torch.compile traces (Dynamo folds it to True), False when code runs."""
+_GRAD = torch.is_grad_enabled
+_CUDA_AUTOCAST = torch.is_autocast_enabled
+"""Without an argument: whether CUDA autocast is on."""
 
 
 def _make_default() -> Dispatcher:
@@ -48,7 +65,15 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None)
     Any of the four layouts (either operand may be a transposed view); 3-D operands are batched;
     a 3-D A under a 2-D B folds its batch into M without copies when A's rows are contiguous
     across batches. Shape mismatches raise ``RuntimeError`` naming both shapes; an ``out=`` of
-    the wrong shape, dtype or device raises. Calls autocutlass does not serve run torch's op."""
+    the wrong shape, dtype or device raises. Calls autocutlass does not serve run torch's op.
+    Differentiable (the backward's GEMMs are autocutlass calls too); autocast casts as for
+    ``torch.matmul``; under torch.compile it is ``torch.ops.autocutlass.matmul``."""
+    try:
+        graph = _COMPILING() or (out is None and (_CUDA_AUTOCAST() or _GRAD() and (a.requires_grad or b.requires_grad)))
+    except AttributeError:  # not tensors: the dispatcher raises the error the eager API raises
+        graph = False
+    if graph:
+        return _ops.matmul(a, b, out)
     return (_default or _make_default()).call(MATMUL, a, b, out)
 
 
@@ -63,7 +88,18 @@ def linear(
 
     ``x``: (..., K), its leading dimensions flattened into M (a view when they merge);
     ``weight``: (N, K); ``bias``: (N,) or None; ``activation``: None, 'relu', 'gelu' (erf),
-    'gelu_tanh' or 'silu', applied in the epilogue. Returns (..., N)."""
+    'gelu_tanh' or 'silu', applied in the epilogue. Returns (..., N).
+
+    Differentiable: dX = dY W, dW = dY^T X, db = sum dY, each GEMM an autocutlass call. While
+    autograd records, the activation runs after the kernel, in torch (its derivative needs the
+    pre-activation, which the fused epilogue does not keep; see ``autocutlass.torch_ops``)."""
+    try:
+        graph = _COMPILING() or _CUDA_AUTOCAST() or _GRAD() and (
+            x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
+    except AttributeError:  # not tensors: the dispatcher raises the error the eager API raises
+        graph = False
+    if graph:
+        return _ops.linear(x, weight, bias, activation)
     return (_default or _make_default()).call(LINEAR, x, weight, bias, activation)
 
 
@@ -80,7 +116,15 @@ def gemm(
 
     ``c`` must broadcast to the product's shape (the kernel serves a ``c`` of exactly that
     shape, N-contiguous; others run in torch) and is ignored when ``beta == 0``, as in BLAS.
-    ``out`` may be ``c`` itself (an in-place update)."""
+    ``out`` may be ``c`` itself (an in-place update). Differentiable in a, b and c (dA = alpha dY
+    B^T, dB = alpha A^T dY, dC = beta dY), each GEMM an autocutlass call."""
+    try:
+        graph = _COMPILING() or (out is None and (_CUDA_AUTOCAST() or _GRAD() and (
+            a.requires_grad or b.requires_grad or (c is not None and c.requires_grad))))
+    except AttributeError:  # not tensors: the dispatcher raises the error the eager API raises
+        graph = False
+    if graph:
+        return _ops.gemm(a, b, c, alpha, beta, out)
     return (_default or _make_default()).call(GEMM, a, b, c, alpha, beta, out)
 
 
@@ -127,7 +171,12 @@ def scaled_mm(
     (``TypeError``); ``a`` or ``b`` not float8 at all, e.g. bfloat16 (``RuntimeError`` naming both
     dtypes), shapes that cannot be multiplied (``RuntimeError`` naming both shapes), a bias of
     another number of elements than N, tensors on different devices, an ``out`` of the wrong
-    shape, dtype or device, an unknown activation (``ValueError``)."""
+    shape, dtype or device, an unknown activation (``ValueError``).
+
+    Not differentiable (nor is ``torch._scaled_mm``); not autocast. Under torch.compile it is
+    ``torch.ops.autocutlass.scaled_mm``."""
+    if _COMPILING():
+        return _ops.scaled_mm(a, b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum, out, activation)
     return (_default or _make_default()).call(
         SCALED_MM, a, b, scale_a, scale_b, bias, out_dtype, out, activation, use_fast_accum, scale_result
     )
@@ -155,9 +204,27 @@ def conv2d(
     when ``torch.backends.cudnn.allow_tf32``), tuned and remembered per layer as conv2d problems;
     the output is channels_last, as ``F.conv2d``'s. Everything else runs ``F.conv2d`` (logged once
     per reason; ``AUTOCUTLASS_STRICT=1`` raises ``UnsupportedProblem``); invalid calls raise as
-    ``F.conv2d`` does. See ``autocutlass.ops.conv.frontend``."""
+    ``F.conv2d`` does. See ``autocutlass.ops.conv.frontend``.
+
+    Differentiable: a pointwise conv's dgrad and wgrad are autocutlass GEMMs, any other conv's
+    backward is ``aten.convolution_backward``; while autograd records, the activation runs after
+    the kernel, in torch (as in ``linear``)."""
+    try:
+        graph = _COMPILING() or _CUDA_AUTOCAST() or _GRAD() and (
+            x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
+            or (residual is not None and residual.requires_grad))
+    except AttributeError:  # not tensors: the dispatcher raises the error the eager API raises
+        graph = False
+    if graph:
+        return _ops.conv2d(x, weight, bias, stride, padding, dilation, groups, activation, residual)
     return (_default or _make_default()).call(CONV2D, x, weight, bias, stride, padding, dilation, groups, activation,
                                               residual)  # fmt: skip
+
+
+def dispatcher() -> Dispatcher:
+    """The process's default ``Dispatcher`` (made on first use; ``reset()`` forgets it): what the
+    entry points and the ``torch.ops.autocutlass`` ops' real kernels call."""
+    return _default or _make_default()
 
 
 def stats() -> Stats:

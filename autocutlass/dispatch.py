@@ -16,12 +16,17 @@ captured in a CUDA graph. Reads of the memo take no lock.
 **Miss path** (under one re-entrant lock, so concurrent misses neither tune nor compile twice;
 hits in other threads proceed): ``front_end.plan`` -> an ``OpProblem`` -> the kernel families
 that serve it -> a config by policy -> ``family.compile`` -> a closure stored in the memo.
-Policies (``AUTOCUTLASS_POLICY``, overridden per context by ``autocutlass.policy``):
+Policies (``AUTOCUTLASS_POLICY``, overridden per thread by ``autocutlass.policy``):
 
 * ``tune``: the stored record of the problem or of its bucket; else record the miss, tune now
   (``search.tune_problem`` within ``Settings.tune_trials``/``tune_seconds``, recording into the
-  user database) and run the winner. Inside a CUDA graph capture it acts as ``cached`` (and the
-  result is not memoised, so the first call outside a capture tunes).
+  user database) and run the winner. **Nothing tunes while tracing or capturing**: inside a CUDA
+  graph capture, or while torch.compile / torch.jit traces with real tensors, a miss serves the
+  best available config (a stored record, the nearest bucket's included, else the family's
+  default), records the miss for ``autocutlass tune --pending`` and is not memoised, so the first
+  call outside runs the policy in full. (That one config is still compiled, or loaded from the
+  kernel cache, when no runner holds it yet; torch.compile's CUDA graphs run each shape eagerly
+  before capturing it, so their captures hit the memo.)
 * ``cached``: any stored record (exact, bucket, nearest neighbour); else record the miss and run
   the family's default config, ``family.seeds(problem)[0]``. Never tunes.
 * ``heuristic``: ``family.seeds(problem)[0]``; never reads the database.
@@ -37,12 +42,19 @@ that fails to compile runs the torch op. One log line per (entry point, reason);
 ``AUTOCUTLASS_STRICT=1`` ``UnsupportedProblem`` is raised instead. A tuning database that cannot
 be opened or read is logged once and behaves as a miss.
 
+**The policy override** (``POLICY_OVERRIDE``, set by ``autocutlass.policy``) is per thread (a
+``threading.local``; asyncio tasks of one thread share it) and is read by ``Dispatcher.call`` when
+the call runs, never when a graph is traced: under ``torch.compile`` the entry points become
+``torch.ops.autocutlass.*`` custom ops (``autocutlass.torch_ops``), whose fake kernels are pure
+shape functions, and whose real kernels call the dispatcher when the compiled graph runs. So a
+``with autocutlass.policy(...)`` around a compiled model's call applies to the misses of that
+call; a CUDA graph replay runs no Python, so it replays what was chosen when it was captured.
+
 Settings are read once, when a ``Dispatcher`` is made; ``reset()`` makes the default one anew.
 """
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -68,24 +80,43 @@ log = logging.getLogger("autocutlass")
 MEMO_LIMIT = 16_384
 """Entries the memo holds before it is emptied (a workload with unbounded distinct shapes)."""
 
-POLICY_OVERRIDE: contextvars.ContextVar[Policy | None] = contextvars.ContextVar("autocutlass_policy", default=None)
-"""Set by ``autocutlass.policy(...)``; per thread and per asyncio task; None: the settings' policy."""
+
+class _PolicyOverride(threading.local):
+    """The per-thread policy override: ``policy`` is None (the settings' policy) or a ``Policy``.
+
+    A ``threading.local`` rather than a ``ContextVar``: the hit path reads it as one attribute
+    (no Python frame), and nothing that torch.compile traces reads it (see the module docstring)."""
+
+    policy: Policy | None = None
+
+    def get(self) -> Policy | None:
+        """The override of the current thread (None: none)."""
+        return self.policy
+
+
+POLICY_OVERRIDE = _PolicyOverride()
+"""Set by ``autocutlass.policy(...)``; per thread; ``.policy`` None: the settings' policy."""
 
 
 @contextmanager
 def policy(name: Policy | str) -> Iterator[Policy]:
     """Use miss policy ``name`` ('tune', 'cached', 'heuristic', 'off') inside the block.
 
-    Nestable; affects only the current thread (or asyncio task)."""
+    Nestable; affects only the current thread. It applies to the calls that run inside the block,
+    compiled models' calls included (their ``torch.ops.autocutlass`` ops call the dispatcher when
+    they run); wrap the compiled model's call, not code inside the compiled function (Dynamo does
+    not trace the block). A CUDA graph replay runs the kernels chosen when it was captured."""
     try:
         p = Policy(name)
     except ValueError:
         raise ValueError(f"policy {name!r} is not one of: {', '.join(x.value for x in Policy)}") from None
-    token = POLICY_OVERRIDE.set(p)
+    local = POLICY_OVERRIDE
+    saved = local.policy
+    local.policy = p
     try:
         yield p
     finally:
-        POLICY_OVERRIDE.reset(token)
+        local.policy = saved
 
 
 # ---- seams: what the dispatcher needs from the layers below (tests inject fakes) ------------
@@ -213,6 +244,12 @@ def _capturing(device_index: int) -> bool:
     return device_index >= 0 and torch.cuda.is_current_stream_capturing()
 
 
+def _tracing() -> bool:
+    """torch.compile (Dynamo, export) or torch.jit is tracing: a call reaching the dispatcher now
+    runs on real tensors for a tracer (e.g. Dynamo's real-tensor propagation), not for the user."""
+    return torch.compiler.is_compiling() or torch.jit.is_tracing()
+
+
 _RANK = {"exact": 0, "bucket": 1, "nearest": 2}
 """How well a stored record matches the problem looked up (smaller is better)."""
 
@@ -256,7 +293,7 @@ class Dispatcher:
     # ---- hot path --------------------------------------------------------------------------
     def call(self, fe: FrontEnd, *args: Any) -> Any:
         """Run entry point ``fe`` on ``args`` (its own arguments, positionally)."""
-        pol = POLICY_OVERRIDE.get() or self._policy
+        pol = POLICY_OVERRIDE.policy or self._policy
         try:
             key = fe.memo_key(pol, *args)
             entry = self._memo.get(key)
@@ -292,14 +329,14 @@ class Dispatcher:
         """The entry for ``call`` and whether it may be memoised."""
         if isinstance(plan, Unsupported):
             return self._fallback(fe, call, plan.reason), True
-        downgraded = pol is Policy.TUNE and _capturing(plan.device_index)
+        downgraded = pol is Policy.TUNE and (_capturing(plan.device_index) or _tracing())
         if downgraded:
-            self._log_once(fe.name, "a tuning miss inside a CUDA graph capture runs the stored or default config")
-            pol = Policy.CACHED
+            self._log_once(fe.name, "a tuning miss while capturing a CUDA graph or tracing runs the best stored "
+                                    "or the default config and is recorded for `autocutlass tune --pending`")
         if plan.note is not None:
             self._log_once(fe.name, plan.note)
         try:
-            chosen = self._choose(plan.problem, pol, plan.device_index)
+            chosen = self._choose(plan.problem, pol, plan.device_index, may_tune=not downgraded)
             if isinstance(chosen, str):
                 return self._fallback(fe, call, chosen), True
             family, config = chosen
@@ -310,8 +347,10 @@ class Dispatcher:
             return self._fallback(fe, call, f"no kernel could be built: {type(e).__name__}: {e}"), True
         return fe.kernel_entry(plan, runner, call), not downgraded
 
-    def _choose(self, problem: OpProblem, pol: Policy, device_index: int) -> tuple[Family, Any] | str:
-        """(family, config) by policy, or the reason no family serves ``problem``."""
+    def _choose(self, problem: OpProblem, pol: Policy, device_index: int, *, may_tune: bool = True
+                ) -> tuple[Family, Any] | str:  # fmt: skip
+        """(family, config) by policy, or the reason no family serves ``problem``. With ``may_tune``
+        False, ``tune`` records the miss it would tune and serves the best record or the default."""
         families = list(self._layers.families_for(problem))
         if not families:
             return f"no kernel family serves {problem.describe()}: {self._layers.why_unsupported(problem)}"
@@ -333,7 +372,7 @@ class Dispatcher:
             return found
         hard_key = info.hard_key(first.source_hash())
         self._record_miss(problem, hard_key)
-        if pol is Policy.TUNE:
+        if pol is Policy.TUNE and may_tune:
             tuned = self._tune(problem, first, hard_key, device_index)
             if tuned is not None:
                 return first, tuned

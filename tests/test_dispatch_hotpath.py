@@ -3,7 +3,12 @@ budgets flaky): on a memo hit, dispatch builds one metadata key, does one dict l
 the memoised entry. The Python functions entered during one hit call are recorded with a
 profile hook; the test fails when the hit path plans, looks anything up, compiles, or grows
 new layers of calls. (Timings side by side with torch are the bench's job: ``autocutlass bench``
-reports the hit path's host time beside ``torch.matmul``'s.)"""
+reports the hit path's host time beside ``torch.matmul``'s.)
+
+The public entry points (``autocutlass.matmul`` ...) add, before the dispatcher, the checks that
+choose between the eager path and the custom-op graph path: grad mode, ``requires_grad`` and CUDA
+autocast are C calls (not counted), ``torch.compiler.is_compiling()`` is two small Python functions
+(``is_compiling`` and ``torch.jit.is_scripting``), counted here: ``MAX_PUBLIC_HIT_CALLS``."""
 
 from __future__ import annotations
 
@@ -34,6 +39,12 @@ HIT_FUNCTIONS = {
 MAX_HIT_CALLS = 8
 """Python-level calls per hit at most (matmul: 6 today, the test's wrapper and the runner included)."""
 
+PUBLIC_FUNCTIONS = {"matmul", "linear", "gemm", "scaled_mm", "conv2d", "is_compiling", "is_scripting"}
+"""What a public entry point adds: itself (in place of the test's wrapper) and the compile check."""
+
+MAX_PUBLIC_HIT_CALLS = MAX_HIT_CALLS + 2
+"""The compile check's two functions on top (matmul: 8 today, scaled_mm 9)."""
+
 
 def _noop_runner(a, b, d, *, c=None, bias=None, alpha=1.0, beta=0.0, scale_a=None, scale_b=None) -> None:  # noqa: ANN001
     pass
@@ -54,11 +65,11 @@ def _entered(f: Callable[[], object]) -> list[str]:
     return entered[1:]  # f itself first
 
 
-def _assert_cheap(f: Callable[[], object]) -> list[str]:
+def _assert_cheap(f: Callable[[], object], allowed: set[str] = HIT_FUNCTIONS, limit: int = MAX_HIT_CALLS) -> list[str]:
     f()  # warm: the memo holds the entry now
     entered = _entered(f)
-    assert set(entered) <= HIT_FUNCTIONS, sorted(set(entered) - HIT_FUNCTIONS)
-    assert len(entered) <= MAX_HIT_CALLS, entered
+    assert set(entered) <= allowed, sorted(set(entered) - allowed)
+    assert len(entered) <= limit, entered
     return entered
 
 
@@ -117,3 +128,29 @@ def test_a_hit_that_plans_is_caught(rig) -> None:  # noqa: ANN001
     rig.dispatcher.clear()
     with pytest.raises(AssertionError):
         _assert_cheap(lambda: (rig.dispatcher.clear(), d.matmul(a, b)))
+
+
+def test_public_entry_points_reach_the_dispatcher_without_the_op_boundary(rig, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """``autocutlass.matmul`` etc. with inputs that need no autograd: the compile check, then the
+    same hit path (no ``torch.ops.autocutlass`` call, no graph-path function)."""
+    from autocutlass import api
+
+    monkeypatch.setattr(api, "_default", rig.dispatcher)
+    allowed, limit = HIT_FUNCTIONS | PUBLIC_FUNCTIONS, MAX_PUBLIC_HIT_CALLS
+    a, b = torch.randn(64, 32).to(BF), torch.randn(32, 48).to(BF)
+    x, w, bias = torch.randn(4, 16, 32).to(BF), torch.randn(48, 32).to(BF), torch.randn(48).to(BF)
+    f8 = torch.float8_e4m3fn
+    a8, b8, s1 = torch.randn(64, 32).to(f8), torch.randn(48, 32).to(f8).t(), torch.ones(())
+    cl = torch.channels_last
+    xc = torch.randn(2, 32, 5, 7).to(BF).contiguous(memory_format=cl)
+    wc = torch.randn(48, 32, 1, 1).to(BF).contiguous(memory_format=cl)
+    mm = _assert_cheap(lambda: api.matmul(a, b), allowed, limit)
+    assert mm == ["matmul", "is_compiling", "is_scripting", "Dispatcher.call", "MatmulFrontEnd.memo_key",
+                  "MatmulFrontEnd.kernel_entry.<locals>.<lambda>", "_gemm_launch.<locals>.run", "_noop_runner"]  # fmt: skip
+    _assert_cheap(lambda: api.linear(x, w, bias, activation="silu"), allowed, limit)
+    _assert_cheap(lambda: api.scaled_mm(a8, b8, s1, s1, bias, out_dtype=BF, use_fast_accum=True), allowed, limit)
+    _assert_cheap(lambda: api.conv2d(xc, wc), allowed, limit)
+    wg = w.clone().requires_grad_()
+    with torch.no_grad():  # grad mode off: parameters that require grad take the eager path too
+        _assert_cheap(lambda: api.linear(x, wg, bias), allowed, limit)
+    assert rig.dispatcher.stats().fallbacks == 0

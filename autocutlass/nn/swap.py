@@ -1,0 +1,100 @@
+"""In-place module swaps: ``swap_linear_`` / ``unswap_linear_`` and ``swap_conv2d_`` / ``unswap_conv2d_``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from autocutlass.nn.modules import Conv2d, Linear
+
+Filter = Callable[[nn.Module, str], bool]
+"""``filter_fn(module, fqn) -> bool``: whether to swap ``module``, found under the dotted name ``fqn``
+('' for the root)."""
+
+SERVED_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+"""Parameter dtypes autocutlass's kernels serve (float32 through TF32, when torch allows it)."""
+
+FEATURE_MULTIPLE = 8
+"""Features (in and out) must be multiples of this: 16-byte rows for 16-bit types, which TMA
+needs (for float32, a multiple of 4 would do; the default keeps one rule)."""
+
+
+def servable_linear(module: nn.Module, fqn: str = "") -> bool:
+    """The default filter of ``swap_linear_``: a weight of a served dtype and in/out features that
+    are multiples of 8. (Layers it skips would run torch anyway, through one more call.)"""
+    w = getattr(module, "weight", None)
+    return (
+        isinstance(w, torch.Tensor) and w.dtype in SERVED_DTYPES and w.dim() == 2
+        and w.shape[0] % FEATURE_MULTIPLE == 0 and w.shape[1] % FEATURE_MULTIPLE == 0
+    )  # fmt: skip
+
+
+def servable_conv2d(module: nn.Module, fqn: str = "") -> bool:
+    """The default filter of ``swap_conv2d_``: the layers autocutlass serves today, pointwise ones
+    (1x1 filter, stride 1, no padding, one group, padding_mode 'zeros') of a served dtype with
+    channel counts that are multiples of 8. (Others would run ``F.conv2d`` through one more call.)"""
+    if not isinstance(module, nn.Conv2d):
+        return False
+    w = module.weight
+    pad = module.padding
+    no_pad = pad in ("valid", "same") or tuple(pad) == (0, 0)  # a 1x1 'same' pads by nothing
+    return (
+        w.dtype in SERVED_DTYPES and tuple(module.kernel_size) == (1, 1) and tuple(module.stride) == (1, 1)
+        and no_pad and module.groups == 1 and module.padding_mode == "zeros"
+        and module.in_channels % FEATURE_MULTIPLE == 0 and module.out_channels % FEATURE_MULTIPLE == 0
+    )  # fmt: skip
+
+
+def _replace(model: nn.Module, source: type[nn.Module], keep: Filter, make: Callable[[nn.Module], nn.Module]
+             ) -> nn.Module:  # fmt: skip
+    """Replace every module of exactly type ``source`` that ``keep`` accepts by ``make(module)``,
+    under every name it is reachable by; returns the root (new when the root itself is replaced)."""
+    made: dict[int, nn.Module] = {}
+    places: list[tuple[nn.Module | None, str, nn.Module]] = []
+    for fqn, module in model.named_modules(remove_duplicate=False):
+        if type(module) is not source:
+            continue
+        if id(module) not in made:
+            if not keep(module, fqn):
+                continue
+            made[id(module)] = make(module)
+        parent_name, _, name = fqn.rpartition(".")
+        places.append((model.get_submodule(parent_name) if fqn else None, name, module))
+    root = model
+    for parent, name, module in places:
+        new = made.get(id(module))
+        if new is None:
+            continue
+        if parent is None:
+            root = new
+        else:
+            setattr(parent, name, new)
+    return root
+
+
+def swap_linear_(model: nn.Module, filter_fn: Filter | None = None) -> nn.Module:
+    """Replace, in place, every ``nn.Linear`` of ``model`` that ``filter_fn(module, fqn)`` accepts
+    (default ``servable_linear``) by an ``autocutlass.nn.Linear`` sharing its parameters; returns
+    ``model`` (or the new module when ``model`` itself is a swapped ``nn.Linear``)."""
+    return _replace(model, nn.Linear, filter_fn or servable_linear, Linear.from_linear)
+
+
+def unswap_linear_(model: nn.Module) -> nn.Module:
+    """The inverse of ``swap_linear_``: every ``autocutlass.nn.Linear`` becomes an ``nn.Linear``
+    sharing its parameters; returns ``model`` (or the new root)."""
+    return _replace(model, Linear, lambda m, fqn: True, lambda m: m.to_linear())  # type: ignore[attr-defined]
+
+
+def swap_conv2d_(model: nn.Module, filter_fn: Filter | None = None) -> nn.Module:
+    """Replace, in place, every ``nn.Conv2d`` that ``filter_fn`` accepts (default
+    ``servable_conv2d``: the pointwise layers served today) by an ``autocutlass.nn.Conv2d``
+    sharing its parameters; returns ``model`` (or the new root). Inputs must be channels_last
+    (``model.to(memory_format=torch.channels_last)`` and the same for the input) to be served."""
+    return _replace(model, nn.Conv2d, filter_fn or servable_conv2d, Conv2d.from_conv2d)
+
+
+def unswap_conv2d_(model: nn.Module) -> nn.Module:
+    """The inverse of ``swap_conv2d_``."""
+    return _replace(model, Conv2d, lambda m, fqn: True, lambda m: m.to_conv2d())  # type: ignore[attr-defined]

@@ -1,0 +1,590 @@
+"""autocutlass's entry points as ``torch.library`` custom ops: what torch.compile traces, what
+autograd records, what autocast casts.
+
+**Ops** (namespace ``autocutlass``; each op's real kernel is the dispatcher, so it serves what the
+eager entry point serves and runs torch for everything else, CPU tensors included):
+
+* ``matmul(Tensor a, Tensor b) -> Tensor``: ``torch.matmul`` (mm, bmm, a 3-D A folded over a 2-D B,
+  any ranks torch takes); ``matmul_out(a, b, Tensor(a!) out) -> ()`` writes ``out``.
+* ``linear(Tensor x, Tensor weight, Tensor? bias, str? activation) -> Tensor``: ``act(F.linear(...))``.
+* ``gemm(Tensor a, Tensor b, Tensor? c, float alpha, float beta) -> Tensor``: ``alpha a@b + beta c``;
+  ``gemm_out(..., Tensor(a!) out) -> ()``.
+* ``scaled_mm(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor? bias, Tensor? scale_result,
+  ScalarType? out_dtype, bool use_fast_accum, str? activation) -> Tensor``: ``act(torch._scaled_mm(...))``;
+  ``scaled_mm_out(..., Tensor(a!) out) -> ()``.
+* ``conv2d(Tensor x, Tensor weight, Tensor? bias, int[] stride, int[] padding, str? padding_mode,
+  int[] dilation, int groups, str? activation, Tensor? residual) -> Tensor``: ``act(F.conv2d(...) +
+  residual)``; ``padding_mode`` 'same'/'valid' replaces ``padding`` when given.
+
+Out variants mutate only ``out`` and return nothing (a custom op may not return an alias of an
+input; the public function returns ``out``). ``linear`` and ``conv2d`` have none: their entry points
+take no ``out=``. The ops are registered when ``autocutlass.api`` is first imported (any entry point,
+``autocutlass.nn``, or ``import autocutlass.torch_ops``).
+
+**Fake kernels** are pure shape functions: they run the entry point's own validation on the
+tensors' metadata (``ops.gemm.frontend.expected_result``, ``ops.conv.frontend.expected_output``),
+so a call the eager API rejects raises the same error while torch.compile traces it (Dynamo
+wraps it in ``TorchRuntimeError``, a ``RuntimeError`` whose message holds ours), and return
+exactly the layout the real kernel returns: a new row-major contiguous tensor for the GEMM ops;
+for ``conv2d`` the layout ``F.conv2d`` gives (channels_last when x or the weight is channels_last,
+which every served conv is; contiguous otherwise: the real kernel converts a torch fallback's
+output to it, a no-op in practice).
+
+**When the ops are used** (``autocutlass.api``): an eager call goes straight to the dispatcher
+(no op boundary, whose dispatch costs about 10-16 us of host time) unless autograd must record it
+(grad mode on and an input requires grad) or CUDA autocast is on; then, and whenever
+torch.compile traces the call (``torch.compiler.is_compiling()``), the public function calls the
+graph-path functions of this module, which call ``torch.ops.autocutlass.*``. A compiled graph
+therefore holds ``torch.ops.autocutlass.*`` nodes; their real kernels run, when the graph runs,
+outside tracing, and read the miss policy then (``autocutlass.policy``, per thread).
+
+**Autograd** (matmul, linear, gemm, conv2d; not scaled_mm: fp8 training is not served, and
+``torch._scaled_mm`` has no derivative either). Every backward GEMM is one of our own ops, so it is
+fingerprinted, tuned and recorded like any call (dA and dB are other layouts of the same family):
+
+* matmul / gemm, Y = alpha A B (+ beta C): dA = alpha dY B^T, dB = alpha A^T dY (batched as the
+  forward; a 3-D A over a 2-D B folds its batch: dB = alpha A_flat^T dY_flat, one GEMM; operands
+  broadcast by torch's rules are summed back to their shapes, 1-D operands as torch unsqueezes
+  them), dC = beta dY summed to C's shape (None when beta == 0: C is then ignored, as in BLAS).
+* linear, Z = X W^T + b over X's leading dimensions flattened: dX = dZ_flat W, dW = dZ_flat^T
+  X_flat (written row-major like W, so AccumulateGrad takes it without a copy), db = dZ_flat summed
+  over rows. (dZ_flat is a view, or one copy when dZ's leading dimensions do not merge.)
+* conv2d: a pointwise conv (1x1, stride 1, no padding, one group) is a GEMM in NHWC, so its
+  dgrad dX = dY_nhwc W and wgrad dW = dY_nhwc^T X_nhwc are our GEMMs (dX comes back channels_last)
+  and db sums dY; any other conv uses ``aten.convolution_backward`` (padding 'same' that pads
+  unevenly is padded explicitly first). d(residual) = dZ.
+
+**The fused activation under autograd**: the epilogue writes one tensor, act(Z); silu's and gelu's
+derivatives need Z itself, which the output cannot give back. So when autograd records a call
+with an activation, the public ``linear``/``conv2d`` run the op *without* the activation and apply
+it outside the kernel with torch (``F.silu`` etc.), whose autograd saves Z: one extra elementwise
+pass over the output, which Inductor fuses into neighbouring pointwise work under torch.compile,
+instead of a second GEMM. (Keeping Z from the kernel would need a second output the epilogue does
+not have.) Inference and no-grad calls keep the fused epilogue. The op itself, called directly
+with an activation while autograd records, stays correct: its backward recomputes Z with one
+more GEMM.
+
+**Autocast**: each op that torch would autocast (``linear``, ``matmul``, ``gemm``, ``conv2d``) has
+an Autocast kernel for CPU and CUDA that casts its floating-point inputs (not float64) to the
+current autocast dtype, as ``F.linear``/``torch.matmul``/``torch.addmm``/``F.conv2d`` do under
+autocast, and runs the op with autocast off. ``gemm``'s C and ``conv2d``'s residual are cast with the
+other inputs (as ``addmm`` casts its C), so the result has the autocast dtype. Out variants and
+``scaled_mm`` are not cast (torch casts neither ``out=`` calls nor ``_scaled_mm``).
+"""
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+from autocutlass import api
+from autocutlass.ops.conv import frontend as conv_fe
+from autocutlass.ops.conv.frontend import CONV2D, ConvCall
+from autocutlass.ops.gemm import frontend as gemm_fe
+from autocutlass.ops.gemm.entries import GEMM, LINEAR, MATMUL, SCALED_MM
+from autocutlass.ops.gemm.frontend import Call, Op
+from autocutlass.ops.types import Activation
+
+NAMESPACE = "autocutlass"
+_CL = torch.channels_last
+
+
+def _define(name: str, schema: str, mutates: Sequence[str] = ()) -> Callable[[Callable[..., Any]], Any]:
+    def wrap(fn: Callable[..., Any]) -> Any:
+        return torch.library.custom_op(f"{NAMESPACE}::{name}", fn, mutates_args=tuple(mutates), schema=schema)
+
+    return wrap
+
+
+def _validated(check: Callable[..., Any], *args: Any) -> Any:
+    """``check(*args)``, an entry point's own validation, run as in eager: on plain meta tensors,
+    outside the fake mode (whose kernels word some shape errors differently), so that a traced call
+    raises exactly the eager error. Symbolic sizes stay symbolic (and guarded) there."""
+    with unset_fake_temporarily():
+        return check(*args)
+
+
+def _empty_like_meta(r: Tensor, device: torch.device) -> Tensor:
+    """A new row-major contiguous tensor of the meta result ``r``'s shape and dtype on ``device``."""
+    return torch.empty(r.shape, dtype=r.dtype, device=device)
+
+
+# ---- matmul -----------------------------------------------------------------------------------
+@_define("matmul", "(Tensor a, Tensor b) -> Tensor")
+def _matmul(a: Tensor, b: Tensor) -> Tensor:
+    return api.dispatcher().call(MATMUL, a, b, None)
+
+
+@_matmul.register_fake
+def _(a: Tensor, b: Tensor) -> Tensor:
+    return _empty_like_meta(_validated(gemm_fe.expected_result, Call(Op.MATMUL, a, b)), a.device)
+
+
+@_define("matmul_out", "(Tensor a, Tensor b, Tensor(a!) out) -> ()", mutates=("out",))
+def _matmul_out(a: Tensor, b: Tensor, out: Tensor) -> None:
+    api.dispatcher().call(MATMUL, a, b, out)
+
+
+@_matmul_out.register_fake
+def _(a: Tensor, b: Tensor, out: Tensor) -> None:
+    _validated(gemm_fe.expected_result, Call(Op.MATMUL, a, b, out=out))
+
+
+# ---- linear -----------------------------------------------------------------------------------
+@_define("linear", "(Tensor x, Tensor weight, Tensor? bias, str? activation) -> Tensor")
+def _linear(x: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None) -> Tensor:
+    return api.dispatcher().call(LINEAR, x, weight, bias, activation)
+
+
+@_linear.register_fake
+def _(x: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None) -> Tensor:
+    gemm_fe.parse_activation(activation)
+    return _empty_like_meta(_validated(gemm_fe.expected_result, Call(Op.LINEAR, x, weight, bias=bias)), x.device)
+
+
+# ---- gemm -------------------------------------------------------------------------------------
+@_define("gemm", "(Tensor a, Tensor b, Tensor? c, float alpha, float beta) -> Tensor")
+def _gemm(a: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float) -> Tensor:
+    return api.dispatcher().call(GEMM, a, b, c, alpha, beta, None)
+
+
+@_gemm.register_fake
+def _(a: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float) -> Tensor:
+    return _empty_like_meta(_validated(gemm_fe.expected_result, Call(Op.GEMM, a, b, c=c)), a.device)
+
+
+@_define("gemm_out", "(Tensor a, Tensor b, Tensor? c, float alpha, float beta, Tensor(a!) out) -> ()",
+         mutates=("out",))  # fmt: skip
+def _gemm_out(a: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float, out: Tensor) -> None:
+    api.dispatcher().call(GEMM, a, b, c, alpha, beta, out)
+
+
+@_gemm_out.register_fake
+def _(a: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float, out: Tensor) -> None:
+    _validated(gemm_fe.expected_result, Call(Op.GEMM, a, b, c=c, out=out))
+
+
+# ---- scaled_mm --------------------------------------------------------------------------------
+_SCALED_ARGS = ("Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor? bias, Tensor? scale_result, "
+                "ScalarType? out_dtype, bool use_fast_accum, str? activation")  # fmt: skip
+
+
+def _scaled_call(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, bias: Tensor | None,
+                 scale_result: Tensor | None, out_dtype: torch.dtype | None, use_fast_accum: bool,
+                 out: Tensor | None) -> Call:  # fmt: skip
+    return Call(Op.SCALED_MM, a, b, bias=bias, out=out, scale_a=scale_a, scale_b=scale_b,
+                scale_result=scale_result, out_dtype=out_dtype, fast_accum=use_fast_accum)  # fmt: skip
+
+
+@_define("scaled_mm", f"({_SCALED_ARGS}) -> Tensor")
+def _scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, bias: Tensor | None,
+               scale_result: Tensor | None, out_dtype: torch.dtype | None, use_fast_accum: bool,
+               activation: str | None) -> Tensor:  # fmt: skip
+    return api.dispatcher().call(SCALED_MM, a, b, scale_a, scale_b, bias, out_dtype, None, activation, use_fast_accum,
+                                 scale_result)  # fmt: skip
+
+
+@_scaled_mm.register_fake
+def _(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, bias: Tensor | None, scale_result: Tensor | None,
+      out_dtype: torch.dtype | None, use_fast_accum: bool, activation: str | None) -> Tensor:  # fmt: skip
+    gemm_fe.parse_activation(activation)
+    r = _validated(gemm_fe.expected_result, _scaled_call(a, b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum, None))
+    return _empty_like_meta(r, a.device)
+
+
+@_define("scaled_mm_out", f"({_SCALED_ARGS}, Tensor(a!) out) -> ()", mutates=("out",))
+def _scaled_mm_out(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, bias: Tensor | None,
+                   scale_result: Tensor | None, out_dtype: torch.dtype | None, use_fast_accum: bool,
+                   activation: str | None, out: Tensor) -> None:  # fmt: skip
+    api.dispatcher().call(SCALED_MM, a, b, scale_a, scale_b, bias, out_dtype, out, activation, use_fast_accum,
+                          scale_result)  # fmt: skip
+
+
+@_scaled_mm_out.register_fake
+def _(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, bias: Tensor | None, scale_result: Tensor | None,
+      out_dtype: torch.dtype | None, use_fast_accum: bool, activation: str | None, out: Tensor) -> None:  # fmt: skip
+    gemm_fe.parse_activation(activation)
+    _validated(gemm_fe.expected_result, _scaled_call(a, b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum, out))
+
+
+# ---- conv2d -----------------------------------------------------------------------------------
+def _conv_padding_arg(padding: Sequence[int], padding_mode: str | None) -> Any:
+    return padding_mode if padding_mode is not None else tuple(padding)
+
+
+def _suggests_cl(t: Tensor) -> bool:
+    return t.dim() == 4 and t.is_contiguous(memory_format=_CL) and not t.is_contiguous()
+
+
+def conv2d_output_format(x: Tensor, weight: Tensor) -> torch.memory_format:
+    """The layout of ``conv2d``'s output: channels_last when x or the weight is (as ``F.conv2d``
+    chooses on CPU and CUDA, and as the served pointwise convs write), else contiguous."""
+    return _CL if _suggests_cl(x) or _suggests_cl(weight) else torch.contiguous_format
+
+
+@_define("conv2d", "(Tensor x, Tensor weight, Tensor? bias, int[] stride, int[] padding, str? padding_mode, "
+                   "int[] dilation, int groups, str? activation, Tensor? residual) -> Tensor")  # fmt: skip
+def _conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: list[int], padding: list[int],
+            padding_mode: str | None, dilation: list[int], groups: int, activation: str | None,
+            residual: Tensor | None) -> Tensor:  # fmt: skip
+    y = api.dispatcher().call(CONV2D, x, weight, bias, tuple(stride), _conv_padding_arg(padding, padding_mode),
+                              tuple(dilation), groups, activation, residual)  # fmt: skip
+    fmt = conv2d_output_format(x, weight)
+    return y if y.is_contiguous(memory_format=fmt) else y.contiguous(memory_format=fmt)
+
+
+@_conv2d.register_fake
+def _(x: Tensor, weight: Tensor, bias: Tensor | None, stride: list[int], padding: list[int], padding_mode: str | None,
+      dilation: list[int], groups: int, activation: str | None, residual: Tensor | None) -> Tensor:  # fmt: skip
+    call = CONV2D.make_call(x, weight, bias, tuple(stride), _conv_padding_arg(padding, padding_mode), tuple(dilation),
+                            groups, activation, residual)  # fmt: skip
+    y = _validated(conv_fe.expected_output, call)
+    return torch.empty(y.shape, dtype=y.dtype, device=x.device, memory_format=conv2d_output_format(x, weight))
+
+
+# ---- autograd ---------------------------------------------------------------------------------
+def _product(a: Tensor, b: Tensor, alpha: float = 1.0) -> Tensor:
+    """``alpha * a @ b`` by our own ops (``matmul``, or ``gemm`` to scale in the epilogue)."""
+    if alpha == 1.0:
+        return torch.ops.autocutlass.matmul(a, b)
+    return torch.ops.autocutlass.gemm(a, b, None, alpha, 0.0)
+
+
+def matmul_grads(dy: Tensor, a: Tensor, b: Tensor, need_a: bool, need_b: bool, alpha: float = 1.0
+                 ) -> tuple[Tensor | None, Tensor | None]:  # fmt: skip
+    """(dA, dB) of Y = alpha * torch.matmul(A, B) for any ranks torch.matmul takes."""
+    a2 = a.unsqueeze(0) if a.dim() == 1 else a  # torch.matmul's own promotion of 1-D operands
+    b2 = b.unsqueeze(-1) if b.dim() == 1 else b
+    g = dy.unsqueeze(-1) if b.dim() == 1 else dy
+    g = g.unsqueeze(-2) if a.dim() == 1 else g
+    da = db = None
+    if need_a:
+        da = _product(g, b2.mT, alpha)
+        if da.shape != a2.shape:
+            da = da.sum_to_size(a2.shape)
+        da = da.reshape(a.shape)
+    if need_b:
+        if b2.dim() == 2 and a2.dim() > 2:  # the batch of A (and of dY) folds into the reduction
+            db = _product(a2.reshape(-1, a2.shape[-1]).mT, g.reshape(-1, g.shape[-1]), alpha)
+        else:
+            db = _product(a2.mT, g, alpha)
+            if db.shape != b2.shape:
+                db = db.sum_to_size(b2.shape)
+        db = db.reshape(b.shape)
+    return da, db
+
+
+def _matmul_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    a, b = inputs
+    ctx.save_for_backward(a, b)
+
+
+def _matmul_backward(ctx: Any, dy: Tensor) -> tuple[Tensor | None, Tensor | None]:
+    a, b = ctx.saved_tensors
+    return matmul_grads(dy, a, b, ctx.needs_input_grad[0], ctx.needs_input_grad[1])
+
+
+def _gemm_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    a, b, c, alpha, beta = inputs
+    ctx.save_for_backward(a, b)
+    ctx.alpha, ctx.beta = float(alpha), float(beta)
+    ctx.c_shape = None if c is None else c.shape
+
+
+def _gemm_backward(ctx: Any, dy: Tensor) -> tuple[Any, ...]:
+    a, b = ctx.saved_tensors
+    need = ctx.needs_input_grad
+    da, db = matmul_grads(dy, a, b, need[0], need[1], ctx.alpha)
+    dc = None
+    if need[2] and ctx.beta != 0.0:
+        dc = dy if ctx.beta == 1.0 else dy * ctx.beta
+        if dc.shape != ctx.c_shape:
+            dc = dc.sum_to_size(ctx.c_shape)
+    return da, db, dc, None, None
+
+
+def activation_backward(dy: Tensor, z: Tensor, act: Activation) -> Tensor:
+    """d act(z) / dz times dy (aten's activation backward kernels, silu's by formula)."""
+    if act is Activation.RELU:
+        return torch.ops.aten.threshold_backward(dy, z, 0)
+    if act is Activation.SILU:  # by formula: aten.silu_backward has no derivative (double backward)
+        s = torch.sigmoid(z)
+        return dy * s * (1 + z * (1 - s))
+    if act is Activation.GELU:
+        return torch.ops.aten.gelu_backward(dy, z, approximate="none")
+    if act is Activation.GELU_TANH:
+        return torch.ops.aten.gelu_backward(dy, z, approximate="tanh")
+    return dy
+
+
+def apply_activation(y: Tensor, act: Activation) -> Tensor:
+    """``act(y)`` out of place, with torch (so autograd records it)."""
+    if act is Activation.RELU:
+        return torch.relu(y)
+    if act is Activation.SILU:
+        return F.silu(y)
+    if act is Activation.GELU:
+        return F.gelu(y)
+    if act is Activation.GELU_TANH:
+        return F.gelu(y, approximate="tanh")
+    return y
+
+
+def _linear_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    x, w, bias, activation = inputs
+    ctx.act = gemm_fe.parse_activation(activation)
+    ctx.save_for_backward(x, w, bias if ctx.act is not Activation.NONE else None)
+    ctx.bias_shape = None if bias is None else bias.shape
+
+
+def linear_grads(dz: Tensor, x: Tensor, w: Tensor, bias_shape: Any, need: Sequence[bool]) -> tuple[Any, Any, Any]:
+    """(dX, dW, db) of Z = F.linear(X, W, b)."""
+    if w.dim() != 2:  # F.linear's 1-D weight: Z = X @ w (+ b)
+        dx, dw = matmul_grads(dz, x, w, need[0], need[1])
+        db = dz.sum_to_size(bias_shape) if need[2] and bias_shape is not None else None
+        return dx, dw, db
+    n, k = w.shape
+    g = dz.reshape(-1, n)  # (M, N): a view when dZ's rows merge, else one copy (then every GEMM is served)
+    dx = _product(g, w).reshape(*dz.shape[:-1], k) if need[0] else None
+    dw = _product(g.mT, x.reshape(-1, k)) if need[1] else None
+    db = g.sum(0).sum_to_size(bias_shape) if need[2] and bias_shape is not None else None
+    return dx, dw, db
+
+
+def _linear_backward(ctx: Any, dy: Tensor) -> tuple[Any, ...]:
+    x, w, bias = ctx.saved_tensors
+    dz = dy
+    if ctx.act is not Activation.NONE:  # the op was called with its activation fused: recompute Z
+        dz = activation_backward(dy, torch.ops.autocutlass.linear(x, w, bias, None), ctx.act)
+    dx, dw, db = linear_grads(dz, x, w, ctx.bias_shape, ctx.needs_input_grad)
+    return dx, dw, db, None
+
+
+def _same_pads(weight: Tensor, dilation: Sequence[int]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(left, right) padding per spatial axis of padding='same' (the extra one on the right, as torch)."""
+    pads = []
+    for i in range(2):
+        total = dilation[i] * (weight.shape[2 + i] - 1)
+        pads.append((total // 2, total - total // 2))
+    return pads[0], pads[1]
+
+
+def _conv_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    x, w, bias, stride, padding, padding_mode, dilation, groups, activation, residual = inputs
+    ctx.act = gemm_fe.parse_activation(activation)
+    recompute = ctx.act is not Activation.NONE
+    ctx.save_for_backward(x, w, bias if recompute else None, residual if recompute else None)
+    ctx.bias_shape = None if bias is None else bias.shape
+    ctx.conv = (list(stride), list(padding), padding_mode, list(dilation), groups)
+
+
+def _is_pointwise(w: Tensor, stride: Sequence[int], padding: Sequence[int], padding_mode: str | None,
+                  groups: int) -> bool:  # fmt: skip
+    no_pad = padding_mode is not None or all(p == 0 for p in padding)  # 'same'/'valid' pad 1x1 by nothing
+    return w.dim() == 4 and w.shape[2] == 1 and w.shape[3] == 1 and all(s == 1 for s in stride) and no_pad and groups == 1
+
+
+def conv2d_grads(dz: Tensor, x: Tensor, w: Tensor, bias_shape: Any, conv: tuple[Any, ...], need: Sequence[bool]
+                 ) -> tuple[Any, Any, Any]:  # fmt: skip
+    """(dX, dW, db) of Z = F.conv2d(X, W, b, ...): our GEMMs for a pointwise conv, else aten's."""
+    stride, padding, padding_mode, dilation, groups = conv
+    if x.dim() == 4 and _is_pointwise(w, stride, padding, padding_mode, groups):
+        n, c, h, wd = x.shape
+        k = w.shape[0]
+        g = dz.permute(0, 2, 3, 1).reshape(-1, k)  # (N*H*W, K): a view when dZ is channels_last
+        dx = dw = db = None
+        if need[0]:
+            dx = _product(g, w.reshape(k, c)).reshape(n, h, wd, c).permute(0, 3, 1, 2)  # channels_last
+        if need[1]:
+            dw = _product(g.mT, x.permute(0, 2, 3, 1).reshape(-1, c)).reshape(k, c, 1, 1)
+        if need[2] and bias_shape is not None:
+            db = g.sum(0).sum_to_size(bias_shape)
+        return dx, dw, db
+    mask = [bool(need[0]), bool(need[1]), bool(need[2]) and bias_shape is not None]
+    bias_sizes = None if bias_shape is None else list(bias_shape)
+    if padding_mode == "valid":
+        padding = [0, 0]
+    crop = None
+    if padding_mode == "same":
+        (lh, rh), (lw, rw) = _same_pads(w, dilation)
+        if lh == rh and lw == rw:
+            padding = [lh, lw]
+        else:  # torch pads unevenly by padding the input first; so does its backward here
+            crop = (lh, lw, x.shape[-2], x.shape[-1])
+            x = F.pad(x, (lw, rw, lh, rh))
+            padding = [0, 0]
+    dx, dw, db = torch.ops.aten.convolution_backward(dz, x, w, bias_sizes, stride, padding, dilation, False, [0, 0],
+                                                     groups, mask)  # fmt: skip
+    if crop is not None and dx is not None:
+        top, left, h, wd = crop
+        dx = dx[..., top : top + h, left : left + wd]
+    return dx, dw, (db if mask[2] else None)
+
+
+def _conv_backward(ctx: Any, dy: Tensor) -> tuple[Any, ...]:
+    x, w, bias, residual = ctx.saved_tensors
+    need = ctx.needs_input_grad
+    dz = dy
+    if ctx.act is not Activation.NONE:  # fused activation: recompute the pre-activation
+        stride, padding, padding_mode, dilation, groups = ctx.conv
+        z = torch.ops.autocutlass.conv2d(x, w, bias, stride, padding, padding_mode, dilation, groups, None, residual)
+        dz = activation_backward(dy, z, ctx.act)
+    dx, dw, db = conv2d_grads(dz, x, w, ctx.bias_shape, ctx.conv, (need[0], need[1], need[2]))
+    dres = dz if need[9] else None
+    return dx, dw, db, None, None, None, None, None, None, dres
+
+
+_matmul.register_autograd(_matmul_backward, setup_context=_matmul_setup)
+_linear.register_autograd(_linear_backward, setup_context=_linear_setup)
+_gemm.register_autograd(_gemm_backward, setup_context=_gemm_setup)
+_conv2d.register_autograd(_conv_backward, setup_context=_conv_setup)
+
+
+# ---- autocast ---------------------------------------------------------------------------------
+_AUTOCAST_LIB = torch.library.Library(NAMESPACE, "FRAGMENT")
+"""Holds the Autocast kernels (the custom ops hold their own registrations)."""
+
+
+def _cast(value: Any, device_type: str, dtype: torch.dtype) -> Any:
+    if isinstance(value, Tensor) and value.is_floating_point() and value.device.type == device_type \
+            and value.dtype is not torch.float64:  # fmt: skip
+        return value.to(dtype)
+    return value
+
+
+def _register_autocast(name: str, device_type: str) -> None:
+    key = "Autocast" + torch._C._dispatch_key_for_device(device_type)
+    keyset = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key))
+    op = getattr(torch.ops.autocutlass, name).default
+
+    def kernel(_keys: Any, *args: Any) -> Any:
+        dtype = torch.get_autocast_dtype(device_type)  # the dtype of the autocast region now
+        with torch._C._ExcludeDispatchKeyGuard(keyset):
+            return op(*(_cast(a, device_type, dtype) for a in args))
+
+    _AUTOCAST_LIB.impl(name, kernel, key, with_keyset=True)
+
+
+for _name in ("matmul", "linear", "gemm", "conv2d"):
+    for _device in ("cpu", "cuda"):
+        _register_autocast(_name, _device)
+
+
+# ---- the graph path: what the public entry points call under autograd, autocast and compile ----
+def _require_tensors(op: str, **tensors: Any) -> None:
+    """The ``TypeError`` the eager entry point raises for an argument that is not a tensor."""
+    for name, t in tensors.items():
+        if t is not None and not isinstance(t, Tensor):
+            raise TypeError(f"autocutlass.{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+
+
+_ACTIVATIONS = {a.value: a for a in Activation}
+
+
+def _activation(activation: Any) -> Activation | None:
+    """The activation by a dict lookup, or None for an unknown name, which the caller hands to the
+    op to reject: its fake kernel (or, eagerly, the dispatcher) raises the eager ``ValueError``.
+    (A ``ValueError`` raised in traced code makes Dynamo re-run the entry point eagerly under its
+    frame hook, where tracing the front-end's enum lookup fails inside Dynamo instead.) Anything
+    but None or a string is rejected here with the eager error."""
+    if activation is None:
+        return Activation.NONE
+    if isinstance(activation, str):
+        return _ACTIVATIONS.get(activation)
+    choices = ", ".join(repr(x.value) for x in Activation if x is not Activation.NONE)
+    raise ValueError(f"activation={activation!r} is not one of None, {choices}")
+
+
+def _records(*tensors: Tensor | None) -> bool:
+    """Autograd would record a call on ``tensors``."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def matmul(a: Tensor, b: Tensor, out: Tensor | None) -> Tensor:
+    """``autocutlass.matmul`` through ``torch.ops.autocutlass.matmul`` (or ``matmul_out``)."""
+    _require_tensors("matmul", a=a, b=b, out=out)
+    if out is None:
+        return torch.ops.autocutlass.matmul(a, b)
+    torch.ops.autocutlass.matmul_out(a, b, out)
+    return out
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None, activation: Any) -> Tensor:
+    """``autocutlass.linear`` through ``torch.ops.autocutlass.linear``; when autograd records, the
+    activation runs outside the kernel (see the module docstring)."""
+    _require_tensors("linear", x=x, weight=weight, bias=bias)
+    act = _activation(activation)
+    if act is None:  # unknown: the op raises the eager error
+        return torch.ops.autocutlass.linear(x, weight, bias, activation)
+    if act is not Activation.NONE and _records(x, weight, bias):
+        return apply_activation(torch.ops.autocutlass.linear(x, weight, bias, None), act)
+    return torch.ops.autocutlass.linear(x, weight, bias, None if act is Activation.NONE else act.value)
+
+
+def gemm(a: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float, out: Tensor | None) -> Tensor:
+    """``autocutlass.gemm`` through ``torch.ops.autocutlass.gemm`` (or ``gemm_out``)."""
+    _require_tensors("gemm", a=a, b=b, c=c, out=out)
+    alpha, beta = float(alpha), float(beta)
+    if out is None:
+        return torch.ops.autocutlass.gemm(a, b, c, alpha, beta)
+    torch.ops.autocutlass.gemm_out(a, b, c, alpha, beta, out)
+    return out
+
+
+def scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, bias: Tensor | None, scale_result: Tensor | None,
+              out_dtype: torch.dtype | None, use_fast_accum: bool, out: Tensor | None, activation: Any) -> Tensor:  # fmt: skip
+    """``autocutlass.scaled_mm`` through ``torch.ops.autocutlass.scaled_mm`` (or ``scaled_mm_out``)."""
+    for name, t in (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"autocutlass.scaled_mm: {name} must be a torch.Tensor, got {type(t).__name__}")
+    _require_tensors("scaled_mm", bias=bias, scale_result=scale_result, out=out)
+    if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
+        raise TypeError(f"autocutlass.scaled_mm: out_dtype must be a torch.dtype or None, got {type(out_dtype).__name__}")
+    if not isinstance(use_fast_accum, bool):
+        raise TypeError(f"autocutlass.scaled_mm: use_fast_accum must be a bool, got {type(use_fast_accum).__name__}")
+    act = _activation(activation)
+    act_name = activation if act is None else None if act is Activation.NONE else act.value  # unknown: the op raises
+    if out is None:
+        return torch.ops.autocutlass.scaled_mm(a, b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum,
+                                               act_name)  # fmt: skip
+    torch.ops.autocutlass.scaled_mm_out(a, b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum, act_name,
+                                        out)  # fmt: skip
+    return out
+
+
+def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, padding: Any, dilation: Any, groups: Any,
+           activation: Any, residual: Tensor | None) -> Tensor:  # fmt: skip
+    """``autocutlass.conv2d`` through ``torch.ops.autocutlass.conv2d``; when autograd records, the
+    activation runs outside the kernel (the residual stays fused: its gradient is dZ itself)."""
+    call: ConvCall = CONV2D.make_call(x, weight, bias, stride, padding, dilation, groups, None, residual)
+    act = _activation(activation)  # last, as in make_call
+    _require_tensors("conv2d", input=x, weight=weight, bias=bias, residual=residual)
+    if isinstance(call.padding, str):
+        pad_ints, pad_mode = [0, 0], call.padding
+    else:
+        pad_ints, pad_mode = list(call.padding), None
+    outside = act is not None and act is not Activation.NONE and _records(x, weight, bias, residual)
+    fused = activation if act is None else None if act is Activation.NONE or outside else act.value
+    y = torch.ops.autocutlass.conv2d(x, weight, bias, list(call.stride), pad_ints, pad_mode, list(call.dilation),
+                                     call.groups, fused, residual)  # fmt: skip
+    return apply_activation(y, act) if outside else y  # type: ignore[arg-type]
+
+
+__all__ = [
+    "NAMESPACE",
+    "activation_backward",
+    "apply_activation",
+    "conv2d",
+    "conv2d_grads",
+    "conv2d_output_format",
+    "gemm",
+    "linear",
+    "linear_grads",
+    "matmul",
+    "matmul_grads",
+    "scaled_mm",
+]
+
