@@ -196,3 +196,26 @@ def test_a_second_process_finds_the_tuned_conv_without_tuning(tmp_path: Path) ->
     calls(make(Policy.TUNE, t2, f2)).conv2d(_x(n=4), _w())  # same bucket (N 3 and 4 -> 4)
     assert t2.calls == [] and f2.launches[0].config.tile == 256
 
+
+
+def test_lowering_adapter_presents_the_gemm_operands_and_follows_new_weight_storage() -> None:
+    """The adapter's strided views are the NHWC GEMM operands; a weight whose storage is replaced
+    (param.data = ...) is seen by the next call, the same weight reuses its view."""
+    p = ConvProblem("fprop", n=2, h=3, w=5, c=16, k=24, r=1, s=1, epilogue=Epilogue(with_c=True))
+    lowering = p.gemm_lowering()
+    assert lowering is not None
+    seen: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
+    run = lowering.runner(lambda a, b, d, *, c=None, bias=None, alpha=1.0, beta=0.0: seen.append((a, b, d, c)))
+    x = torch.randn(2, 16, 3, 5).contiguous(memory_format=CL)
+    w = torch.randn(24, 16, 1, 1).contiguous(memory_format=CL)
+    y = torch.empty(2, 24, 3, 5).contiguous(memory_format=CL)
+    r = torch.randn(2, 24, 3, 5).contiguous(memory_format=CL)
+    run(x, w, y, residual=r, beta=1.0)
+    a, b, d, c = seen[-1]
+    assert torch.equal(a, x.permute(0, 2, 3, 1).reshape(30, 16)) and torch.equal(b, w.view(24, 16).t())
+    assert d.data_ptr() == y.data_ptr() and d.stride() == (24, 1) and torch.equal(c, r.permute(0, 2, 3, 1).reshape(30, 24))
+    run(x, w, y)
+    assert seen[-1][1] is b  # the same weight: its view is reused
+    w.data = torch.randn(24, 16, 1, 1).contiguous(memory_format=CL)
+    run(x, w, y)
+    assert seen[-1][1] is not b and torch.equal(seen[-1][1], w.view(24, 16).t())

@@ -207,21 +207,32 @@ class GemmLowering:
     (K-contiguous: ``w.view(K, C).t()``), D = y as (N*H*W, K), C = the residual like D.
 
     ``runner`` adapts a GEMM runner to the conv runner convention
-    ``runner(x, w, y, *, bias=None, residual=None, alpha=1.0, beta=0.0)`` with channels_last
-    tensors of logical shapes (N, C, H, W), (K, C, 1, 1), (N, K, H, W); every view is a view
-    (``view`` raises rather than copy when a tensor is not channels_last)."""
+    ``runner(x, w, y, *, bias=None, residual=None, alpha=1.0, beta=0.0)``. Its tensors must be
+    channels_last-contiguous with logical shapes (N, C, H, W), (K, C, 1, 1), (N, K, H, W) (the
+    conv2d front-end's memo key holds their strides, so dispatch only ever passes such tensors):
+    each becomes its GEMM operand by one ``as_strided``, and the weight's view is kept while the
+    same weight (object and storage) comes back, as the GEMM front-ends do."""
 
     gemm: GemmProblem
 
     def runner(self, gemm_runner: Any) -> Any:
         m, n, k = self.gemm.m, self.gemm.n, self.gemm.k
+        a_shape, a_stride = (m, k), (k, 1)
+        b_shape, b_stride = (k, n), (1, k)
+        d_shape, d_stride = (m, n), (n, 1)
+        w_seen: tuple[Any, Any, int] = (None, None, 0)  # (weight, its view, its data_ptr), swapped whole
 
         def run(x: Any, w: Any, y: Any, *, bias: Any = None, residual: Any = None, alpha: float = 1.0,
                 beta: float = 0.0) -> None:  # fmt: skip
-            a = x.permute(0, 2, 3, 1).view(m, k)
-            b = w.permute(0, 2, 3, 1).view(n, k).t()
-            d = y.permute(0, 2, 3, 1).view(m, n)
-            c = None if residual is None else residual.permute(0, 2, 3, 1).view(m, n)
-            gemm_runner(a, b, d, c=c, bias=bias, alpha=alpha, beta=beta)
+            nonlocal w_seen
+            seen, ptr = w_seen, w.data_ptr()
+            if w is seen[0] and ptr == seen[2]:
+                b = seen[1]
+            else:
+                b = w.as_strided(b_shape, b_stride)
+                w_seen = (w, b, ptr)
+            c = None if residual is None else residual.as_strided(d_shape, d_stride)
+            gemm_runner(x.as_strided(a_shape, a_stride), b, y.as_strided(d_shape, d_stride), c=c, bias=bias,
+                        alpha=alpha, beta=beta)  # fmt: skip
 
         return run
