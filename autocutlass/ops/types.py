@@ -1,11 +1,15 @@
-"""Types every op's problem shares: element types, operand majors, epilogue activations and the
-epilogue itself. Pure Python."""
+"""Types every op's problem shares: element types, operand majors, epilogue activations, the
+epilogue itself, field checks and the serialisation and keys of problems (``ProblemFields``).
+Pure Python."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
+
+from autocutlass.keys import canonical_json
 
 
 class DType(StrEnum):
@@ -67,3 +71,79 @@ class Epilogue:
 
 
 VALID_ALIGNMENTS = (1, 2, 4, 8, 16)
+
+
+KEY_VERSION = 1
+"""Bumped when the meaning of a problem key changes; old records then stop matching."""
+
+
+def check_dims(obj: object, names: tuple[str, ...], *, minimum: int) -> None:
+    """Raise ValueError naming the first of ``names`` that is not an int >= ``minimum``."""
+    for name in names:
+        v = getattr(obj, name)
+        if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
+            kind = "non-negative" if minimum == 0 else "positive" if minimum == 1 else f">= {minimum}"
+            raise ValueError(f"{type(obj).__name__}.{name} must be a {kind} int, got {v!r}")
+
+
+def check_alignments(obj: object, names: tuple[str, ...]) -> None:
+    """Raise ValueError naming the first of ``names`` that is not a valid alignment in bytes."""
+    for name in names:
+        v = getattr(obj, name)
+        if v not in VALID_ALIGNMENTS:
+            raise ValueError(f"{type(obj).__name__}.{name} must be one of {VALID_ALIGNMENTS} bytes, got {v!r}")
+
+
+class ProblemFields:
+    """Serialisation and keys every op's problem dataclass shares (``ops.base.OpProblem``).
+
+    A subclass is a frozen dataclass with ``op``, ``RUNTIME_DIMS`` (the fields ``neighbour_key``
+    drops) and ``NEIGHBOUR_TAG`` (the key's tag; GEMM keeps its historical 'family', so stored
+    GEMM keys stay byte-identical). Keys are canonical JSON of plain field values
+    (``autocutlass.keys.canonical_json``), never ``repr`` or ``hash``.
+    """
+
+    op: ClassVar[str]
+    RUNTIME_DIMS: ClassVar[tuple[str, ...]]
+    NEIGHBOUR_TAG: ClassVar[str] = "neighbours"
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain-data form (JSON-able), the inverse of ``from_dict``; ``op`` included."""
+        d: dict[str, Any] = {"op": self.op}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            d[f.name] = v.as_dict() if isinstance(v, Epilogue) else v.value if isinstance(v, StrEnum) else v
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Any:
+        kw = dict(d)
+        if kw.pop("op", cls.op) != cls.op:
+            raise ValueError(f"not a {cls.op} problem: {d!r}")
+        kw["epilogue"] = Epilogue.from_dict(kw["epilogue"])
+        return cls(**kw)
+
+    def key(self) -> str:
+        """Canonical, process-stable identity of this exact problem."""
+        return canonical_json({"v": KEY_VERSION, **self.as_dict()})
+
+    def bucket(self) -> Any:
+        raise NotImplementedError
+
+    def bucket_key(self) -> str:
+        return self.bucket().key()  # type: ignore[no-any-return]
+
+    def neighbour_key(self) -> str:
+        """Everything but the run-time dimensions: problems that differ only in those are
+        neighbours, and the nearest tuned one serves a bucket never tuned."""
+        return canonical_json({"v": KEY_VERSION, self.NEIGHBOUR_TAG: self._without(*self.RUNTIME_DIMS)})
+
+    def _without(self, *names: str) -> dict[str, Any]:
+        d = self.as_dict()
+        for name in names:
+            del d[name]
+        return d
+
+    def _class_key(self, *sizes: str, **extra: Any) -> str:
+        """The kernel-class key: every field but the symbolic ``sizes``, plus ``extra``."""
+        return canonical_json({"v": KEY_VERSION, "class": {**self._without(*sizes), **extra}})

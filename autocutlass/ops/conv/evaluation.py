@@ -18,7 +18,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from autocutlass.ops.compare import activation_ref, coarsest_tolerance, compare, synchronize, torch_dtype
+from autocutlass.ops.compare import (
+    activation_ref,
+    coarsest_tolerance,
+    compare,
+    synchronize,
+    torch_dtype,
+)
 from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
 
 _CL = torch.channels_last

@@ -29,11 +29,15 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from autocutlass.keys import canonical_json
 from autocutlass.ops.gemm.problem import GemmProblem, bucket_pow2
-from autocutlass.ops.types import VALID_ALIGNMENTS, DType, Epilogue, Major
-
-KEY_VERSION = 1
+from autocutlass.ops.types import (
+    DType,
+    Epilogue,
+    Major,
+    ProblemFields,
+    check_alignments,
+    check_dims,
+)
 
 
 class ConvDirection(StrEnum):
@@ -42,12 +46,8 @@ class ConvDirection(StrEnum):
     WGRAD = "wgrad"
 
 
-_RUNTIME_DIMS = ("n", "h", "w")
-"""The dimensions ``neighbour_key`` drops (see the bucket rule)."""
-
-
 @dataclass(frozen=True)
-class ConvProblem:
+class ConvProblem(ProblemFields):
     """One conv2d call's fingerprint; see the module docstring."""
 
     direction: ConvDirection
@@ -75,22 +75,16 @@ class ConvProblem:
     epilogue: Epilogue = field(default_factory=Epilogue)
 
     op: ClassVar[str] = "conv2d"
+    RUNTIME_DIMS: ClassVar[tuple[str, ...]] = ("n", "h", "w")
+    """The dimensions ``neighbour_key`` drops (see the bucket rule)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "direction", ConvDirection(self.direction))
         for name in ("x_dtype", "w_dtype", "y_dtype", "acc_dtype"):
             object.__setattr__(self, name, DType(getattr(self, name)))
-        for name in ("n", "h", "w", "c", "k", "r", "s", "pad_h", "pad_w"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise ValueError(f"ConvProblem.{name} must be a non-negative int, got {v!r}")
-        for name in ("stride_h", "stride_w", "dil_h", "dil_w", "groups"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"ConvProblem.{name} must be a positive int, got {v!r}")
-        for name in ("align_x", "align_w", "align_y"):
-            if getattr(self, name) not in VALID_ALIGNMENTS:
-                raise ValueError(f"ConvProblem.{name} must be one of {VALID_ALIGNMENTS} bytes, got {getattr(self, name)!r}")
+        check_dims(self, ("n", "h", "w", "c", "k", "r", "s", "pad_h", "pad_w"), minimum=0)
+        check_dims(self, ("stride_h", "stride_w", "dil_h", "dil_w", "groups"), minimum=1)
+        check_alignments(self, ("align_x", "align_w", "align_y"))
         if self.c % self.groups or self.k % self.groups:
             raise ValueError(f"ConvProblem: C={self.c} and K={self.k} must be multiples of groups={self.groups}")
 
@@ -118,36 +112,9 @@ class ConvProblem:
         y = self.n * self.p * self.q * self.k * self.y_dtype.bytes
         return x + w + y + (y if self.epilogue.with_c else 0)
 
-    # ---- serialisation and keys ------------------------------------------------------------
-    def as_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"op": self.op}
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            d[f.name] = v.as_dict() if isinstance(v, Epilogue) else v.value if isinstance(v, StrEnum) else v
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ConvProblem:
-        kw = dict(d)
-        if kw.pop("op", cls.op) != cls.op:
-            raise ValueError(f"not a {cls.op} problem: {d!r}")
-        kw["epilogue"] = Epilogue.from_dict(kw["epilogue"])
-        return cls(**kw)
-
-    def key(self) -> str:
-        return canonical_json({"v": KEY_VERSION, **self.as_dict()})
-
+    # ---- keys ------------------------------------------------------------------------------
     def bucket(self) -> ConvProblem:
         return dataclasses.replace(self, n=bucket_pow2(self.n, floor=1))
-
-    def bucket_key(self) -> str:
-        return self.bucket().key()
-
-    def neighbour_key(self) -> str:
-        d = self.as_dict()
-        for name in _RUNTIME_DIMS:
-            del d[name]
-        return canonical_json({"v": KEY_VERSION, "neighbours": d})
 
     def neighbour_distance(self, other: ConvProblem) -> tuple[float, int]:
         """log2 distance of the GEMM rows N*P*Q, then the larger."""
@@ -158,10 +125,7 @@ class ConvProblem:
         return {name: getattr(self, name) for name in ("n", "h", "w", "c", "k", "r", "s")}
 
     def kernel_class_key(self) -> str:
-        d = self.as_dict()
-        for name in _RUNTIME_DIMS:
-            del d[name]
-        return canonical_json({"v": KEY_VERSION, "class": d})
+        return self._class_key(*self.RUNTIME_DIMS)
 
     def describe(self) -> str:
         """'conv2d fprop 32x14x14x1024 k256 1x1' (N x H x W x C, K, R x S, then what is not 1)."""

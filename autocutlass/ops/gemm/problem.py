@@ -30,21 +30,25 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, ClassVar
 
-from autocutlass.keys import canonical_json
-from autocutlass.ops.types import VALID_ALIGNMENTS, Activation, DType, Epilogue, Major
+from autocutlass.ops.types import (
+    VALID_ALIGNMENTS,
+    Activation,
+    DType,
+    Epilogue,
+    Major,
+    ProblemFields,
+    check_alignments,
+    check_dims,
+)
 
-__all__ = ["VALID_ALIGNMENTS", "Activation", "DType", "Epilogue", "GemmProblem", "Major", "bucket_m", "bucket_pow2", "problem_from_case"]
-
-KEY_VERSION = 1
-"""Bumped when the meaning of a key changes; old records then stop matching."""
+__all__ = ["VALID_ALIGNMENTS", "Activation", "DType", "Epilogue", "GemmProblem", "Major", "bucket_m", "bucket_pow2", "problem_from_case"]  # fmt: skip
 
 
 @dataclass(frozen=True)
-class GemmProblem:
-    """One GEMM call's fingerprint. Construct with ``GemmProblem.gemm(...)`` or directly."""
+class GemmProblem(ProblemFields):
+    """One GEMM call's fingerprint."""
 
     m: int
     n: int
@@ -65,16 +69,12 @@ class GemmProblem:
 
     op: ClassVar[str] = "gemm"
     """The op's name in keys and in the tuning database (``autocutlass.ops.registry``)."""
+    RUNTIME_DIMS: ClassVar[tuple[str, ...]] = ("m",)
+    NEIGHBOUR_TAG: ClassVar[str] = "family"  # the single-op releases' tag: stored keys stay identical
 
     def __post_init__(self) -> None:
-        for name in ("m", "n", "k", "l"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise ValueError(f"GemmProblem.{name} must be a non-negative int, got {v!r}")
-        for name in ("align_a", "align_b", "align_c", "align_d"):
-            v = getattr(self, name)
-            if v not in VALID_ALIGNMENTS:
-                raise ValueError(f"GemmProblem.{name} must be one of {VALID_ALIGNMENTS} bytes, got {v!r}")
+        check_dims(self, ("m", "n", "k", "l"), minimum=0)
+        check_alignments(self, ("align_a", "align_b", "align_c", "align_d"))
         # Coerce strings to enums so that GemmProblem(a_dtype="bf16") and from_dict() agree.
         for name in ("a_dtype", "b_dtype", "d_dtype", "acc_dtype"):
             object.__setattr__(self, name, DType(getattr(self, name)))
@@ -85,46 +85,10 @@ class GemmProblem:
         if self.epilogue.with_c and self.c_dtype is None:
             raise ValueError("GemmProblem: epilogue.with_c needs c_dtype")
 
-    # ---- serialisation -------------------------------------------------------------------
-    def as_dict(self) -> dict[str, Any]:
-        """Plain-data form (JSON-able), the inverse of ``from_dict``; ``op`` included."""
-        d: dict[str, Any] = {"op": self.op}
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, Epilogue):
-                d[f.name] = v.as_dict()
-            elif isinstance(v, StrEnum):
-                d[f.name] = v.value
-            else:
-                d[f.name] = v
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> GemmProblem:
-        kw = dict(d)
-        if kw.pop("op", cls.op) != cls.op:
-            raise ValueError(f"not a {cls.op} problem: {d!r}")
-        kw["epilogue"] = Epilogue.from_dict(kw["epilogue"])
-        return cls(**kw)
-
-    def key(self) -> str:
-        """Canonical, process-stable identity of this exact problem."""
-        return canonical_json({"v": KEY_VERSION, **self.as_dict()})
-
     # ---- bucketing -----------------------------------------------------------------------
     def bucket(self) -> GemmProblem:
         """The representative of this problem's bucket: M rounded up (see module docstring)."""
         return dataclasses.replace(self, m=bucket_m(self.m))
-
-    def bucket_key(self) -> str:
-        return self.bucket().key()
-
-    def neighbour_key(self) -> str:
-        """Everything but M: problems that differ only in M are neighbours, and the nearest
-        tuned M serves a problem whose bucket was never tuned (the database's third lookup)."""
-        d = self.as_dict()
-        del d["m"]
-        return canonical_json({"v": KEY_VERSION, "family": d})
 
     def neighbour_distance(self, other: GemmProblem) -> tuple[float, int]:
         """Sort key of a neighbour ``other`` as a stand-in for this problem, smallest first:
@@ -139,11 +103,7 @@ class GemmProblem:
     def kernel_class_key(self) -> str:
         """Everything a compiled kernel is specialised on: no M, N, K or L (they are symbolic),
         but whether L > 1 (batched operands have rank 3, and runners are compiled per rank)."""
-        d = self.as_dict()
-        for name in ("m", "n", "k", "l"):
-            del d[name]
-        d["batched"] = self.l > 1
-        return canonical_json({"v": KEY_VERSION, "class": d})
+        return self._class_key("m", "n", "k", "l", batched=self.l > 1)
 
     # ---- derived quantities --------------------------------------------------------------
     @property

@@ -17,18 +17,21 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from autocutlass.keys import canonical_json
 from autocutlass.ops.gemm.problem import bucket_pow2
-from autocutlass.ops.types import VALID_ALIGNMENTS, DType, Epilogue, Major
-
-KEY_VERSION = 1
+from autocutlass.ops.types import (
+    DType,
+    Epilogue,
+    Major,
+    ProblemFields,
+    check_alignments,
+    check_dims,
+)
 
 
 @dataclass(frozen=True)
-class GroupedGemmProblem:
+class GroupedGemmProblem(ProblemFields):
     """One grouped GEMM call's fingerprint; see the module docstring."""
 
     experts: int
@@ -46,18 +49,14 @@ class GroupedGemmProblem:
     epilogue: Epilogue = field(default_factory=Epilogue)
 
     op: ClassVar[str] = "grouped_mm"
+    RUNTIME_DIMS: ClassVar[tuple[str, ...]] = ("t",)
 
     def __post_init__(self) -> None:
         for name in ("x_dtype", "w_dtype", "out_dtype", "acc_dtype"):
             object.__setattr__(self, name, DType(getattr(self, name)))
         object.__setattr__(self, "w_major", Major(self.w_major))
-        for name in ("experts", "t", "n", "k"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise ValueError(f"GroupedGemmProblem.{name} must be a non-negative int, got {v!r}")
-        for name in ("align_x", "align_w", "align_out"):
-            if getattr(self, name) not in VALID_ALIGNMENTS:
-                raise ValueError(f"GroupedGemmProblem.{name} must be one of {VALID_ALIGNMENTS} bytes")
+        check_dims(self, ("experts", "t", "n", "k"), minimum=0)
+        check_alignments(self, ("align_x", "align_w", "align_out"))
 
     @property
     def flops(self) -> int:
@@ -69,34 +68,8 @@ class GroupedGemmProblem:
         return (self.t * self.k * self.x_dtype.bytes + self.experts * self.k * self.n * self.w_dtype.bytes
                 + self.t * self.n * self.out_dtype.bytes)  # fmt: skip
 
-    def as_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"op": self.op}
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            d[f.name] = v.as_dict() if isinstance(v, Epilogue) else v.value if isinstance(v, StrEnum) else v
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> GroupedGemmProblem:
-        kw = dict(d)
-        if kw.pop("op", cls.op) != cls.op:
-            raise ValueError(f"not a {cls.op} problem: {d!r}")
-        kw["epilogue"] = Epilogue.from_dict(kw["epilogue"])
-        return cls(**kw)
-
-    def key(self) -> str:
-        return canonical_json({"v": KEY_VERSION, **self.as_dict()})
-
     def bucket(self) -> GroupedGemmProblem:
         return dataclasses.replace(self, t=bucket_pow2(self.t, floor=16))
-
-    def bucket_key(self) -> str:
-        return self.bucket().key()
-
-    def neighbour_key(self) -> str:
-        d = self.as_dict()
-        del d["t"]
-        return canonical_json({"v": KEY_VERSION, "neighbours": d})
 
     def neighbour_distance(self, other: GroupedGemmProblem) -> tuple[float, int]:
         return (abs(math.log2(max(self.t, 1)) - math.log2(max(other.t, 1))), -other.t)
@@ -105,10 +78,7 @@ class GroupedGemmProblem:
         return {"experts": self.experts, "t": self.t, "n": self.n, "k": self.k}
 
     def kernel_class_key(self) -> str:
-        d = self.as_dict()
-        for name in ("experts", "t", "n", "k"):
-            del d[name]
-        return canonical_json({"v": KEY_VERSION, "class": d})
+        return self._class_key("experts", "t", "n", "k")
 
     def describe(self) -> str:
         """'grouped_mm 128 experts T=8192 N=768 K=2048 bf16 w row'."""
