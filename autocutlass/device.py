@@ -64,6 +64,8 @@ class DeviceInfo:
     cuda_runtime_version: str
     dsl_version: str
     torch_version: str
+    uuid: str = ""
+    """The GPU's UUID (informative, never matched: per-GPU locks key on it), '' when unknown."""
 
     @property
     def cc(self) -> str:
@@ -184,4 +186,5 @@ def current_device(index: int | None = None) -> DeviceInfo:
         cuda_runtime_version=str(torch.version.cuda),
         dsl_version=dsl_version(),
         torch_version=str(torch.__version__),
+        uuid=str(getattr(props, "uuid", "") or ""),
     )

@@ -55,11 +55,14 @@ Settings are read once, when a ``Dispatcher`` is made; ``reset()`` makes the def
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from enum import Enum
 from typing import Any, Protocol
 
 import torch
@@ -168,10 +171,11 @@ def _real_layers() -> Layers:
         return kernels.families_for(problem)
 
     def open_store(s: Settings) -> tuple[Store, Any]:
+        from autocutlass.campaign.sink import SharedTuningSink
         from autocutlass.db import LayeredStore, TuningStore
 
         user = TuningStore(s.db_url)
-        return LayeredStore(user, s.shipped_dbs_dir), user
+        return LayeredStore(user, s.shipped_dbs_dir), SharedTuningSink(user)
 
     def tune(
         problem: Any, family: Family, sink: Any, hard_key: HardKey, device_index: int, s: Settings
@@ -240,6 +244,14 @@ def _is_cuda(t: Any) -> bool:
     return bool(t.is_cuda)
 
 
+def _gpu_id(info: DeviceInfo) -> str:
+    """The GPU's identity for host-wide locks: its UUID (the same in every process, whatever
+    CUDA_VISIBLE_DEVICES says), else its index."""
+    from autocutlass.campaign.gpus import normalize_uuid
+
+    return normalize_uuid(info.uuid) if info.uuid else f"cuda{info.index}"
+
+
 def _capturing(device_index: int) -> bool:
     return device_index >= 0 and torch.cuda.is_current_stream_capturing()
 
@@ -251,6 +263,22 @@ def _tracing() -> bool:
 
 
 _RANK = {"exact": 0, "bucket": 1, "nearest": 2}
+
+RECHECK_S = 5.0
+"""Seconds a call served while another process tunes its problem keeps its memo entry; then the
+next call looks the problem up again."""
+
+_DEFERRED = object()
+"""``Dispatcher._tune``'s answer when another process is tuning the problem."""
+
+
+class _Memo(Enum):
+    """How a new entry is memoised: kept, not at all (a stand-in chosen while tracing or capturing),
+    or for ``RECHECK_S`` seconds (a stand-in while another process tunes the problem)."""
+
+    KEEP = "keep"
+    SKIP = "skip"
+    RECHECK = "recheck"
 """How well a stored record matches the problem looked up (smaller is better)."""
 
 
@@ -316,19 +344,31 @@ class Dispatcher:
             call = fe.make_call(*args)
             if pol is Policy.OFF:
                 fe.expected(call)  # the same errors as under the other policies
-                entry, memoise = fe.torch_entry(call), True
+                entry, memo = fe.torch_entry(call), _Memo.KEEP
             else:
-                entry, memoise = self._build(fe, call, fe.plan(call, self._ctx), pol)
-            if memoise:
+                entry, memo = self._build(fe, call, fe.plan(call, self._ctx), pol)
+            if memo is not _Memo.SKIP:
                 if len(self._memo) >= MEMO_LIMIT:
                     self._memo.clear()
-                self._memo[key] = entry
+                self._memo[key] = entry if memo is _Memo.KEEP else self._expiring(key, entry)
             return entry
 
-    def _build(self, fe: FrontEnd, call: Any, plan: Any, pol: Policy) -> tuple[Entry, bool]:
-        """The entry for ``call`` and whether it may be memoised."""
+    def _expiring(self, key: tuple[Any, ...], entry: Entry) -> Entry:
+        """``entry``, memoised for ``RECHECK_S`` seconds: then the next call misses again and looks
+        the problem up anew (another process was tuning it; its record may be there now)."""
+        deadline, memo = time.monotonic() + RECHECK_S, self._memo
+
+        def run(*args: Any) -> Any:
+            if time.monotonic() > deadline:
+                memo.pop(key, None)
+            return entry(*args)
+
+        return run
+
+    def _build(self, fe: FrontEnd, call: Any, plan: Any, pol: Policy) -> tuple[Entry, _Memo]:
+        """The entry for ``call`` and how it may be memoised."""
         if isinstance(plan, Unsupported):
-            return self._fallback(fe, call, plan.reason), True
+            return self._fallback(fe, call, plan.reason), _Memo.KEEP
         downgraded = pol is Policy.TUNE and (_capturing(plan.device_index) or _tracing())
         if downgraded:
             self._log_once(fe.name, "a tuning miss while capturing a CUDA graph or tracing runs the best stored "
@@ -338,25 +378,28 @@ class Dispatcher:
         try:
             chosen = self._choose(plan.problem, pol, plan.device_index, may_tune=not downgraded)
             if isinstance(chosen, str):
-                return self._fallback(fe, call, chosen), True
-            family, config = chosen
+                return self._fallback(fe, call, chosen), _Memo.KEEP
+            family, config, recheck = chosen
             runner = self._runner(family, config, plan.problem)
         except (CantImplement, KernelCompileError) as e:
             if self.settings.strict:
                 raise
-            return self._fallback(fe, call, f"no kernel could be built: {type(e).__name__}: {e}"), True
-        return fe.kernel_entry(plan, runner, call), not downgraded
+            return self._fallback(fe, call, f"no kernel could be built: {type(e).__name__}: {e}"), _Memo.KEEP
+        memo = _Memo.SKIP if downgraded else _Memo.RECHECK if recheck else _Memo.KEEP
+        return fe.kernel_entry(plan, runner, call), memo
 
     def _choose(self, problem: OpProblem, pol: Policy, device_index: int, *, may_tune: bool = True
-                ) -> tuple[Family, Any] | str:  # fmt: skip
-        """(family, config) by policy, or the reason no family serves ``problem``. With ``may_tune``
-        False, ``tune`` records the miss it would tune and serves the best record or the default."""
+                ) -> tuple[Family, Any, bool] | str:  # fmt: skip
+        """(family, config, recheck) by policy, or the reason no family serves ``problem``. With
+        ``may_tune`` False, ``tune`` records the miss it would tune and serves the best record or
+        the default. ``recheck``: another process is tuning the problem now; the choice is a stand-in
+        to look up again soon (``RECHECK_S``)."""
         families = list(self._layers.families_for(problem))
         if not families:
             return f"no kernel family serves {problem.describe()}: {self._layers.why_unsupported(problem)}"
         first = families[0]
         if pol is Policy.HEURISTIC:
-            return first, self._default_config(first, problem)
+            return first, self._default_config(first, problem), False
         info = self._device_info(device_index)
         found: tuple[Family, Any] | None = None
         found_rank = len(_RANK)
@@ -369,16 +412,19 @@ class Dispatcher:
                 found, found_rank = got, _RANK[rec.source]
         if found is not None and (pol is Policy.CACHED or found_rank < _RANK["nearest"]):
             self._n.db_hits += 1
-            return found
+            return (*found, False)
         hard_key = info.hard_key(first.source_hash())
         self._record_miss(problem, hard_key)
+        recheck = False
         if pol is Policy.TUNE and may_tune:
-            tuned = self._tune(problem, first, hard_key, device_index)
-            if tuned is not None:
-                return first, tuned
+            tuned = self._tune(problem, first, hard_key, info)
+            if tuned is _DEFERRED:
+                recheck = True
+            elif tuned is not None:
+                return first, tuned, False
         if found is not None:
-            return found
-        return first, self._default_config(first, problem)
+            return (*found, recheck)
+        return first, self._default_config(first, problem), recheck
 
     # ---- helpers of the miss path ----------------------------------------------------------
     def _default_config(self, family: Family, problem: OpProblem) -> Any:
@@ -427,17 +473,26 @@ class Dispatcher:
             return None
         return family, config
 
-    def _tune(self, problem: OpProblem, family: Family, hard_key: HardKey, device_index: int) -> Any | None:
-        """The tuned config, or None when tuning found none or could not record (logged)."""
+    def _tune(self, problem: OpProblem, family: Family, hard_key: HardKey, info: DeviceInfo) -> Any:
+        """The tuned config; None when tuning found none or could not record (logged);
+        ``_DEFERRED`` when another process tunes the problem or times candidates on this GPU now
+        (a sink with ``claim``, ``campaign.SharedTuningSink``: one process tunes, the others serve)."""
         _, sink = self._open_store()
         if sink is None:
             self._log_once("tune", "no usable tuning database to record into; not tuning")
             return None
-        self._n.tunes += 1
-        log.info("autocutlass: tuning %s (%d trials, %d s at most)", problem.describe(),
-                 self.settings.tune_trials, self.settings.tune_seconds)  # fmt: skip
         try:
-            best = self._layers.tune(problem, family, sink, hard_key, device_index, self.settings)
+            claim_fn = getattr(sink, "claim", None)
+            claim = contextlib.nullcontext() if claim_fn is None else claim_fn(problem, hard_key, gpu=_gpu_id(info))
+            if claim is None:
+                self._log_once("tune", f"{problem.describe()} is being tuned by another process (or the GPU is "
+                                       "busy timing candidates): serving the best available config meanwhile")  # fmt: skip
+                return _DEFERRED
+            self._n.tunes += 1
+            log.info("autocutlass: tuning %s (%d trials, %d s at most)", problem.describe(),
+                     self.settings.tune_trials, self.settings.tune_seconds)  # fmt: skip
+            with claim:
+                best = self._layers.tune(problem, family, sink, hard_key, info.index, self.settings)
         except DatabaseError as e:
             self._log_once("tune", f"tuning could not record its results, not tuning: {e}")
             return None

@@ -269,3 +269,65 @@ def test_tuning_miss_inside_graph_capture_is_not_tuned_nor_memoised(monkeypatch:
     calls(rig.dispatcher).matmul(a, b)
     assert len(rig.tuner.calls) == 1 and rig.family.launches[-1].config == FakeConfig(256)
     assert rig.dispatcher.stats().memo_misses == 2
+
+
+# ---- a shared database: one process tunes a problem, the others serve meanwhile -----------------
+class ClaimingStore(FakeStore):
+    """A sink with ``claim`` (as ``campaign.SharedTuningSink``): ``held`` means another process
+    tunes the problem now (claim answers None); otherwise the claim is a context manager whose
+    entry and exit are logged, so the test sees the tuning run inside it."""
+
+    def __init__(self, held: bool) -> None:
+        super().__init__()
+        self.held = held
+        self.events: list[str] = []
+
+    def claim(self, problem, hard_key, *, gpu=None):  # noqa: ANN001, ANN201
+        if self.held:
+            return None
+        store = self
+
+        class Claim:
+            def __enter__(self) -> None:
+                store.events.append("claimed")
+
+            def __exit__(self, *exc: object) -> None:
+                store.events.append("released")
+
+        return Claim()
+
+
+def test_a_miss_another_process_tunes_is_served_meanwhile_and_looked_up_again(monkeypatch) -> None:  # noqa: ANN001
+    from autocutlass import dispatch
+
+    store = ClaimingStore(held=True)
+    rig = make_rig(Policy.TUNE, store=store)
+    a, b = t(32, 64), t(64, 48)
+    calls(rig.dispatcher).matmul(a, b)
+    assert rig.tuner.calls == [] and rig.dispatcher.stats().tunes == 0
+    assert rig.family.launches[-1].config == FakeConfig(128)  # the family's default meanwhile
+    calls(rig.dispatcher).matmul(a, b)  # within RECHECK_S: the stand-in stays memoised
+    assert rig.dispatcher.stats().memo_misses == 1
+    # the other process stores its winner; once the stand-in expires, the next call finds it
+    store.records[rig.family.launches[-1].problem.key()] = Record("fake", {"tile": 64}, "exact")
+    monkeypatch.setattr(dispatch, "RECHECK_S", 0.0)
+    rig.dispatcher.clear()
+    calls(rig.dispatcher).matmul(a, b)  # a stand-in memoised for 0 s
+    calls(rig.dispatcher).matmul(a, b)  # expired: this call serves, and drops the entry
+    calls(rig.dispatcher).matmul(a, b)  # misses again and finds the stored record
+    assert rig.family.launches[-1].config == FakeConfig(64) and rig.tuner.calls == []
+
+
+def test_a_claimed_miss_is_tuned_inside_the_claim() -> None:
+    store = ClaimingStore(held=False)
+    tuner = FakeTuner()
+    original = tuner.__call__
+
+    def tune(*args):  # noqa: ANN002, ANN202
+        store.events.append("tuning")
+        return original(*args)
+
+    rig = make_rig(Policy.TUNE, store=store, tuner=tune)  # type: ignore[arg-type]
+    calls(rig.dispatcher).matmul(t(32, 64), t(64, 48))
+    assert store.events == ["claimed", "tuning", "released"]
+    assert rig.family.launches[-1].config == FakeConfig(256) and rig.dispatcher.stats().tunes == 1

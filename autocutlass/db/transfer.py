@@ -520,6 +520,45 @@ def export(store: TuningStore, path: str | os.PathLike[str]) -> Path:
     return p
 
 
+def only_gpu(snap: Snapshot, gpu_name: str) -> Snapshot:
+    """The records of ``snap`` measured on GPU model ``gpu_name`` (devices, trials, bests; no
+    misses: they are a user's history, not a tuning result)."""
+    trials: list[_Trial] = []
+    new_index: dict[int, int] = {}
+    for i, t in enumerate(snap.trials):
+        if t.hard_key.gpu_name == gpu_name:
+            new_index[i] = len(trials)
+            trials.append(t)
+    bests = tuple(
+        dataclasses.replace(b, trial=new_index.get(b.trial) if b.trial is not None else None)
+        for b in snap.bests
+        if b.hard_key.gpu_name == gpu_name
+    )
+    devices = tuple(d for d in snap.devices if d.hard_key.gpu_name == gpu_name)
+    return Snapshot(devices, tuple(trials), bests, ())
+
+
+def shipped_name(gpu_name: str) -> str:
+    """The file name of a shipped database of GPU model ``gpu_name`` (``NVIDIA H200`` ->
+    ``NVIDIA-H200.sqlite``)."""
+    return "".join(c if c.isalnum() or c in "._" else "-" for c in gpu_name.strip()) + ".sqlite"
+
+
+def export_per_gpu(store: TuningStore, directory: str | os.PathLike[str]) -> dict[str, Path]:
+    """Write one SQLite file per GPU model that has best records in ``store`` into ``directory``
+    (``shipped_name``; an existing file is replaced atomically): the shipped-database layout.
+    Returns {GPU name: path}."""
+    snap = snapshot(store)
+    out = Path(directory).expanduser().resolve()
+    written: dict[str, Path] = {}
+    for gpu in sorted({b.hard_key.gpu_name for b in snap.bests}):
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / shipped_name(gpu)
+        _write_snapshot(only_gpu(snap, gpu), path)
+        written[gpu] = path
+    return written
+
+
 def import_(store: TuningStore, path: str | os.PathLike[str]) -> TransferStats:
     """Merge the SQLite database or JSON export at ``path`` into ``store``."""
     return load(store, read_file(path))
