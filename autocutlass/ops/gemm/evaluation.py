@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from autocutlass.kernels.base import GemmRunner
 from autocutlass.ops.compare import (
     activation_ref,
     coarsest_tolerance,
@@ -35,6 +34,11 @@ from autocutlass.ops.compare import (
     torch_dtype,
 )
 from autocutlass.ops.gemm.problem import DType, GemmProblem, Major
+
+if TYPE_CHECKING:
+    from autocutlass.kernels.base import (
+        GemmRunner,  # the runner contract, for types only
+    )
 
 
 def tolerance(problem: GemmProblem) -> float:
