@@ -101,6 +101,15 @@ class KernelFamily(ABC, Generic[C]):
         Raises ``CantImplement`` if ``check`` rejects the pair and ``KernelCompileError`` if
         the DSL fails."""
 
+    def feasible_seeds(self, guesses: Sequence[C], problem: Any) -> list[C]:
+        """``guesses`` in order, without repeats and without those ``check`` rejects: what
+        ``seeds`` returns once a family has listed its first guesses."""
+        out: list[C] = []
+        for g in guesses:
+            if g not in out and self.check(g, problem) is None:
+                out.append(g)
+        return out
+
     def simplicity(self, config: C) -> tuple[int, ...]:
         """Sort key: smaller is simpler. Ties between equally fast configs go to the simpler."""
         return (0,)

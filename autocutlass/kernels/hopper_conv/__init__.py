@@ -120,11 +120,7 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
                 c(128, 128, 64, cluster_m=2, schedule=pp), c(128, 256, 64, cluster_m=2), c(256, 128, 64, cluster_n=2),
             ]
         guesses += [c(128, 128, 64), c(64, 128, 64), c(64, 64, 64)]
-        out: list[HopperConvConfig] = []
-        for g in guesses:
-            if g not in out and check(g, problem) is None:
-                out.append(g)
-        return out
+        return self.feasible_seeds(guesses, problem)
 
     def config_to_dict(self, config: HopperConvConfig) -> dict[str, Any]:
         return config.as_dict()

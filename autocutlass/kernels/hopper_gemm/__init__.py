@@ -269,11 +269,7 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
         if tf32_swap_saves_copy(problem):
             # The swapped kernel reads the N-major operand through registers and copies nothing.
             guesses = [v for g in guesses[:4] for v in (dataclasses.replace(g, swap_ab=True), g)] + guesses[4:]
-        out: list[HopperGemmConfig] = []
-        for g in guesses:
-            if g not in out and check(g, problem) is None:
-                out.append(g)
-        return out
+        return self.feasible_seeds(guesses, problem)
 
     def config_to_dict(self, config: HopperGemmConfig) -> dict[str, Any]:
         return config.as_dict()
