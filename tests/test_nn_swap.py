@@ -167,7 +167,7 @@ def test_conv2d_module_and_swap() -> None:
     want = net(x)
     weights = [p for p in net.parameters()]
     assert swap_conv2d_(net) is net
-    assert [type(m) for m in net] == [Conv2d, nn.ReLU, nn.Conv2d, Conv2d]  # the 3x3 is not served: kept
+    assert [type(m) for m in net] == [Conv2d, nn.ReLU, Conv2d, Conv2d]
     assert all(p is q for p, q in zip(net.parameters(), weights, strict=True))
     y = net(x)
     torch.testing.assert_close(y, want)
@@ -182,7 +182,9 @@ def test_conv2d_module_padding_modes() -> None:
     x = torch.randn(1, 4, 6, 5)
     torch.testing.assert_close(a(x), m(x))
     assert not servable_conv2d(m) and servable_conv2d(nn.Conv2d(8, 8, 1, padding="same"))
-    assert not servable_conv2d(nn.Conv2d(8, 8, 1, stride=2)) and not servable_conv2d(nn.Conv2d(8, 8, 1, groups=2))
+    assert servable_conv2d(nn.Conv2d(8, 8, 3, stride=2, padding=1)) and not servable_conv2d(nn.Conv2d(8, 8, 1, groups=2))
+    assert not servable_conv2d(nn.Conv2d(3, 64, 7, stride=2, padding=3))  # an image stem: 3 channels
+    assert not servable_conv2d(nn.Conv2d(8, 8, 9, stride=9)) and not servable_conv2d(nn.Conv2d(8, 12, 1))
     g = torch.randn(1, 8, 6, 5)
     x.requires_grad_()
     a(x).backward(g)

@@ -450,8 +450,10 @@ def _worker(ns: argparse.Namespace, store: TuningStore, queue: TuningQueue, seam
     lanes: Any = (contextlib.nullcontext(given) if given
                   else PipelineLanes(len(gpus), compile_workers=ns.compile_workers))  # fmt: skip
 
-    def say(text: str) -> None:
-        print(text, file=sys.stderr, flush=True)
+    t0 = time.monotonic()
+
+    def say(text: str) -> None:  # the seconds since the start: where a campaign's time goes
+        print(f"[{time.monotonic() - t0:6.1f} s] {text}", file=sys.stderr, flush=True)
 
     t0 = time.monotonic()
     with lanes as make_lane, _sigterm_interrupts():

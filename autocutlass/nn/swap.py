@@ -20,6 +20,9 @@ FEATURE_MULTIPLE = 8
 """Features (in and out) must be multiples of this: 16-byte rows for 16-bit types, which TMA
 needs (for float32, a multiple of 4 would do; the default keeps one rule)."""
 
+MAX_CONV_STRIDE = 8
+"""The im2col TMA's largest traversal stride (``kernels.hopper_conv.check``)."""
+
 
 def servable_linear(module: nn.Module, fqn: str = "") -> bool:
     """The default filter of ``swap_linear_``: a weight of a served dtype and in/out features that
@@ -32,17 +35,18 @@ def servable_linear(module: nn.Module, fqn: str = "") -> bool:
 
 
 def servable_conv2d(module: nn.Module, fqn: str = "") -> bool:
-    """The default filter of ``swap_conv2d_``: the layers autocutlass serves today, pointwise ones
-    (1x1 filter, stride 1, no padding, one group, padding_mode 'zeros') of a served dtype with
-    channel counts that are multiples of 8. (Others would run ``F.conv2d`` through one more call.)"""
+    """The default filter of ``swap_conv2d_``: the layers the conv families can serve, judged from
+    the layer alone: dense (one group), zero padding, a served dtype, input and output channel
+    counts that are multiples of 8 (whole 16-byte TMA units for 16-bit types) and strides of at most
+    8 (the im2col TMA's traversal limit). What depends on the input (its memory format, alignment,
+    the im2col corner limits for a given padding) is decided per call: such a call runs ``F.conv2d``
+    with one logged reason per fingerprint. The stem of an image model (3 input channels) is kept."""
     if not isinstance(module, nn.Conv2d):
         return False
     w = module.weight
-    pad = module.padding
-    no_pad = pad in ("valid", "same") or tuple(pad) == (0, 0)  # a 1x1 'same' pads by nothing
     return (
-        w.dtype in SERVED_DTYPES and tuple(module.kernel_size) == (1, 1) and tuple(module.stride) == (1, 1)
-        and no_pad and module.groups == 1 and module.padding_mode == "zeros"
+        w.dtype in SERVED_DTYPES and module.groups == 1 and module.padding_mode == "zeros"
+        and all(s <= MAX_CONV_STRIDE for s in module.stride)
         and module.in_channels % FEATURE_MULTIPLE == 0 and module.out_channels % FEATURE_MULTIPLE == 0
     )  # fmt: skip
 
@@ -89,7 +93,7 @@ def unswap_linear_(model: nn.Module) -> nn.Module:
 
 def swap_conv2d_(model: nn.Module, filter_fn: Filter | None = None) -> nn.Module:
     """Replace, in place, every ``nn.Conv2d`` that ``filter_fn`` accepts (default
-    ``servable_conv2d``: the pointwise layers served today) by an ``autocutlass.nn.Conv2d``
+    ``servable_conv2d``: dense convolutions with channel counts that are multiples of 8) by an ``autocutlass.nn.Conv2d``
     sharing its parameters; returns ``model`` (or the new root). Inputs must be channels_last
     (``model.to(memory_format=torch.channels_last)`` and the same for the input) to be served."""
     return _replace(model, nn.Conv2d, filter_fn or servable_conv2d, Conv2d.from_conv2d)

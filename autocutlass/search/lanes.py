@@ -46,6 +46,7 @@ from autocutlass.search.workers import (
     Reply,
     WorkerError,
     _bench_outcome,
+    close_all,
     _finals_outcome,
 )
 
@@ -109,8 +110,7 @@ class CompilePool:
 
     def close(self) -> None:
         with self._lock:
-            for w in self._workers:
-                w.close()
+            close_all(self._workers)
 
     def submit(self, job: _Job) -> None:
         with self._lock:

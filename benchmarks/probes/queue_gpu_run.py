@@ -52,10 +52,18 @@ class LocalPostgres:
         self.as_pg: list[str] = []
         self.note = ""
 
-    def start(self) -> bool:
-        bins = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb")) if Path("/usr/lib/postgresql").is_dir() else []
+    def start(self, bin_dir: Path | None = None) -> bool:
+        """Start a server from ``bin_dir`` (default: the newest /usr/lib/postgresql/*/bin, or
+        $AUTOCUTLASS_PG_BIN); False, with ``note`` saying why, when there is none to start."""
+        if bin_dir is None and os.environ.get("AUTOCUTLASS_PG_BIN"):
+            bin_dir = Path(os.environ["AUTOCUTLASS_PG_BIN"])
+        if bin_dir is not None:
+            bins = [bin_dir / "initdb"] if (bin_dir / "initdb").exists() else []
+        else:
+            root = Path("/usr/lib/postgresql")
+            bins = sorted(root.glob("*/bin/initdb")) if root.is_dir() else []
         if not bins:
-            self.note = "PostgreSQL is not installed (no /usr/lib/postgresql): SQLite files instead"
+            self.note = f"PostgreSQL is not installed (no initdb in {bin_dir or '/usr/lib/postgresql'}): SQLite files instead"
             return False
         try:
             import psycopg  # noqa: F401
@@ -67,8 +75,9 @@ class LocalPostgres:
             if shutil.which("runuser") is None:
                 self.note = "running as root without runuser (initdb refuses root): SQLite files instead"
                 return False
-            self.as_pg = ["runuser", "-u", "postgres", "--"]
-            os.chown(self.root, *_pg_ids())
+            user = _pg_user()
+            self.as_pg = ["runuser", "-u", user, "--"]
+            os.chown(self.root, *_pg_ids(user))
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
@@ -93,10 +102,30 @@ class LocalPostgres:
         subprocess.run([*self.as_pg, *cmd], check=True, capture_output=True)
 
 
-def _pg_ids() -> tuple[int, int]:
+def _pg_user() -> str:
+    """The account the server runs as when we are root: ``postgres``, created when missing and
+    ``useradd`` exists, else ``nobody``."""
     import pwd
 
-    pw = pwd.getpwnam("postgres")
+    try:
+        pwd.getpwnam("postgres")
+        return "postgres"
+    except KeyError:
+        pass
+    if shutil.which("useradd") is not None:
+        subprocess.run(["useradd", "--system", "--no-create-home", "postgres"], capture_output=True, check=False)
+        try:
+            pwd.getpwnam("postgres")
+            return "postgres"
+        except KeyError:
+            pass
+    return "nobody"
+
+
+def _pg_ids(user: str) -> tuple[int, int]:
+    import pwd
+
+    pw = pwd.getpwnam(user)
     return pw.pw_uid, pw.pw_gid
 
 
