@@ -68,6 +68,7 @@ def run_child(code: str, env: dict[str, str] | None = None, timeout: float = 600
 # ---- the serve path on CPU, DSL and Optuna blocked ---------------------------------------------
 _SERVE_CHILD = """
 import json, os, torch
+sympy_with_torch = "sympy" in sys.modules
 from pathlib import Path
 import autocutlass, autocutlass.api
 from autocutlass import settings
@@ -136,6 +137,7 @@ fam.compile(cfg, split)
 
 print(json.dumps({"stats": d.stats().as_dict(), "loaded": loaded, "launches": sorted(n for n, _ in launches),
                   "blocked_imported": imported_blocked(),
+                  "sympy": "sympy" in sys.modules and not sympy_with_torch,
                   "dsl_modules": sorted(m for m in sys.modules if m.startswith("autocutlass.")
                                          and m.endswith((".transpose", ".reduce", ".kernel"))),
                   "tuning_modules": sorted(m for m in sys.modules
@@ -157,6 +159,55 @@ def test_serve_path_imports_neither_dsl_nor_optuna(tmp_path: Path) -> None:
     assert sum(n.startswith("transpose32-") for n in names) == 1, names  # the tf32 col/row record copies B
     assert sum(n.startswith("splitk_reduce-") for n in names) == 1, names
     assert out["blocked_imported"] == [] and out["dsl_modules"] == [] and out["tuning_modules"] == [], out
+    assert not out["sympy"], "the front-end's shape checks imported SymPy (torch's Python meta kernels do)"
+
+
+# ---- the front-ends' result shapes without torch's meta kernels -----------------------------------
+def test_result_shapes_computed_here_equal_torchs() -> None:
+    """``_result_shape`` / ``_output_shape`` (no meta kernels, no SymPy) agree with torch's meta
+    kernels wherever they answer, over a sweep of valid and invalid calls."""
+    import itertools
+
+    import torch
+    import torch.nn.functional as F
+
+    from autocutlass.ops.conv import frontend as conv_fe
+    from autocutlass.ops.gemm import frontend as gemm_fe
+    from autocutlass.ops.gemm.frontend import Op
+
+    def meta(*shape: int, dt: torch.dtype = torch.bfloat16) -> torch.Tensor:
+        return torch.empty(shape, dtype=dt, device="meta")
+
+    answered = 0
+    shapes = [(5, 7), (7, 3), (2, 5, 7), (2, 7, 3), (1, 7, 3), (3, 7, 3), (0, 7), (7, 0), (5, 6), (4,), (2, 2, 5, 7)]
+    for (sa, sb), dt in itertools.product(itertools.product(shapes, repeat=2), (torch.bfloat16, torch.float64)):
+        a, b = meta(*sa, dt=dt), meta(*sb, dt=dt)
+        for op, bias, c in ((Op.MATMUL, None, None), (Op.GEMM, None, "same"), (Op.LINEAR, None, None),
+                            (Op.LINEAR, meta(sb[0], dt=dt), None), (Op.LINEAR, meta(3, dt=dt), None)):  # fmt: skip
+            try:
+                want = tuple(F.linear(a, b, bias).shape) if op is Op.LINEAR else tuple(torch.matmul(a, b).shape)
+            except RuntimeError:
+                want = None
+            cc = meta(*want, dt=dt) if c == "same" and want is not None else None
+            got = gemm_fe._result_shape(gemm_fe.Call(op, a, b, c=cc, bias=bias))
+            if got is not None:
+                answered += 1
+                assert got == want, (op, sa, sb, bias is not None)
+    assert answered > 40
+    answered = 0
+    for n, c, k, hw, rs, stride, pad, dil in itertools.product((0, 2), (3, 4), (5,), (1, 6, 7), (1, 3), (1, 2),
+                                                               ((0, 0), (1, 2), "same", "valid"), (1, 2)):  # fmt: skip
+        x, w = meta(n, c, hw, hw + 1), meta(k, 3, rs, rs)
+        try:
+            want = tuple(F.conv2d(x, w, None, (stride, stride), pad, (dil, dil)).shape)
+        except RuntimeError:
+            want = None
+        call = conv_fe.ConvCall(x, w, None, (stride, stride), pad, (dil, dil), 1, Activation.NONE, None)
+        got = conv_fe._output_shape(call)
+        if got is not None:
+            answered += 1
+            assert got == want, (n, c, hw, rs, stride, pad, dil)
+    assert answered > 40
 
 
 def test_import_autocutlass_is_light() -> None:
