@@ -172,6 +172,7 @@ print(json.dumps({"stats": autocutlass.stats().as_dict(), "recorded": recorded})
 
 
 def run(code: str, spec: dict[str, Any], env: dict[str, str], timeout: float = 900) -> dict[str, Any]:
+    print(f"cold_start: {spec.get('mode', 'setup')} {spec['case']}", file=sys.stderr, flush=True)
     t = time.perf_counter()
     try:
         r = subprocess.run([sys.executable, "-c", code, json.dumps(spec)], env=env, cwd=REPO, capture_output=True,
