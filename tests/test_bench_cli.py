@@ -235,7 +235,8 @@ def synthetic_doc() -> dict[str, Any]:
             "autocutlass_us": 9.5, "torch_us": 6.0, "overhead_us": 3.5, "rounds_us": {}}  # fmt: skip
     first = {"case": "big", "served_by_in_bench": "db", "policy": "cached", "has_db_record": True, "db": "x.sqlite",
              "warm_cache": {"import_torch_s": 1.0, "import_autocutlass_s": 0.1, "setup_s": 0.5, "first_call_s": 0.4,
-                            "second_call_s": 0.0001, "stats": {}, "kernels_compiled": 0, "kernels_from_disk": 1},
+                            "second_call_s": 0.0001, "stats": {}, "kernels_compiled": 0, "kernels_from_disk": 1,
+                            "dsl_imported": False},
              "cold_cache": {"returncode": 1, "error": "boom"}}  # fmt: skip
     return assemble_report(meta=meta, roofs=ROOFS, rows=synthetic_rows(), host_overhead=host, first_call=first)
 
@@ -302,6 +303,8 @@ def test_table_flags_fallbacks_and_puts_the_geomean_last() -> None:
     assert lines[-1].startswith("geomean x") and "excluded: odd (fallback), wrong (FAILED), fp8 (skipped)" in lines[-1]
     assert any("overhead +3.5 us" in line for line in lines)
     assert any("child failed" in line and "boom" in line for line in lines)
+    assert any("0.400 s; with import autocutlass (0.10 s) 0.50 s on top of import torch (1.00 s)" in line
+               and line.endswith("no CuTe DSL import") for line in lines), lines  # fmt: skip
 
 
 def test_progress_line() -> None:

@@ -11,18 +11,28 @@ Above ``search`` and ``db`` (it uses both; neither imports it):
 * ``gpus``: the GPUs a worker may use and the identity (UUID) GPU locks are keyed by.
 
 The command line is ``autocutlass tune --enqueue / --worker / --status`` (``cli.tune``).
+
+The names below are imported on first use: dispatch imports ``sink`` on every process's first
+database open, and ``worker`` pulls in the search layer and Optuna, which only tuning needs.
 """
 
-from autocutlass.campaign.gpus import Gpu, device_uuid, visible_gpus
-from autocutlass.campaign.sink import SharedTuningSink, TuningClaim
-from autocutlass.campaign.worker import (
-    NoSuchCampaign,
-    PipelineLanes,
-    ProblemReport,
-    RegistryFamilies,
-    WorkerOptions,
-    run_worker,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autocutlass.campaign.gpus import Gpu, device_uuid, visible_gpus
+    from autocutlass.campaign.sink import SharedTuningSink, TuningClaim
+    from autocutlass.campaign.worker import (
+        NoSuchCampaign,
+        PipelineLanes,
+        ProblemReport,
+        RegistryFamilies,
+        WorkerOptions,
+        run_worker,
+    )
+
 
 __all__ = [
     "Gpu",
@@ -37,3 +47,23 @@ __all__ = [
     "run_worker",
     "visible_gpus",
 ]
+
+_LAZY = {
+    "Gpu": "gpus", "device_uuid": "gpus", "visible_gpus": "gpus",
+    "SharedTuningSink": "sink", "TuningClaim": "sink",
+    "NoSuchCampaign": "worker", "PipelineLanes": "worker", "ProblemReport": "worker", "RegistryFamilies": "worker",
+    "WorkerOptions": "worker", "run_worker": "worker",
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'autocutlass.campaign' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"autocutlass.campaign.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

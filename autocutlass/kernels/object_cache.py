@@ -1,14 +1,26 @@
 """The caches of compiled CuTe DSL functions: in the process, and on disk as exported objects.
 
 ``ObjectCache(prefix, function_name).get(key, cache_dir, build)`` returns the function of
-``key``: from memory; else from ``<cache_dir>/<prefix>-<key>.o`` (``cute.runtime.load_module``
-with TVM-FFI; a corrupt file is reported, removed and rebuilt); else ``build()``, exported to
+``key``: from memory; else from ``<cache_dir>/<prefix>-<key>.o``; else ``build()``, exported to
 that file atomically (a temp file in the same folder, then ``os.replace``) and loaded back.
-One lock per cache serialises builds; a memory hit takes no lock. The caller's ``key`` must
-cover everything the generated code depends on (DSL version, sources, class, target arch).
+``find(key, cache_dir)`` is the same without the build. One lock per prefix serialises builds; a
+memory hit takes no lock. The caller's ``key`` must cover everything the generated code depends
+on (DSL version, sources, class, target arch).
 
-Used by ``hopper_gemm.compile`` (the GEMM), ``hopper_gemm.reduce`` (split-K reduce) and
-``transpose``.
+**Loading without the DSL.** An object is linked once into ``<prefix>-<key>.so`` beside it
+(``kernels.shared_object``: ``cc -shared`` against the DSL's runtime library) and that library
+is opened with TVM-FFI: a process that only serves cached kernels never imports the DSL. Where
+no C compiler driver or runtime library is found, or linking or loading fails, the object is
+loaded through the DSL (``cute.runtime.load_module``, TVM-FFI) as before. An object that neither
+way can load is corrupt: reported, removed (with its library) and rebuilt. The ``.o`` is the
+cache entry; the ``.so`` is derived from it and made again when missing or unusable.
+
+Caches of one prefix share their state (memory, counters, lock) in a process, so a module that
+serves from the cache without the DSL (``kernels.helpers``) and the module that compiles (and
+imports the DSL) may each make one.
+
+Used by ``hopper_gemm.compile`` (the GEMM), ``hopper_conv.compile``, ``hopper_gemm.reduce``
+(split-K reduce), ``transpose`` and ``helpers``.
 """
 
 from __future__ import annotations
@@ -18,9 +30,11 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from autocutlass.kernels import shared_object
 
 log = logging.getLogger("autocutlass")
 
@@ -32,18 +46,52 @@ class CacheStats:
     memory_hits: int = 0
 
 
+@dataclass
+class _State:
+    memory: dict[str, Any] = field(default_factory=dict)
+    stats: CacheStats = field(default_factory=CacheStats)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_STATES: dict[tuple[str, str], _State] = {}
+_STATES_LOCK = threading.Lock()
+_no_linker_logged: list[bool] = []
+
+
 class ObjectCache:
     """Compiled functions by key, in memory and as ``<prefix>-<key>.o`` files."""
 
     def __init__(self, prefix: str, function_name: str) -> None:
         self.prefix = prefix
         self.function_name = function_name
-        self.memory: dict[str, Any] = {}
-        self.stats = CacheStats()
-        self._lock = threading.Lock()
+        with _STATES_LOCK:
+            state = _STATES.setdefault((prefix, function_name), _State())
+        self.memory = state.memory
+        self.stats = state.stats
+        self._lock = state.lock
 
     def path(self, cache_dir: Path, key: str) -> Path:
         return cache_dir / f"{self.prefix}-{key}.o"
+
+    def find(self, key: str, cache_dir: Path | None) -> Any | None:
+        """The function of ``key`` from memory or from disk, or None; never builds."""
+        fn = self.memory.get(key)
+        if fn is not None:
+            self.stats.memory_hits += 1
+            return fn
+        if cache_dir is None:
+            return None
+        with self._lock:
+            return self._find_locked(key, cache_dir)
+
+    def _find_locked(self, key: str, cache_dir: Path | None) -> Any | None:
+        fn = self.memory.get(key)
+        if fn is None and cache_dir is not None:
+            fn = self._load(self.path(cache_dir, key))
+            if fn is not None:
+                self.stats.disk_hits += 1
+                self.memory[key] = fn
+        return fn
 
     def get(self, key: str, cache_dir: Path | None, build: Callable[[], Any]) -> Any:
         fn = self.memory.get(key)
@@ -51,43 +99,69 @@ class ObjectCache:
             self.stats.memory_hits += 1
             return fn
         with self._lock:
-            fn = self.memory.get(key)
+            fn = self._find_locked(key, cache_dir)
             if fn is not None:
                 return fn
-            path = self.path(cache_dir, key) if cache_dir is not None else None
-            if path is not None:
-                fn = self._load(path)
-                if fn is not None:
-                    self.stats.disk_hits += 1
-            if fn is None:
-                fn = build()
-                self.stats.compiled += 1
-                if path is not None:
-                    try:
-                        self._save(fn, path)
-                        loaded = self._load(path)
-                        fn = loaded if loaded is not None else fn
-                    except OSError as e:
-                        log.warning("cannot write compiled-kernel cache %s: %s", path, e)
+            fn = build()
+            self.stats.compiled += 1
+            if cache_dir is not None:
+                path = self.path(cache_dir, key)
+                try:
+                    self._save(fn, path)
+                    loaded = self._load(path)
+                    fn = loaded if loaded is not None else fn
+                except OSError as e:
+                    log.warning("cannot write compiled-kernel cache %s: %s", path, e)
             self.memory[key] = fn
             return fn
 
     def _load(self, path: Path) -> Any | None:
-        """The cached function at ``path``, or None (missing, or corrupt: then reported and removed)."""
+        """The cached function at ``path``, or None (missing, or corrupt: then reported and removed).
+        Through the linked library without the DSL where possible, else through the DSL."""
         if not path.is_file():
             return None
+        lib = shared_object.library_path(path)
+        why_not = ""
+        if shared_object.can_link():
+            try:
+                return self._load_linked(path, lib)
+            except (shared_object.SharedObjectError, OSError) as e:
+                why_not = f"; without the DSL: {e}"
+                log.info("compiled-kernel cache entry %s: not loadable without the DSL (%s); loading it "
+                         "through the DSL", path, e)  # fmt: skip
+        elif not _no_linker_logged:
+            _no_linker_logged.append(True)
+            log.info("no C compiler driver (%s) or CuTe DSL runtime library found: cached kernels are loaded "
+                     "through the DSL, which is imported for it", "/".join(shared_object.LINKERS))  # fmt: skip
+        try:
+            return self._load_with_dsl(path)
+        except ImportError:
+            raise  # no DSL in this process: not a property of the file
+        except Exception as e:  # noqa: BLE001 - a corrupt cache entry is a miss, reported once
+            log.warning("compiled-kernel cache entry %s is unusable (%s: %s%s); recompiling", path,
+                        type(e).__name__, e, why_not)  # fmt: skip
+            for p in (path, lib):
+                try:
+                    p.unlink()
+                except OSError:
+                    pass
+            return None
+
+    def _load_linked(self, path: Path, lib: Path) -> Any:
+        """The function from ``lib`` (linked from ``path`` first when missing or unusable)."""
+        if lib.is_file():
+            try:
+                return shared_object.load(lib, self.function_name)
+            except shared_object.SharedObjectError:
+                lib.unlink(missing_ok=True)  # stale or damaged: link it anew
+        shared_object.link(path, lib)
+        return shared_object.load(lib, self.function_name)
+
+    def _load_with_dsl(self, path: Path) -> Any:
         from cutlass import cute
 
-        try:
-            module = cute.runtime.load_module(str(path), enable_tvm_ffi=True)
-            return getattr(module, self.function_name)
-        except Exception as e:  # noqa: BLE001 - a corrupt cache entry is a miss, reported once
-            log.warning("compiled-kernel cache entry %s is unusable (%s: %s); recompiling", path, type(e).__name__, e)
-            try:
-                path.unlink()
-            except OSError:
-                pass
-            return None
+        module = cute.runtime.load_module(str(path), enable_tvm_ffi=True)
+        return getattr(module, self.function_name)
 
     def _save(self, fn: Any, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -488,11 +488,14 @@ print(json.dumps({
     "first_call_s": t4 - t3, "second_call_s": t5 - t4, "stats": autocutlass.stats().as_dict(),
     "kernels_compiled": sum(m.STATS.compiled for m in kcs) if kcs else None,
     "kernels_from_disk": sum(m.STATS.disk_hits for m in kcs) if kcs else None,
+    "dsl_imported": "cutlass" in sys.modules, "optuna_imported": "optuna" in sys.modules,
 }))
 """
 """A fresh process's first and second call of one case (``OperandSpec.as_dict()`` or
 ``ConvOperandSpec.as_dict()``, op 'conv2d', in argv[1]); kernels compiled and loaded from disk
-are summed over the kernel families it imported."""
+are summed over the kernel families it imported; whether it imported the CuTe DSL and Optuna
+(serving from the kernel cache needs neither). ``benchmarks/probes/cold_start.py`` breaks the
+first call down further."""
 
 def _measure_first_call(cases: Sequence[BenchCase], rows: Sequence[Mapping[str, Any]], settings: Any,
                         policy: str) -> dict[str, Any] | None:  # fmt: skip

@@ -3,8 +3,9 @@
 Modules: ``config`` (the frozen config and its axes), ``plan`` (derived compile-time plan and
 the shared-memory arithmetic), ``check`` (feasibility with reasons), ``kernel`` (the CuTe DSL
 kernel), ``compile`` (symbolic-shape compile, in-process and on-disk caches), ``runner`` (the
-callable), ``sources`` (the files the family's hash covers). Only ``kernel``, ``compile`` and
-``runner`` import the DSL, and only when used.
+callable), ``sources`` (the files the family's hash covers). ``kernel`` and ``reduce`` import the
+DSL when imported, ``compile`` only to compile; a runner served from the kernel cache never
+imports it (see ``runner``).
 
 The family serves ``GemmProblem``s and any other op's problem that is a GEMM in disguise: a
 problem with a ``gemm_lowering()`` returning a lowering (``.gemm``, the GEMM it is, and

@@ -1,16 +1,25 @@
-"""The callable a compiled Hopper GEMM becomes: torch tensors in, one launch on the current stream."""
+"""The callable a compiled Hopper GEMM becomes: torch tensors in, one launch on the current stream.
+
+Serving needs no DSL: the compiled GEMM comes from the kernel cache (``kernels.object_cache``,
+loaded through TVM-FFI), the split-K reduce and the transpose through ``kernels.helper_kernels``
+and the persistent grid's bound from ``kernels.occupancy``. The DSL is imported only to compile
+a kernel missing from the cache (tests/test_cold_start.py holds this)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 from typing import Any
 
-from autocutlass.kernels import budgets
+from autocutlass.kernels import budgets, occupancy
+from autocutlass.kernels.helper_kernels import get_reduce, get_transpose
 from autocutlass.kernels.hopper_gemm.check import copied_operands, kernel_problem
 from autocutlass.kernels.hopper_gemm.compile import get_compiled
 from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig, SplitMode
 from autocutlass.ops.gemm.problem import DType, GemmProblem
+
+log = logging.getLogger("autocutlass")
 
 _clusters_lock = threading.Lock()
 _max_clusters: dict[tuple[int, int], int] = {}
@@ -18,7 +27,8 @@ _max_clusters: dict[tuple[int, int], int] = {}
 
 def max_active_clusters(device_index: int, cluster_size: int) -> int:
     """Clusters of ``cluster_size`` CTAs (one per SM) that can be resident at once, from the
-    driver's occupancy API; read once per (device, cluster size)."""
+    driver's occupancy API (``kernels.occupancy``, no DSL; the DSL's ``HardwareInfo`` if that
+    fails); read once per (device, cluster size)."""
     key = (device_index, cluster_size)
     got = _max_clusters.get(key)
     if got is not None:
@@ -26,15 +36,24 @@ def max_active_clusters(device_index: int, cluster_size: int) -> int:
     with _clusters_lock:
         if key not in _max_clusters:
             try:
-                import cutlass.utils
-
-                n = int(cutlass.utils.HardwareInfo(device_index).get_max_active_clusters(cluster_size))
-            except (RuntimeError, ValueError, AttributeError):
-                n = 0
+                n = occupancy.max_active_clusters(device_index, cluster_size)
+            except (RuntimeError, ValueError, AttributeError) as e:
+                log.warning("autocutlass: occupancy query failed (%s); asking the CuTe DSL", e)
+                n = _dsl_max_active_clusters(device_index, cluster_size)
             if n <= 0:
                 n = budgets.SM_COUNT_SM90 // cluster_size
             _max_clusters[key] = n
         return _max_clusters[key]
+
+
+def _dsl_max_active_clusters(device_index: int, cluster_size: int) -> int:
+    """``cutlass.utils.HardwareInfo``'s answer (it compiles an empty kernel), or 0."""
+    try:
+        import cutlass.utils
+
+        return int(cutlass.utils.HardwareInfo(device_index).get_max_active_clusters(cluster_size))
+    except (RuntimeError, ValueError, AttributeError):
+        return 0
 
 
 class SplitKWorkspace:
@@ -153,16 +172,12 @@ class HopperGemmRunner:
             fn = get_compiled(self.config, self.user_problem, rank, self._cache_dir)
             self._fns[rank] = fn
             if self._slabs:
-                from autocutlass.kernels.hopper_gemm.reduce import get_reduce
-
                 p = self.problem
                 self._reduce[rank] = get_reduce(
                     self.config.split_k, p.d_dtype, p.c_dtype if p.epilogue.with_c else None, p.epilogue.bias,
                     p.epilogue.activation, rank, self._cache_dir,
                 )
             if self._copy_a or self._copy_b:
-                from autocutlass.kernels.transpose import get_transpose
-
                 self._transpose[rank] = get_transpose(rank, self._cache_dir)
         return fn
 

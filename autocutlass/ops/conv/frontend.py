@@ -112,13 +112,45 @@ def expected_output(call: ConvCall) -> torch.Tensor:
     def m(t: torch.Tensor | None) -> torch.Tensor | None:
         return None if t is None else torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
 
-    y = F.conv2d(m(x), m(w), m(bias), call.stride, call.padding, call.dilation, call.groups)  # type: ignore[arg-type]
+    shape = _output_shape(call)
+    if shape is not None:
+        y = torch.empty(shape, dtype=x.dtype, device="meta")
+    else:
+        y = F.conv2d(m(x), m(w), m(bias), call.stride, call.padding, call.dilation, call.groups)  # type: ignore[arg-type]
     if res is not None:
         if tuple(res.shape) != tuple(y.shape):
             raise RuntimeError(f"autocutlass.conv2d: residual has shape {tuple(res.shape)}, the output {tuple(y.shape)}")
         if res.dtype != y.dtype:
             raise RuntimeError(f"autocutlass.conv2d: residual has dtype {res.dtype}, the output {y.dtype}")
     return y
+
+
+def _output_shape(call: ConvCall) -> tuple[int, int, int, int] | None:
+    """The output's shape for the common valid calls (4-D x and weight of one served dtype, one
+    group, a bias of shape (K,), an explicit padding pair or 'valid', or 'same' at stride 1, a
+    filter that fits the padded input), or None: then ``F.conv2d`` on meta tensors decides and
+    raises torch's errors. Computed here because that meta kernel's Python checks import SymPy on
+    first use, half a second of a process's first call. Stride and dilation are pairs here."""
+    x, w, bias = call.x, call.weight, call.bias
+    if x.dim() != 4 or w.dim() != 4 or x.dtype not in _DTYPES or w.dtype != x.dtype or call.groups != 1:
+        return None
+    n, c, h, wd = x.shape
+    k, wc, r, s = w.shape
+    if wc != c or k == 0 or (bias is not None and (tuple(bias.shape) != (k,) or bias.dtype != x.dtype)):
+        return None
+    (sh, sw), (dh, dw) = call.stride, call.dilation
+    if min(sh, sw, dh, dw) < 1:
+        return None
+    pad = call.padding
+    if pad == "same":
+        return (n, k, h, wd) if (sh, sw) == (1, 1) else None
+    ph, pw = (0, 0) if pad == "valid" else pad
+    if isinstance(ph, str) or min(ph, pw) < 0:
+        return None
+    eh, ew = dh * (r - 1) + 1, dw * (s - 1) + 1
+    if h + 2 * ph < eh or wd + 2 * pw < ew:
+        return None
+    return (n, k, (h + 2 * ph - eh) // sh + 1, (wd + 2 * pw - ew) // sw + 1)
 
 
 def _padding(call: ConvCall, r: int, s: int) -> tuple[int, int] | None:

@@ -255,6 +255,11 @@ def expected_result(call: Call) -> torch.Tensor:
     if len(set(devices.values())) > 1:
         listed = ", ".join(f"{n} on {d}" for n, d in devices.items())
         raise RuntimeError(f"autocutlass.{call.op.value}: expected all tensors on one device, got {listed}")
+    shape = _result_shape(call)
+    if shape is not None:
+        r = torch.empty(shape, dtype=a.dtype, device="meta")
+        _check_out(call, r)
+        return r
     try:
         if call.op is Op.LINEAR:
             bias = None if call.bias is None else _meta(call.bias)
@@ -271,6 +276,33 @@ def expected_result(call: Call) -> torch.Tensor:
         ) from e
     _check_out(call, r)
     return r
+
+
+_SHAPE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+def _result_shape(call: Call) -> tuple[int, ...] | None:
+    """The result's shape for the common valid calls (2-D and 3-D operands of a served dtype whose
+    shapes agree, a bias of shape (N,), a C of the result's shape), or None: then torch's meta
+    kernels decide and raise torch's errors. Computed here because those kernels' Python checks
+    (``torch._check``) import SymPy on first use, half a second of a process's first call."""
+    a, b = call.a, call.b
+    if a.dtype not in _SHAPE_DTYPES or a.dim() not in (2, 3):
+        return None
+    if call.op is Op.LINEAR:
+        if b.dim() != 2 or a.shape[-1] != b.shape[1]:
+            return None
+        if call.bias is not None and tuple(call.bias.shape) != (b.shape[0],):
+            return None
+        return (*a.shape[:-1], b.shape[0])
+    if b.dim() not in (2, 3) or a.shape[-1] != b.shape[-2]:
+        return None
+    if a.dim() == 3 and b.dim() == 3 and a.shape[0] != b.shape[0]:
+        return None  # broadcast batches
+    shape = (*(a.shape[:-2] or b.shape[:-2]), a.shape[-2], b.shape[-1])
+    if call.c is not None and tuple(call.c.shape) != shape:
+        return None
+    return shape
 
 
 def _check_out(call: Call, r: torch.Tensor) -> None:
