@@ -28,7 +28,17 @@ Policies (``AUTOCUTLASS_POLICY``, overridden per thread by ``autocutlass.policy`
   kernel cache, when no runner holds it yet; torch.compile's CUDA graphs run each shape eagerly
   before capturing it, so their captures hit the memo.)
 * ``cached``: any stored record (exact, bucket, nearest neighbour); else record the miss and run
-  the family's default config, ``family.seeds(problem)[0]``. Never tunes.
+  a sibling GPU's record, else the family's default config, ``family.seeds(problem)[0]``. Never
+  tunes.
+
+**Sibling GPUs.** A record measured on another GPU model of the same architecture and SM count
+(``HardKey.is_sibling_of``: an H200's on an H100; the user database's or a shipped one's) is
+looked up after every tier of this GPU's own records (``Store.lookup_sibling``: exact, bucket,
+nearest). It never counts as this GPU's: the miss is still recorded (``tune --pending`` tunes it
+here), nothing is copied into the user database, a tuning still runs under ``tune`` (the
+sibling's config is one of its seeds, beside the nearest own record's), and where it serves (as
+the stand-in of ``cached``, of a tuning that found nothing or runs elsewhere, or of a capture)
+it is counted in ``Stats.sibling_hits``, not ``db_hits``, and logged once per sibling GPU.
 * ``heuristic``: ``family.seeds(problem)[0]``; never reads the database.
 * ``off``: torch, always (validated like the others; not counted as a fallback).
 
@@ -75,6 +85,7 @@ from autocutlass.errors import (
     KernelCompileError,
     UnsupportedProblem,
 )
+from autocutlass.keys import config_key
 from autocutlass.ops.base import Entry, FrontEnd, OpProblem, Unsupported
 from autocutlass.settings import Policy, Settings
 
@@ -140,6 +151,10 @@ class Store(Protocol):
     """The part of ``db.LayeredStore`` dispatch uses; ``lookup`` may raise ``DatabaseError``."""
 
     def lookup(self, problem: Any, hard_key: HardKey) -> Any | None: ...
+    def lookup_sibling(self, problem: Any, hard_key: HardKey) -> Any | None:
+        """A record measured on a sibling GPU (``HardKey.is_sibling_of``), or None."""
+        ...
+
     def record_miss(self, problem: Any, hard_key: HardKey) -> None: ...
 
 
@@ -152,9 +167,11 @@ class Layers:
     """The families that serve a problem, in preference order (empty: none does)."""
     open_store: Callable[[Settings], tuple[Store, Any]]
     """Returns (the store to look up in, the sink tuning records into). May raise DatabaseError."""
-    tune: Callable[[Any, Family, Any, HardKey, int, Settings], dict[str, Any] | None]
-    """(problem, family, sink, hard key, device index, settings): tunes ``problem`` now within the
-    settings' budgets, records into the sink, returns the winning config dict or None."""
+    tune: Callable[..., dict[str, Any] | None]
+    """(problem, family, sink, hard key, device index, settings, *, seeds): tunes ``problem`` now
+    within the settings' budgets, records into the sink, returns the winning config dict or None.
+    ``seeds``: config dicts of ``family`` to evaluate first (priors from the database: the nearest
+    tuned problem's winner, a sibling GPU's record), de-duplicated, possibly empty."""
     why_unsupported: Callable[[Any], str] = lambda problem: "no family supports it"
     """The reason no family serves ``problem`` (asked only when ``families_for`` is empty)."""
 
@@ -178,13 +195,14 @@ def _real_layers() -> Layers:
         return LayeredStore(user, s.shipped_dbs_dir), SharedTuningSink(user)
 
     def tune(
-        problem: Any, family: Family, sink: Any, hard_key: HardKey, device_index: int, s: Settings
+        problem: Any, family: Family, sink: Any, hard_key: HardKey, device_index: int, s: Settings, *,
+        seeds: Sequence[dict[str, Any]] = (),
     ) -> dict[str, Any] | None:
         from autocutlass.search import tune_problem
 
         result = tune_problem(
             problem, family, sink, trials=s.tune_trials, seconds=s.tune_seconds, hard_key=hard_key,
-            device_index=max(device_index, 0),
+            device_index=max(device_index, 0), seeds=seeds,
         )  # fmt: skip
         return result.best_config
 
@@ -202,6 +220,9 @@ class _NullStore:
     def lookup(self, problem: Any, hard_key: HardKey) -> None:
         return None
 
+    def lookup_sibling(self, problem: Any, hard_key: HardKey) -> None:
+        return None
+
     def record_miss(self, problem: Any, hard_key: HardKey) -> None:
         return None
 
@@ -214,12 +235,16 @@ class Stats:
     ``memo_hits`` is counted without a lock and may undercount under heavy threading; the
     others change under the miss lock. ``compiles`` counts ``family.compile`` calls (each may
     be served by the kernel layer's own memory or disk cache); ``fallbacks`` counts calls run
-    by torch because autocutlass could not serve them (not policy ``off``)."""
+    by torch because autocutlass could not serve them (not policy ``off``). ``db_hits`` counts
+    problems served by a record measured on this GPU, ``sibling_hits`` those served by a record a
+    sibling GPU measured (same architecture and SM count, another model: a marked stand-in, see
+    the module docstring), which ``db_hits`` does not include."""
 
     memo_hits: int = 0
     memo_misses: int = 0
     db_lookups: int = 0
     db_hits: int = 0
+    sibling_hits: int = 0
     misses_recorded: int = 0
     tunes: int = 0
     compiles: int = 0
@@ -280,6 +305,29 @@ class _Memo(Enum):
     SKIP = "skip"
     RECHECK = "recheck"
 """How well a stored record matches the problem looked up (smaller is better)."""
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """A stored record that can serve a problem: its family and typed config, its rank in
+    ``_RANK`` and the record itself (``record.sibling``: measured on a sibling GPU)."""
+
+    family: Family
+    config: Any
+    rank: int
+    record: Any
+
+
+def _unique(configs: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """``configs`` without repeats, first occurrence kept (by canonical key)."""
+    seen: set[str] = set()
+    out = []
+    for c in configs:
+        k = config_key(c)
+        if k not in seen:
+            seen.add(k)
+            out.append(dict(c))
+    return tuple(out)
 
 
 class _PlanContext:
@@ -393,7 +441,11 @@ class Dispatcher:
         """(family, config, recheck) by policy, or the reason no family serves ``problem``. With
         ``may_tune`` False, ``tune`` records the miss it would tune and serves the best record or
         the default. ``recheck``: another process is tuning the problem now; the choice is a stand-in
-        to look up again soon (``RECHECK_S``)."""
+        to look up again soon (``RECHECK_S``).
+
+        Tiers: this GPU's records (exact, bucket, nearest); then a sibling GPU's (same tiers);
+        then the family's default. A record of this GPU's exact problem or bucket serves under
+        ``tune``; anything less is a stand-in while the problem is tuned, and a seed of that tuning."""
         families = list(self._layers.families_for(problem))
         if not families:
             return f"no kernel family serves {problem.describe()}: {self._layers.why_unsupported(problem)}"
@@ -401,30 +453,52 @@ class Dispatcher:
         if pol is Policy.HEURISTIC:
             return first, self._default_config(first, problem), False
         info = self._device_info(device_index)
-        found: tuple[Family, Any] | None = None
-        found_rank = len(_RANK)
-        for family in families:
-            rec = self._lookup(problem, info.hard_key(family.source_hash()))
-            if rec is None or _RANK[rec.source] >= found_rank:
-                continue
-            got = self._from_record(rec, problem)
-            if got is not None:
-                found, found_rank = got, _RANK[rec.source]
-        if found is not None and (pol is Policy.CACHED or found_rank < _RANK["nearest"]):
+        found = self._stored(problem, families, info, sibling=False)
+        if found is not None and (pol is Policy.CACHED or found.rank < _RANK["nearest"]):
             self._n.db_hits += 1
-            return (*found, False)
+            return found.family, found.config, False
         hard_key = info.hard_key(first.source_hash())
         self._record_miss(problem, hard_key)
+        sibling = self._stored(problem, families, info, sibling=True)
         recheck = False
         if pol is Policy.TUNE and may_tune:
-            tuned = self._tune(problem, first, hard_key, info)
+            seeds = [c.record.config for c in (found, sibling) if c is not None and c.family is first]
+            tuned = self._tune(problem, first, hard_key, info, seeds)
             if tuned is _DEFERRED:
                 recheck = True
             elif tuned is not None:
                 return first, tuned, False
         if found is not None:
-            return (*found, recheck)
+            return found.family, found.config, recheck
+        if sibling is not None:
+            self._n.sibling_hits += 1
+            self._note_sibling(sibling, info)
+            return sibling.family, sibling.config, recheck
         return first, self._default_config(first, problem), recheck
+
+    def _stored(self, problem: OpProblem, families: Sequence[Family], info: DeviceInfo, *, sibling: bool
+                ) -> _Stored | None:  # fmt: skip
+        """The best-matching usable record of ``problem`` among ``families``' (each under its own
+        hard key): this GPU's, or with ``sibling`` a sibling GPU's. Exact before bucket before
+        nearest; the earlier family on a tie."""
+        found: _Stored | None = None
+        for family in families:
+            rec = self._lookup(problem, info.hard_key(family.source_hash()), sibling=sibling)
+            if rec is None or (found is not None and _RANK[rec.source] >= found.rank):
+                continue
+            got = self._from_record(rec, problem)
+            if got is not None:
+                found = _Stored(got[0], got[1], _RANK[rec.source], rec)
+        return found
+
+    def _note_sibling(self, found: _Stored, info: DeviceInfo) -> None:
+        """One info line per sibling GPU whose records serve here."""
+        measured_on = found.record.hard_key.gpu_name
+        if ("sibling", measured_on) not in self._logged:
+            self._logged.add(("sibling", measured_on))
+            log.info("autocutlass: problems without a record of this %s are served by records measured on a %s "
+                     "(same architecture and SM count; `autocutlass tune` tunes them here)", info.gpu_name,
+                     measured_on)  # fmt: skip
 
     # ---- helpers of the miss path ----------------------------------------------------------
     def _default_config(self, family: Family, problem: OpProblem) -> Any:
@@ -442,11 +516,11 @@ class Dispatcher:
                 self._store = (_NullStore(), None)
         return self._store
 
-    def _lookup(self, problem: OpProblem, hard_key: HardKey) -> Any | None:
+    def _lookup(self, problem: OpProblem, hard_key: HardKey, *, sibling: bool = False) -> Any | None:
         store, _ = self._open_store()
         self._n.db_lookups += 1
         try:
-            return store.lookup(problem, hard_key)
+            return store.lookup_sibling(problem, hard_key) if sibling else store.lookup(problem, hard_key)
         except DatabaseError as e:
             self._log_once("db", f"tuning database lookup failed, treated as a miss: {e}")
             return None
@@ -473,7 +547,8 @@ class Dispatcher:
             return None
         return family, config
 
-    def _tune(self, problem: OpProblem, family: Family, hard_key: HardKey, info: DeviceInfo) -> Any:
+    def _tune(self, problem: OpProblem, family: Family, hard_key: HardKey, info: DeviceInfo,
+              seeds: Sequence[dict[str, Any]] = ()) -> Any:  # fmt: skip
         """The tuned config; None when tuning found none or could not record (logged);
         ``_DEFERRED`` when another process tunes the problem or times candidates on this GPU now
         (a sink with ``claim``, ``campaign.SharedTuningSink``: one process tunes, the others serve)."""
@@ -492,7 +567,8 @@ class Dispatcher:
             log.info("autocutlass: tuning %s (%d trials, %d s at most)", problem.describe(),
                      self.settings.tune_trials, self.settings.tune_seconds)  # fmt: skip
             with claim:
-                best = self._layers.tune(problem, family, sink, hard_key, info.index, self.settings)
+                best = self._layers.tune(problem, family, sink, hard_key, info.index, self.settings,
+                                         seeds=_unique(seeds))  # fmt: skip
         except DatabaseError as e:
             self._log_once("tune", f"tuning could not record its results, not tuning: {e}")
             return None

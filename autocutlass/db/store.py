@@ -4,7 +4,9 @@ Contract:
 
 * Problems of every op are stored (``OpProblem``: ``op``, ``key()``, ``bucket_key()``,
   ``neighbour_key()``, ``dims()``, ``as_dict()``) and rebuilt with ``ops.registry.problem_from_dict``.
-* Only records whose device hard key equals the caller's ``HardKey`` are ever returned.
+* Only records whose device hard key equals the caller's ``HardKey`` are ever returned, except by
+  ``lookup_sibling``, whose records (measured on a sibling GPU, ``HardKey.is_sibling_of``) come
+  back marked ``sibling`` with their own hard key.
 * Every public method is one transaction on its own session; results are frozen dataclasses.
 * Every storage failure (unreachable, corrupt, not ours, locked beyond the retry budget) raises
   ``autocutlass.errors.DatabaseError`` (``SchemaMismatch`` for a version mismatch) whose message
@@ -62,6 +64,21 @@ class _Candidate:
     key: str
     problem: OpProblem
     row: Row[Any]
+
+
+def _device_match(hard_key: HardKey, sibling: bool) -> tuple[Any, ...]:
+    """WHERE clauses of the devices a lookup reads: ``hard_key`` itself, or its siblings (every
+    hard-key field equal but the GPU name, ``HardKey.is_sibling_of``)."""
+    if not sibling:
+        return (Device.hard_key == hard_key.key(),)
+    return (
+        Device.gpu_name != hard_key.gpu_name,
+        Device.cc == hard_key.cc,
+        Device.sm_count == hard_key.sm_count,
+        Device.dsl_version == hard_key.dsl_version,
+        Device.kernel_hash == hard_key.kernel_hash,
+        Device.protocol_version == hard_key.protocol_version,
+    )
 
 
 class TuningStore:
@@ -181,20 +198,32 @@ class TuningStore:
         ``BestRecord.source`` says which; ``BestRecord.problem`` is the tuned problem. A stored
         problem this autocutlass cannot read is skipped (logged), never returned.
         """
+        return self._lookup(problem, hard_key, sibling=False)
+
+    def lookup_sibling(self, problem: OpProblem, hard_key: HardKey) -> BestRecord | None:
+        """The best record for ``problem`` measured on a *sibling* of ``hard_key``'s GPU
+        (``HardKey.is_sibling_of``: another GPU name, everything else equal), or None.
+
+        The same tiers as ``lookup`` (exact, bucket, nearest); among several sibling GPUs the
+        nearer problem wins, then the smaller key text, then the GPU name. The record comes back
+        with ``sibling`` True and the sibling's ``hard_key``: it was not measured here."""
+        return self._lookup(problem, hard_key, sibling=True)
+
+    def _lookup(self, problem: OpProblem, hard_key: HardKey, *, sibling: bool) -> BestRecord | None:
         key, bucket_key, neighbour_key = problem.key(), problem.bucket_key(), problem.neighbour_key()
 
         def _q(s: Session) -> list[Row[Any]]:
             stmt = (
                 select(
                     ProblemRow.key, ProblemRow.op, ProblemRow.bucket_key, ProblemRow.problem,
-                    Best.family, Best.config, Best.median_ms, Best.tflops,
+                    Best.family, Best.config, Best.median_ms, Best.tflops, Device.hard_key.label("device_key"),
                 )
                 .join(Best, Best.problem_id == ProblemRow.id)
                 .join(Device, Device.id == Best.device_id)
                 .where(
                     or_(ProblemRow.key == key, ProblemRow.bucket_key == bucket_key,
                         ProblemRow.neighbour_key == neighbour_key),
-                    Device.hard_key == hard_key.key(),
+                    *_device_match(hard_key, sibling),
                 )
             )  # fmt: skip
             return list(s.execute(stmt).all())
@@ -204,6 +233,8 @@ class TuningStore:
         neighbours: list[_Candidate] = []
         for row in self._read(_q, []):
             if row.op != problem.op:
+                continue
+            if sibling and not hard_key.is_sibling_of(hard_key_from_json(row.device_key)):
                 continue
             try:
                 tuned = stored_problem(row.problem, self.display)
@@ -217,11 +248,13 @@ class TuningStore:
         )  # fmt: skip
         for found, source in tiers:
             if found:
-                best = min(found, key=lambda c: (problem.neighbour_distance(c.problem), c.key))
-                return self._best_record(best, hard_key, source)
+                best = min(found, key=lambda c: (problem.neighbour_distance(c.problem), c.key, c.row.device_key))
+                measured = hard_key_from_json(best.row.device_key) if sibling else hard_key
+                return self._best_record(best, measured, source, sibling=sibling)
         return None
 
-    def _best_record(self, cand: _Candidate, hard_key: HardKey, source: LookupSource) -> BestRecord:
+    def _best_record(self, cand: _Candidate, hard_key: HardKey, source: LookupSource, *,
+                     sibling: bool = False) -> BestRecord:  # fmt: skip
         row = cand.row
         return BestRecord(
             problem=cand.problem,
@@ -232,6 +265,7 @@ class TuningStore:
             hard_key=hard_key,
             source=source,
             origin=self.display,
+            sibling=sibling,
         )
 
     # ---- recording -------------------------------------------------------------------------

@@ -4,8 +4,8 @@
 
 1. ``SearchSpace`` enumerates the family's space and runs ``check`` on each config; rejected
    configs never reach a worker and never cost budget (their reasons are counted).
-2. ``make_strategy`` picks a grid (small space, or ``exhaustive``) or TPE seeded with
-   ``family.seeds``. With ``resume``, configs the sink already holds a trial of
+2. ``make_strategy`` picks a grid (small space, or ``exhaustive``) or TPE seeded with the
+   caller's ``seeds`` (priors from the database), then ``family.seeds``. With ``resume``, configs the sink already holds a trial of
    (``finished_config_keys``) are skipped, and earlier timings are fed to TPE.
 3. Candidates go to the evaluator (``workers.CandidatePipeline`` by default: compile children,
    then a benchmark child that verifies and times). The pipeline is kept full; each outcome is
@@ -346,6 +346,18 @@ def _prior_results(sink: TrialSink, problem: OpProblem, hard_key: HardKey, famil
     return out
 
 
+def _typed(family: KernelFamily[C], seeds: Sequence[Mapping[str, Any]]) -> list[C]:
+    """The typed configs of ``seeds``; a dict the family cannot read (a record of older sources
+    with other fields) is left out and logged at debug level."""
+    out = []
+    for d in seeds:
+        try:
+            out.append(family.config_from_dict(dict(d)))
+        except (KeyError, TypeError, ValueError) as e:
+            log.debug("autocutlass: seed %s left out: %s: %s", d, type(e).__name__, e)
+    return out
+
+
 def differs_in_one_field(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """True when two config dicts have the same fields and exactly one of them differs."""
     if a.keys() != b.keys():
@@ -379,6 +391,7 @@ def tune_problem(
     seed: int = 0,
     compile_workers: int | None = None,
     device_index: int = 0,
+    seeds: Sequence[Mapping[str, Any]] = (),
 ) -> TuneResult:
     """Tune ``problem`` for ``family`` and record trials and the winner in ``sink``.
 
@@ -388,8 +401,10 @@ def tune_problem(
     candidate (a grid, no early stop, no polish; ``trials``/``seconds`` still apply if given).
     ``patience``: early-stop window (default ``DEFAULT_PATIENCE``). ``evaluator``: defaults to a
     ``CandidatePipeline`` on CUDA device ``device_index``, closed on return); ``hard_key``:
-    defaults to the evaluator's device. Raises ``UnsupportedProblem`` when no config of the
-    family can serve the problem.
+    defaults to the evaluator's device. ``seeds``: config dicts evaluated first, before the
+    family's own seeds (priors from the database: winners of nearby tuned problems, a sibling
+    GPU's record); repeats, configs outside the space and infeasible ones are dropped. Raises
+    ``UnsupportedProblem`` when no config of the family can serve the problem.
     """
     why = family.supports(problem)
     if why is not None:
@@ -399,9 +414,10 @@ def tune_problem(
             return tune_problem(
                 problem, family, sink, trials=trials, seconds=seconds, exhaustive=exhaustive, resume=resume,
                 progress=progress, evaluator=pipeline, hard_key=hard_key, patience=patience, seed=seed,
+                seeds=seeds,
             )  # fmt: skip
     return _Tuning(problem, family, sink, evaluator, hard_key, trials=trials, seconds=seconds, exhaustive=exhaustive,
-                   resume=resume, progress=progress, patience=patience, seed=seed).run()
+                   resume=resume, progress=progress, patience=patience, seed=seed, seeds=seeds).run()
 
 
 class _Tuning:
@@ -422,6 +438,7 @@ class _Tuning:
         progress: Callable[[TuneProgress], None] | None,
         patience: int | None,
         seed: int,
+        seeds: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         self.t0 = time.monotonic()
         self.problem = problem
@@ -444,7 +461,7 @@ class _Tuning:
         self.finished = sink.finished_config_keys(problem, hard_key, family.name) if resume else set()
         self.prior = _prior_results(sink, problem, hard_key, family.name) if resume else []
         self.strategy: Strategy[Any] = make_strategy(
-            self.space, family.seeds(problem), skip=self.finished, budget_trials=self.trials,
+            self.space, [*_typed(family, seeds), *family.seeds(problem)], skip=self.finished, budget_trials=self.trials,
             exhaustive=exhaustive, grid_max=GRID_MAX, seed=seed,
         )  # fmt: skip
         for r in self.prior:
