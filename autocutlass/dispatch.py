@@ -27,6 +27,24 @@ Policies (``AUTOCUTLASS_POLICY``, overridden per thread by ``autocutlass.policy`
   call outside runs the policy in full. (That one config is still compiled, or loaded from the
   kernel cache, when no runner holds it yet; torch.compile's CUDA graphs run each shape eagerly
   before capturing it, so their captures hit the memo.)
+* ``background``: as ``tune``, but the miss is served at once by the best config available (this
+  GPU's nearest record, a sibling GPU's record, else the family's default) while the problem is
+  tuned on the process's background tuner (``autocutlass.background``: one daemon thread, one
+  tuning at a time, stopped at interpreter exit; its worker processes are those of ``tune``). The
+  stand-in is memoised until that tuning ends; its completion drops the stand-in's memo entry
+  (from the tuner's thread: a dict pop, nothing added to the hit path), so the next call looks the
+  problem up and runs the winner. A tuning that fails is logged once and its stand-in stays; one
+  that another process holds (the claim) is looked up again after ``RECHECK_S``. Timing while the
+  application runs: the benchmark child times candidates while this process may launch its own
+  kernels on the same GPU. One tuning at a time per process (the tuner) and per GPU across
+  processes (the claim's host-wide GPU lock) keeps tunings from timing each other; the finals
+  re-time the four fastest configs and torch in interleaved rounds, so interference spread over
+  the rounds hits them alike; what remains (the application's own kernels during a timing) is
+  noise that can mis-rank near-equal configs, so the ok trials of a background tuning are marked
+  (``BACKGROUND_NOTE`` as their reason; ``db show`` says so), and an off-line ``autocutlass tune``
+  of the problem re-times the finalists in a quiet process. Under a CUDA graph capture or a trace
+  nothing is queued, as under ``tune``. A forked child forgets the parent's queued tunings (their
+  waiting stand-ins are dropped) and queues its own on its next miss.
 * ``cached``: any stored record (exact, bucket, nearest neighbour); else record the miss and run
   a sibling GPU's record, else the family's default config, ``family.seeds(problem)[0]``. Never
   tunes.
@@ -67,17 +85,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
 import torch
 
+from autocutlass import background as background_mod
 from autocutlass import settings as settings_mod
+from autocutlass.background import BACKGROUND_NOTE, BackgroundTuner
 from autocutlass.device import DeviceInfo, HardKey, current_device
 from autocutlass.errors import (
     CantImplement,
@@ -114,7 +136,7 @@ POLICY_OVERRIDE = _PolicyOverride()
 
 @contextmanager
 def policy(name: Policy | str) -> Iterator[Policy]:
-    """Use miss policy ``name`` ('tune', 'cached', 'heuristic', 'off') inside the block.
+    """Use miss policy ``name`` ('tune', 'background', 'cached', 'heuristic', 'off') inside the block.
 
     Nestable; affects only the current thread. It applies to the calls that run inside the block,
     compiled models' calls included (their ``torch.ops.autocutlass`` ops call the dispatcher when
@@ -168,10 +190,12 @@ class Layers:
     open_store: Callable[[Settings], tuple[Store, Any]]
     """Returns (the store to look up in, the sink tuning records into). May raise DatabaseError."""
     tune: Callable[..., dict[str, Any] | None]
-    """(problem, family, sink, hard key, device index, settings, *, seeds): tunes ``problem`` now
-    within the settings' budgets, records into the sink, returns the winning config dict or None.
+    """(problem, family, sink, hard key, device index, settings, *, seeds, stop): tunes ``problem``
+    now within the settings' budgets, records into the sink, returns the winning config dict or None.
     ``seeds``: config dicts of ``family`` to evaluate first (priors from the database: the nearest
-    tuned problem's winner, a sibling GPU's record), de-duplicated, possibly empty."""
+    tuned problem's winner, a sibling GPU's record), de-duplicated, possibly empty. ``stop``: None
+    on the caller's thread; a background tuning's event, set at exit: return soon, record nothing
+    more (``search.tune_problem(stop=...)``)."""
     why_unsupported: Callable[[Any], str] = lambda problem: "no family supports it"
     """The reason no family serves ``problem`` (asked only when ``families_for`` is empty)."""
 
@@ -196,13 +220,13 @@ def _real_layers() -> Layers:
 
     def tune(
         problem: Any, family: Family, sink: Any, hard_key: HardKey, device_index: int, s: Settings, *,
-        seeds: Sequence[dict[str, Any]] = (),
+        seeds: Sequence[dict[str, Any]] = (), stop: threading.Event | None = None,
     ) -> dict[str, Any] | None:
         from autocutlass.search import tune_problem
 
         result = tune_problem(
             problem, family, sink, trials=s.tune_trials, seconds=s.tune_seconds, hard_key=hard_key,
-            device_index=max(device_index, 0), seeds=seeds,
+            device_index=max(device_index, 0), seeds=seeds, stop=stop,
         )  # fmt: skip
         return result.best_config
 
@@ -238,7 +262,9 @@ class Stats:
     by torch because autocutlass could not serve them (not policy ``off``). ``db_hits`` counts
     problems served by a record measured on this GPU, ``sibling_hits`` those served by a record a
     sibling GPU measured (same architecture and SM count, another model: a marked stand-in, see
-    the module docstring), which ``db_hits`` does not include."""
+    the module docstring), which ``db_hits`` does not include. ``tunes`` counts tunings run (on
+    the caller's thread, or the background tuner's), ``background_tunes`` those queued under the
+    ``background`` policy."""
 
     memo_hits: int = 0
     memo_misses: int = 0
@@ -247,6 +273,7 @@ class Stats:
     sibling_hits: int = 0
     misses_recorded: int = 0
     tunes: int = 0
+    background_tunes: int = 0
     compiles: int = 0
     fallbacks: int = 0
 
@@ -299,12 +326,64 @@ _DEFERRED = object()
 
 class _Memo(Enum):
     """How a new entry is memoised: kept, not at all (a stand-in chosen while tracing or capturing),
-    or for ``RECHECK_S`` seconds (a stand-in while another process tunes the problem)."""
+    for ``RECHECK_S`` seconds (a stand-in while another process tunes the problem), or until the
+    background tuning of its problem ends (``WAIT``: a stand-in of the ``background`` policy)."""
 
     KEEP = "keep"
     SKIP = "skip"
     RECHECK = "recheck"
-"""How well a stored record matches the problem looked up (smaller is better)."""
+    WAIT = "wait"
+
+
+@dataclass(frozen=True)
+class _Choice:
+    """What serves a problem: a family's config, how its entry may be memoised, and with
+    ``_Memo.WAIT`` the key of the background tuning it stands in for."""
+
+    family: Family
+    config: Any
+    memo: _Memo = _Memo.KEEP
+    waits_for: tuple[str, str] | None = None
+
+
+class _BgState(Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    DEFERRED = "deferred"
+
+
+@dataclass
+class _BgJob:
+    """One background tuning of a dispatcher (mutable; under ``Dispatcher._bg_lock``): its state,
+    the tuned config once done (None: nothing found, or it failed), the memo keys of the stand-ins
+    waiting for it, and when a deferred one may be tried again."""
+
+    state: _BgState = _BgState.QUEUED
+    config: Any = None
+    memo_keys: list[tuple[Any, ...]] = field(default_factory=list)
+    retry_at: float = 0.0
+
+
+class _BackgroundSink:
+    """A tuning sink whose ok trials carry ``BACKGROUND_NOTE`` as their reason; the rest passes
+    through to the sink it wraps."""
+
+    def __init__(self, sink: Any) -> None:
+        self._sink = sink
+
+    def record_trial(self, problem: Any, hard_key: HardKey, family: str, config: Any, state: Any,
+                     reason: str | None = None, **timing: Any) -> int:  # fmt: skip
+        if reason is None and str(state) == "ok":
+            reason = BACKGROUND_NOTE
+        return self._sink.record_trial(problem, hard_key, family, config, state, reason, **timing)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sink, name)
+
+
+_DISPATCHERS: weakref.WeakSet[Dispatcher] = weakref.WeakSet()
+"""Every dispatcher of this process (``_after_fork_in_child``)."""
 
 
 @dataclass(frozen=True)
@@ -353,6 +432,7 @@ class Dispatcher:
         layers: Layers | None = None,
         device_info: Callable[[int], DeviceInfo] | None = None,
         on_gpu: Callable[[Any], bool] = _is_cuda,
+        background: BackgroundTuner | None = None,
     ) -> None:
         self.settings = settings if settings is not None else settings_mod.current()
         self._policy = self.settings.policy
@@ -365,6 +445,10 @@ class Dispatcher:
         self._store: tuple[Store, Any] | None = None
         self._runners: dict[tuple[str, Any, str], Callable[..., None]] = {}
         self._logged: set[tuple[str, str]] = set()
+        self._background = background
+        self._bg_lock = threading.Lock()
+        self._bg_jobs: dict[tuple[str, str], _BgJob] = {}
+        _DISPATCHERS.add(self)
 
     # ---- hot path --------------------------------------------------------------------------
     def call(self, fe: FrontEnd, *args: Any) -> Any:
@@ -394,12 +478,28 @@ class Dispatcher:
                 fe.expected(call)  # the same errors as under the other policies
                 entry, memo = fe.torch_entry(call), _Memo.KEEP
             else:
-                entry, memo = self._build(fe, call, fe.plan(call, self._ctx), pol)
-            if memo is not _Memo.SKIP:
-                if len(self._memo) >= MEMO_LIMIT:
-                    self._memo.clear()
-                self._memo[key] = entry if memo is _Memo.KEEP else self._expiring(key, entry)
+                entry, memo, waits_for = self._build(fe, call, fe.plan(call, self._ctx), pol)
+            if memo is _Memo.WAIT:
+                assert waits_for is not None
+                self._memoise_waiting(key, entry, waits_for)
+            elif memo is not _Memo.SKIP:
+                self._memoise(key, entry if memo is _Memo.KEEP else self._expiring(key, entry))
             return entry
+
+    def _memoise(self, key: tuple[Any, ...], entry: Entry) -> None:
+        if len(self._memo) >= MEMO_LIMIT:
+            self._memo.clear()
+        self._memo[key] = entry
+
+    def _memoise_waiting(self, key: tuple[Any, ...], entry: Entry, job_key: tuple[str, str]) -> None:
+        """Memoise a stand-in until the background tuning ``job_key`` ends (its completion drops
+        the entry); not at all when it ended meanwhile (the next call looks the problem up anew)."""
+        with self._bg_lock:
+            job = self._bg_jobs.get(job_key)
+            if job is None or job.state not in (_BgState.QUEUED, _BgState.RUNNING):
+                return
+            job.memo_keys.append(key)
+            self._memoise(key, entry)
 
     def _expiring(self, key: tuple[Any, ...], entry: Entry) -> Entry:
         """``entry``, memoised for ``RECHECK_S`` seconds: then the next call misses again and looks
@@ -413,11 +513,14 @@ class Dispatcher:
 
         return run
 
-    def _build(self, fe: FrontEnd, call: Any, plan: Any, pol: Policy) -> tuple[Entry, _Memo]:
-        """The entry for ``call`` and how it may be memoised."""
+    def _build(self, fe: FrontEnd, call: Any, plan: Any, pol: Policy
+               ) -> tuple[Entry, _Memo, tuple[str, str] | None]:  # fmt: skip
+        """The entry for ``call``, how it may be memoised, and the background tuning a
+        ``_Memo.WAIT`` entry waits for."""
         if isinstance(plan, Unsupported):
-            return self._fallback(fe, call, plan.reason), _Memo.KEEP
-        downgraded = pol is Policy.TUNE and (_capturing(plan.device_index) or _tracing())
+            return self._fallback(fe, call, plan.reason), _Memo.KEEP, None
+        tuning = pol is Policy.TUNE or pol is Policy.BACKGROUND
+        downgraded = tuning and (_capturing(plan.device_index) or _tracing())
         if downgraded:
             self._log_once(fe.name, "a tuning miss while capturing a CUDA graph or tracing runs the best stored "
                                     "or the default config and is recorded for `autocutlass tune --pending`")
@@ -426,55 +529,132 @@ class Dispatcher:
         try:
             chosen = self._choose(plan.problem, pol, plan.device_index, may_tune=not downgraded)
             if isinstance(chosen, str):
-                return self._fallback(fe, call, chosen), _Memo.KEEP
-            family, config, recheck = chosen
-            runner = self._runner(family, config, plan.problem)
+                return self._fallback(fe, call, chosen), _Memo.KEEP, None
+            runner = self._runner(chosen.family, chosen.config, plan.problem)
         except (CantImplement, KernelCompileError) as e:
             if self.settings.strict:
                 raise
-            return self._fallback(fe, call, f"no kernel could be built: {type(e).__name__}: {e}"), _Memo.KEEP
-        memo = _Memo.SKIP if downgraded else _Memo.RECHECK if recheck else _Memo.KEEP
-        return fe.kernel_entry(plan, runner, call), memo
+            return self._fallback(fe, call, f"no kernel could be built: {type(e).__name__}: {e}"), _Memo.KEEP, None
+        memo = _Memo.SKIP if downgraded else chosen.memo
+        return fe.kernel_entry(plan, runner, call), memo, chosen.waits_for
 
     def _choose(self, problem: OpProblem, pol: Policy, device_index: int, *, may_tune: bool = True
-                ) -> tuple[Family, Any, bool] | str:  # fmt: skip
-        """(family, config, recheck) by policy, or the reason no family serves ``problem``. With
-        ``may_tune`` False, ``tune`` records the miss it would tune and serves the best record or
-        the default. ``recheck``: another process is tuning the problem now; the choice is a stand-in
-        to look up again soon (``RECHECK_S``).
+                ) -> _Choice | str:  # fmt: skip
+        """What serves ``problem`` by policy, or the reason no family serves it. With ``may_tune``
+        False, ``tune`` and ``background`` record the miss they would tune and serve the best
+        record or the default. A stand-in is memoised for ``RECHECK_S`` while another process tunes
+        the problem, and until the tuning ends under ``background``.
 
         Tiers: this GPU's records (exact, bucket, nearest); then a sibling GPU's (same tiers);
         then the family's default. A record of this GPU's exact problem or bucket serves under
-        ``tune``; anything less is a stand-in while the problem is tuned, and a seed of that tuning."""
+        ``tune`` and ``background``; anything less is a stand-in while the problem is tuned, and a
+        seed of that tuning."""
         families = list(self._layers.families_for(problem))
         if not families:
             return f"no kernel family serves {problem.describe()}: {self._layers.why_unsupported(problem)}"
         first = families[0]
         if pol is Policy.HEURISTIC:
-            return first, self._default_config(first, problem), False
+            return _Choice(first, self._default_config(first, problem))
         info = self._device_info(device_index)
         found = self._stored(problem, families, info, sibling=False)
         if found is not None and (pol is Policy.CACHED or found.rank < _RANK["nearest"]):
             self._n.db_hits += 1
-            return found.family, found.config, False
+            return _Choice(found.family, found.config)
         hard_key = info.hard_key(first.source_hash())
         self._record_miss(problem, hard_key)
         sibling = self._stored(problem, families, info, sibling=True)
-        recheck = False
+        seeds = [c.record.config for c in (found, sibling) if c is not None and c.family is first]
+        memo, waits_for = _Memo.KEEP, None
         if pol is Policy.TUNE and may_tune:
-            seeds = [c.record.config for c in (found, sibling) if c is not None and c.family is first]
             tuned = self._tune(problem, first, hard_key, info, seeds)
             if tuned is _DEFERRED:
-                recheck = True
+                memo = _Memo.RECHECK
             elif tuned is not None:
-                return first, tuned, False
+                return _Choice(first, tuned)
+        elif pol is Policy.BACKGROUND and may_tune:
+            bg = self._tune_in_background(problem, first, hard_key, info, seeds)
+            if isinstance(bg, _Choice):
+                return bg
+            memo, waits_for = bg
         if found is not None:
-            return found.family, found.config, recheck
+            return _Choice(found.family, found.config, memo, waits_for)
         if sibling is not None:
             self._n.sibling_hits += 1
             self._note_sibling(sibling, info)
-            return sibling.family, sibling.config, recheck
-        return first, self._default_config(first, problem), recheck
+            return _Choice(sibling.family, sibling.config, memo, waits_for)
+        return _Choice(first, self._default_config(first, problem), memo, waits_for)
+
+    # ---- background tuning -----------------------------------------------------------------
+    def _background_tuner(self) -> BackgroundTuner:
+        if self._background is None:
+            self._background = background_mod.shared()
+        return self._background
+
+    def _tune_in_background(self, problem: OpProblem, family: Family, hard_key: HardKey, info: DeviceInfo,
+                            seeds: Sequence[dict[str, Any]]) -> _Choice | tuple[_Memo, tuple[str, str] | None]:  # fmt: skip
+        """Queue the tuning of ``problem`` (once) and say how the stand-in is memoised: until the
+        tuning ends (WAIT), for ``RECHECK_S`` (another process tunes it), or for good (a tuning of
+        this process found nothing or failed). The winner of a tuning that ended here, when the
+        database did not give it back (e.g. unusable meanwhile), as a ``_Choice``."""
+        job_key = (problem.key(), hard_key.key())
+        with self._bg_lock:
+            job = self._bg_jobs.get(job_key)
+            if job is not None:
+                if job.state in (_BgState.QUEUED, _BgState.RUNNING):
+                    return _Memo.WAIT, job_key
+                if job.state is _BgState.DONE:
+                    return _Choice(family, job.config) if job.config is not None else (_Memo.KEEP, None)
+                if time.monotonic() < job.retry_at:  # deferred: another process tunes it
+                    return _Memo.RECHECK, None
+            job = _BgJob()
+            self._bg_jobs[job_key] = job
+
+        def run(stop: threading.Event) -> Any:
+            with self._bg_lock:
+                job.state = _BgState.RUNNING
+            return self._tune(problem, family, hard_key, info, seeds, stop=stop)
+
+        def done(result: Any, error: BaseException | None) -> None:
+            self._background_done(job, result, error)
+
+        if not self._background_tuner().submit((id(self), job_key), run, done):
+            with self._bg_lock:  # shut down (interpreter exit): serve the stand-in for good
+                job.state = _BgState.DONE
+            return _Memo.KEEP, None
+        self._n.background_tunes += 1
+        return _Memo.WAIT, job_key
+
+    def _background_done(self, job: _BgJob, result: Any, error: BaseException | None) -> None:
+        """A background tuning ended (on the tuner's thread): record how, and drop the memo entries
+        of the stand-ins that waited for it, so that their next call finds the winner."""
+        with self._bg_lock:
+            if error is None and result is _DEFERRED:
+                job.state, job.retry_at = _BgState.DEFERRED, time.monotonic() + RECHECK_S
+            else:
+                job.state = _BgState.DONE
+                job.config = result if error is None else None
+            keys, job.memo_keys = job.memo_keys, []
+        for key in keys:
+            self._memo.pop(key, None)
+
+    def wait_background(self, timeout_s: float | None = None) -> bool:
+        """Wait until the background tunings (of every dispatcher sharing this one's tuner) ended;
+        False when ``timeout_s`` ran out first. For scripts, tests and probes: calls never need it."""
+        return self._background is None or self._background.wait_idle(timeout_s)
+
+    def _after_fork(self) -> None:
+        """In a forked child: fresh locks (another thread may have held them at the fork), and the
+        parent's background tunings forgotten (the parent's thread runs them; the child's stand-ins
+        waiting for them are dropped, so its next call looks the problem up and queues its own)."""
+        self._lock = threading.RLock()
+        self._bg_lock = threading.Lock()
+        jobs, self._bg_jobs = self._bg_jobs, {}
+        for key, job in jobs.items():
+            if job.state is _BgState.DONE:
+                self._bg_jobs[key] = job
+            else:
+                for memo_key in job.memo_keys:
+                    self._memo.pop(memo_key, None)
 
     def _stored(self, problem: OpProblem, families: Sequence[Family], info: DeviceInfo, *, sibling: bool
                 ) -> _Stored | None:  # fmt: skip
@@ -548,7 +728,7 @@ class Dispatcher:
         return family, config
 
     def _tune(self, problem: OpProblem, family: Family, hard_key: HardKey, info: DeviceInfo,
-              seeds: Sequence[dict[str, Any]] = ()) -> Any:  # fmt: skip
+              seeds: Sequence[dict[str, Any]] = (), *, stop: threading.Event | None = None) -> Any:  # fmt: skip
         """The tuned config; None when tuning found none or could not record (logged);
         ``_DEFERRED`` when another process tunes the problem or times candidates on this GPU now
         (a sink with ``claim``, ``campaign.SharedTuningSink``: one process tunes, the others serve)."""
@@ -564,16 +744,18 @@ class Dispatcher:
                                        "busy timing candidates): serving the best available config meanwhile")  # fmt: skip
                 return _DEFERRED
             self._n.tunes += 1
-            log.info("autocutlass: tuning %s (%d trials, %d s at most)", problem.describe(),
+            where = " in the background" if stop is not None else ""
+            log.info("autocutlass: tuning %s%s (%d trials, %d s at most)", problem.describe(), where,
                      self.settings.tune_trials, self.settings.tune_seconds)  # fmt: skip
             with claim:
-                best = self._layers.tune(problem, family, sink, hard_key, info.index, self.settings,
-                                         seeds=_unique(seeds))  # fmt: skip
+                best = self._layers.tune(problem, family, sink if stop is None else _BackgroundSink(sink), hard_key,
+                                         info.index, self.settings, seeds=_unique(seeds), stop=stop)  # fmt: skip
         except DatabaseError as e:
             self._log_once("tune", f"tuning could not record its results, not tuning: {e}")
             return None
         if best is None:
-            self._log_once("tune", f"tuning found no working config for {problem.describe()}; using the default")
+            if stop is None or not stop.is_set():
+                self._log_once("tune", f"tuning found no working config for {problem.describe()}; using the default")
             return None
         config = family.config_from_dict(best)
         reason = family.check(config, problem)
@@ -615,3 +797,12 @@ class Dispatcher:
         """Forget memoised entries (not the counters, nor the compiled runners)."""
         with self._lock:
             self._memo.clear()
+
+
+def _after_fork_in_child() -> None:
+    for d in list(_DISPATCHERS):
+        d._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

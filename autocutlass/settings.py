@@ -12,7 +12,7 @@ variable                   meaning                                              
 AUTOCUTLASS_DB             path or SQLAlchemy URL of the user's tuning database           ~/.cache/autocutlass/tuning.sqlite
 AUTOCUTLASS_CACHE_DIR      directory for the DB default and the compiled-kernel cache     $XDG_CACHE_HOME/autocutlass
 AUTOCUTLASS_SHIPPED_DBS    directory of read-only per-GPU DBs (``off`` disables them)     the package's tuning_dbs/
-AUTOCUTLASS_POLICY         miss policy: tune | cached | heuristic | off                   tune
+AUTOCUTLASS_POLICY         miss policy: tune | background | cached | heuristic | off      tune
 AUTOCUTLASS_STRICT         1: raise UnsupportedProblem instead of falling back to torch   0
 AUTOCUTLASS_TUNE_TRIALS    trial budget of an on-line (miss-policy) tuning                16
 AUTOCUTLASS_TUNE_SECONDS   wall-clock budget of an on-line tuning                         60
@@ -35,6 +35,7 @@ class Policy(StrEnum):
     """What dispatch does when the tuning database has no record for a problem."""
 
     TUNE = "tune"
+    BACKGROUND = "background"
     CACHED = "cached"
     HEURISTIC = "heuristic"
     OFF = "off"

@@ -194,7 +194,7 @@ class FakeTuner:
         self.seeds: list[tuple[dict[str, Any], ...]] = []
         self.lock = threading.Lock()
 
-    def __call__(self, problem, family, sink, hard_key, device_index, settings, *, seeds=()):  # noqa: ANN001
+    def __call__(self, problem, family, sink, hard_key, device_index, settings, *, seeds=(), stop=None):  # noqa: ANN001
         with self.lock:
             self.calls.append(problem)
             self.seeds.append(tuple(seeds))

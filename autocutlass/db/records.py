@@ -88,7 +88,8 @@ class BestRecord:
     when ``source`` is ``"bucket"`` or ``"nearest"``. ``origin`` names the database it came
     from (a file path or a URL without password). ``hard_key`` is the key the record was measured
     under: the caller's, or with ``sibling`` True a sibling GPU's (``HardKey.is_sibling_of``:
-    ``hard_key.gpu_name`` names the GPU that measured it).
+    ``hard_key.gpu_name`` names the GPU that measured it). ``note``: the reason recorded with the
+    winning trial (``bests()`` only; e.g. ``background.BACKGROUND_NOTE``), else None.
     """
 
     problem: OpProblem
@@ -100,6 +101,7 @@ class BestRecord:
     source: LookupSource
     origin: str
     sibling: bool = False
+    note: str | None = None
 
 
 @dataclass(frozen=True)

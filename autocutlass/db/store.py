@@ -449,14 +449,17 @@ class TuningStore:
         return self._read(_q, [])
 
     def bests(self, gpu: str | None = None) -> list[BestRecord]:
-        """Every best record (``source="exact"``), optionally only those of GPU name ``gpu``;
-        ordered by GPU name, op, neighbour key, problem key, then hard key."""
+        """Every best record (``source="exact"``, ``note`` the reason of its winning trial if any),
+        optionally only those of GPU name ``gpu``; ordered by GPU name, op, neighbour key, problem
+        key, then hard key."""
 
         def _q(s: Session) -> list[BestRecord]:
             stmt = (
-                select(ProblemRow.problem, Best.family, Best.config, Best.median_ms, Best.tflops, Device.hard_key)
+                select(ProblemRow.problem, Best.family, Best.config, Best.median_ms, Best.tflops, Device.hard_key,
+                       Trial.reason)
                 .join(ProblemRow, ProblemRow.id == Best.problem_id)
                 .join(Device, Device.id == Best.device_id)
+                .outerjoin(Trial, Trial.id == Best.trial_id)
                 .order_by(Device.gpu_name, ProblemRow.op, ProblemRow.neighbour_key, ProblemRow.key, Device.hard_key)
             )
             if gpu is not None:
@@ -471,8 +474,9 @@ class TuningStore:
                     hard_key=hard_key_from_json(hk),
                     source="exact",
                     origin=self.display,
+                    note=note,
                 )
-                for pdict, family, cfg, med, tf, hk in s.execute(stmt)
+                for pdict, family, cfg, med, tf, hk, note in s.execute(stmt)
             ]
 
         return self._read(_q, [])

@@ -128,8 +128,9 @@ def run_bench(ns: argparse.Namespace, cases: Sequence[BenchCase], skipped: Seque
 
 
 def _no_tune(policy: str) -> str:
-    """The policy for side measurements that must not start a tuning: 'tune' becomes 'cached'."""
-    return "cached" if policy == "tune" else policy
+    """The policy for side measurements that must not start a tuning: 'tune' and 'background'
+    become 'cached'."""
+    return "cached" if policy in ("tune", "background") else policy
 
 
 def _measure_bandwidth(flush_bytes: int, flush_kind: str = "write") -> float:
