@@ -177,6 +177,11 @@ class Store(Protocol):
         """A record measured on a sibling GPU (``HardKey.is_sibling_of``), or None."""
         ...
 
+    def class_winners(self, problem: Any, hard_key: HardKey, *, limit: int) -> Sequence[Any]:
+        """Winners of the nearest tuned problems of the same op and kernel class (this GPU's or a
+        sibling's), nearest first, one per config: the priors of a tuning."""
+        ...
+
     def record_miss(self, problem: Any, hard_key: HardKey) -> None: ...
 
 
@@ -198,6 +203,13 @@ class Layers:
     more (``search.tune_problem(stop=...)``)."""
     why_unsupported: Callable[[Any], str] = lambda problem: "no family supports it"
     """The reason no family serves ``problem`` (asked only when ``families_for`` is empty)."""
+
+
+def online_trials(s: Settings, seeds: Sequence[Any]) -> int:
+    """The trial budget of an on-line tuning: ``tune_trials``, or with priors from the database
+    (``seeds``: nearby problems' winners, a sibling's record, evaluated first) the smaller
+    ``tune_trials_with_priors``."""
+    return min(s.tune_trials, s.tune_trials_with_priors) if seeds else s.tune_trials
 
 
 def _real_layers() -> Layers:
@@ -222,12 +234,16 @@ def _real_layers() -> Layers:
         problem: Any, family: Family, sink: Any, hard_key: HardKey, device_index: int, s: Settings, *,
         seeds: Sequence[dict[str, Any]] = (), stop: threading.Event | None = None,
     ) -> dict[str, Any] | None:
-        from autocutlass.search import tune_problem
+        from autocutlass.search import pool, tune_problem
 
-        result = tune_problem(
-            problem, family, sink, trials=s.tune_trials, seconds=s.tune_seconds, hard_key=hard_key,
-            device_index=max(device_index, 0), seeds=seeds, stop=stop,
-        )  # fmt: skip
+        try:
+            with pool.shared(s.tune_pool_idle_s).evaluator(family.name, max(device_index, 0), cancel=stop) as ev:
+                result = tune_problem(
+                    problem, family, sink, trials=online_trials(s, seeds), seconds=s.tune_seconds, hard_key=hard_key,
+                    evaluator=ev, seeds=seeds, stop=stop,
+                )  # fmt: skip
+        except pool.PoolClosed:  # interpreter exit while tuning: nothing more was recorded
+            return None
         return result.best_config
 
     def why_unsupported(problem: Any) -> str:
@@ -247,6 +263,9 @@ class _NullStore:
     def lookup_sibling(self, problem: Any, hard_key: HardKey) -> None:
         return None
 
+    def class_winners(self, problem: Any, hard_key: HardKey, *, limit: int) -> list[Any]:
+        return []
+
     def record_miss(self, problem: Any, hard_key: HardKey) -> None:
         return None
 
@@ -262,7 +281,9 @@ class Stats:
     by torch because autocutlass could not serve them (not policy ``off``). ``db_hits`` counts
     problems served by a record measured on this GPU, ``sibling_hits`` those served by a record a
     sibling GPU measured (same architecture and SM count, another model: a marked stand-in, see
-    the module docstring), which ``db_hits`` does not include. ``tunes`` counts tunings run (on
+    the module docstring), which ``db_hits`` does not include; ``class_hits`` those served, while
+    their tuning ran or after it found nothing, by the winner of another tuned problem of the
+    same kernel class (other sizes). ``tunes`` counts tunings run (on
     the caller's thread, or the background tuner's), ``background_tunes`` those queued under the
     ``background`` policy."""
 
@@ -272,6 +293,7 @@ class Stats:
     db_hits: int = 0
     sibling_hits: int = 0
     misses_recorded: int = 0
+    class_hits: int = 0
     tunes: int = 0
     background_tunes: int = 0
     compiles: int = 0
@@ -315,6 +337,10 @@ def _tracing() -> bool:
 
 
 _RANK = {"exact": 0, "bucket": 1, "nearest": 2}
+
+PRIORS = 4
+"""Winners of the nearest tuned problems of the same kernel class a tuning starts from (seeds),
+beside the nearest own record and a sibling GPU's (``Store.class_winners``)."""
 
 RECHECK_S = 5.0
 """Seconds a call served while another process tunes its problem keeps its memo entry; then the
@@ -563,7 +589,8 @@ class Dispatcher:
         hard_key = info.hard_key(first.source_hash())
         self._record_miss(problem, hard_key)
         sibling = self._stored(problem, families, info, sibling=True)
-        seeds = [c.record.config for c in (found, sibling) if c is not None and c.family is first]
+        priors = self._priors(problem, hard_key) if pol in (Policy.TUNE, Policy.BACKGROUND) else []
+        seeds = [c.record.config for c in (found, sibling, *priors) if c is not None and c.family is first]
         memo, waits_for = _Memo.KEEP, None
         if pol is Policy.TUNE and may_tune:
             tuned = self._tune(problem, first, hard_key, info, seeds)
@@ -582,7 +609,27 @@ class Dispatcher:
             self._n.sibling_hits += 1
             self._note_sibling(sibling, info)
             return _Choice(sibling.family, sibling.config, memo, waits_for)
+        if priors:  # the nearest tuned problem of the same kernel class: its winner serves this one too
+            self._n.class_hits += 1
+            return _Choice(priors[0].family, priors[0].config, memo, waits_for)
         return _Choice(first, self._default_config(first, problem), memo, waits_for)
+
+    def _priors(self, problem: OpProblem, hard_key: HardKey) -> list[_Stored]:
+        """The winners of the nearest tuned problems of ``problem``'s kernel class that can serve
+        it (``Store.class_winners``, at most ``PRIORS``), nearest first."""
+        store, _ = self._open_store()
+        self._n.db_lookups += 1
+        try:
+            records = store.class_winners(problem, hard_key, limit=PRIORS)
+        except DatabaseError as e:
+            self._log_once("db", f"tuning database lookup failed, treated as a miss: {e}")
+            return []
+        out = []
+        for rec in records:
+            got = self._from_record(rec, problem, quiet=True)
+            if got is not None:
+                out.append(_Stored(got[0], got[1], _RANK["nearest"], rec))
+        return out
 
     # ---- background tuning -----------------------------------------------------------------
     def _background_tuner(self) -> BackgroundTuner:
@@ -713,17 +760,23 @@ class Dispatcher:
         except DatabaseError as e:
             self._log_once("db", f"cannot record a tuning miss: {e}")
 
-    def _from_record(self, rec: Any, problem: OpProblem) -> tuple[Family, Any] | None:
-        """The record's (family, config) if it still serves ``problem``; else None (logged)."""
+    def _from_record(self, rec: Any, problem: OpProblem, *, quiet: bool = False) -> tuple[Family, Any] | None:
+        """The record's (family, config) if it still serves ``problem``; else None (logged, unless
+        ``quiet``: a record of another problem, tried as a stand-in, may well not fit)."""
         try:
             family = self._layers.get_family(rec.family)
         except KeyError:
             self._log_once("db", f"stored record names unknown kernel family {rec.family!r}; ignored")
             return None
-        config = family.config_from_dict(rec.config)
+        try:
+            config = family.config_from_dict(rec.config)
+        except (KeyError, TypeError, ValueError) as e:
+            self._log_once("db", f"stored {rec.family} config cannot be read ({type(e).__name__}: {e}); ignored")
+            return None
         reason = family.supports(problem) or family.check(config, problem)
         if reason is not None:
-            self._log_once("db", f"stored {rec.family} config no longer serves {problem.describe()}: {reason}")
+            if not quiet:
+                self._log_once("db", f"stored {rec.family} config no longer serves {problem.describe()}: {reason}")
             return None
         return family, config
 

@@ -18,6 +18,10 @@ AUTOCUTLASS_TUNE_TRIALS    trial budget of an on-line (miss-policy) tuning      
 AUTOCUTLASS_TUNE_SECONDS   wall-clock budget of an on-line tuning                         60
 AUTOCUTLASS_LOG            log level of the ``autocutlass`` logger                        WARNING
 =========================  =============================================================  ===========================
+
+``AUTOCUTLASS_TUNE_TRIALS_WITH_PRIORS`` (8): the trial budget of an on-line tuning when the
+database holds priors for it (``Settings.tune_trials_with_priors``). ``AUTOCUTLASS_TUNE_POOL_IDLE_S``
+(300): seconds the on-line tuning processes wait for the next tuning (``Settings.tune_pool_idle_s``).
 """
 
 from __future__ import annotations
@@ -97,6 +101,13 @@ class Settings:
     tune_trials: int
     tune_seconds: int
     log_level: str
+    tune_trials_with_priors: int = 8
+    """Trial budget of an on-line tuning whose database holds priors (winners of nearby problems of
+    the same kernel class, a sibling GPU's record): those are evaluated first, and a few more
+    candidates suffice (at most ``tune_trials``)."""
+    tune_pool_idle_s: float = 300.0
+    """Seconds the on-line tuning processes (``search.pool``) stay up without a tuning; 0 closes
+    them after every tuning."""
 
     @property
     def kernel_cache_dir(self) -> Path:
@@ -129,6 +140,8 @@ class Settings:
             tune_trials=_int(e, "AUTOCUTLASS_TUNE_TRIALS", 16, minimum=1),
             tune_seconds=_int(e, "AUTOCUTLASS_TUNE_SECONDS", 60, minimum=1),
             log_level=_log_level(e, "AUTOCUTLASS_LOG"),
+            tune_trials_with_priors=_int(e, "AUTOCUTLASS_TUNE_TRIALS_WITH_PRIORS", 8, minimum=1),
+            tune_pool_idle_s=_seconds(e, "AUTOCUTLASS_TUNE_POOL_IDLE_S", 300.0),
         )
 
 

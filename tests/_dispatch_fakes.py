@@ -158,11 +158,13 @@ class Record:
 @dataclass
 class FakeStore:
     """lookup -> ``records[problem.key()]`` else ``fallback`` (a bucket/nearest record);
-    lookup_sibling -> ``sibling`` (a record measured on a sibling GPU)."""
+    lookup_sibling -> ``sibling`` (a record measured on a sibling GPU); class_winners ->
+    ``class_records`` (winners of other problems of the same kernel class)."""
 
     records: dict[str, Record] = field(default_factory=dict)
     fallback: Record | None = None
     sibling: Record | None = None
+    class_records: list[Record] = field(default_factory=list)
     lookups: list[GemmProblem] = field(default_factory=list)
     sibling_lookups: list[GemmProblem] = field(default_factory=list)
     misses: list[GemmProblem] = field(default_factory=list)
@@ -181,6 +183,12 @@ class FakeStore:
         if self.fail_lookup:
             raise DatabaseError("fake database is broken")
         return self.sibling
+
+    def class_winners(self, problem: GemmProblem, hard_key: HardKey, *, limit: int) -> list[Record]:
+        assert hard_key == HARD_KEY
+        if self.fail_lookup:
+            raise DatabaseError("fake database is broken")
+        return self.class_records[:limit]
 
     def record_miss(self, problem: GemmProblem, hard_key: HardKey) -> None:
         self.misses.append(problem)

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autocutlass.db.records import BestRecord, hard_key_from_json
-from autocutlass.db.store import TuningStore
+from autocutlass.db.records import BestRecord, canonical_json, hard_key_from_json
+from autocutlass.db.store import TuningStore, dims_distance
 from autocutlass.device import HardKey
 from autocutlass.errors import DatabaseError
 from autocutlass.ops.base import OpProblem
@@ -165,6 +165,27 @@ class LayeredStore:
         layers = [self.user] + [store for store, keys in self._shipped_stores()
                                 if any(hard_key.is_sibling_of(k) for k in _parsed(keys))]  # fmt: skip
         return self._best_of(problem, layers, lambda s: s.lookup_sibling(problem, hard_key))
+
+    def class_winners(self, problem: OpProblem, hard_key: HardKey, *, limit: int = 4) -> list[BestRecord]:
+        """``TuningStore.class_winners`` over every layer that holds records of ``hard_key`` or of
+        a sibling: nearest first (``dims_distance``), then this GPU's before a sibling's, then the
+        earlier layer; one record per (family, config), at most ``limit``. Never raises
+        DatabaseError."""
+        layers = [self.user] + [store for store, keys in self._shipped_stores()
+                                if hard_key.key() in keys or any(hard_key.is_sibling_of(k) for k in _parsed(keys))]  # fmt: skip
+        ranked: list[tuple[tuple[float, bool, int, int], BestRecord]] = []
+        for index, store in enumerate(layers):
+            found: list[BestRecord] = self._call(store, lambda s=store: s.class_winners(problem, hard_key, limit=limit), [])
+            for order, rec in enumerate(found):
+                ranked.append(((dims_distance(problem, rec.problem), rec.sibling, index, order), rec))
+        out: list[BestRecord] = []
+        seen: set[tuple[str, str]] = set()
+        for _, rec in sorted(ranked, key=lambda r: r[0]):
+            ident = (rec.family, canonical_json(rec.config))
+            if ident not in seen:
+                seen.add(ident)
+                out.append(rec)
+        return out[:limit]
 
     def _best_of(self, problem: OpProblem, layers: list[TuningStore],
                  ask: Callable[[TuningStore], BestRecord | None]) -> BestRecord | None:  # fmt: skip

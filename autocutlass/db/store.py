@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, Row, distinct, func, or_, select
+from sqlalchemy import Engine, Row, and_, distinct, func, or_, select
 from sqlalchemy.orm import Session
 
 from autocutlass.db import engine as eng
@@ -79,6 +80,13 @@ def _device_match(hard_key: HardKey, sibling: bool) -> tuple[Any, ...]:
         Device.kernel_hash == hard_key.kernel_hash,
         Device.protocol_version == hard_key.protocol_version,
     )
+
+
+def dims_distance(a: OpProblem, b: OpProblem) -> float:
+    """How far apart two problems of one op are in size: the sum over their ``dims()`` of the
+    distance of the log2 sizes (0 for equal sizes; 1 per doubling of one dimension)."""
+    da, db = a.dims(), b.dims()
+    return float(sum(abs(math.log2(max(da[k], 1)) - math.log2(max(db[k], 1))) for k in da if k in db))
 
 
 class TuningStore:
@@ -252,6 +260,54 @@ class TuningStore:
                 measured = hard_key_from_json(best.row.device_key) if sibling else hard_key
                 return self._best_record(best, measured, source, sibling=sibling)
         return None
+
+    def class_winners(self, problem: OpProblem, hard_key: HardKey, *, limit: int = 4) -> list[BestRecord]:
+        """Winners of other tuned problems of ``problem``'s op and kernel class (equal
+        ``kernel_class_key()``: the same dtypes, layouts, alignments and epilogue, any sizes),
+        measured under ``hard_key`` or on a sibling GPU: priors for tuning ``problem`` (seeds,
+        and a stand-in while it is tuned). Nearest first by ``dims_distance``, then this GPU's
+        before a sibling's; one record per (family, config), at most ``limit``. ``source`` is
+        "nearest"; ``sibling`` and ``hard_key`` say who measured each."""
+        class_key = problem.kernel_class_key()
+
+        def _q(s: Session) -> list[Row[Any]]:
+            stmt = (
+                select(
+                    ProblemRow.key, ProblemRow.op, ProblemRow.bucket_key, ProblemRow.problem,
+                    Best.family, Best.config, Best.median_ms, Best.tflops, Device.hard_key.label("device_key"),
+                )
+                .join(Best, Best.problem_id == ProblemRow.id)
+                .join(Device, Device.id == Best.device_id)
+                .where(ProblemRow.op == problem.op,
+                       or_(Device.hard_key == hard_key.key(), and_(*_device_match(hard_key, sibling=True))))
+            )  # fmt: skip
+            return list(s.execute(stmt).all())
+
+        ranked: list[tuple[tuple[float, bool, str], _Candidate, HardKey]] = []
+        for row in self._read(_q, []):
+            measured = hard_key_from_json(row.device_key)
+            sibling = measured != hard_key
+            if sibling and not hard_key.is_sibling_of(measured):
+                continue
+            try:
+                tuned = stored_problem(row.problem, self.display)
+            except DatabaseError as e:
+                logger.warning("autocutlass: skipping a stored record: %s", e)
+                continue
+            if tuned.kernel_class_key() != class_key:
+                continue
+            ranked.append(((dims_distance(problem, tuned), sibling, row.key), _Candidate(row.key, tuned, row), measured))
+        out: list[BestRecord] = []
+        seen: set[tuple[str, str]] = set()
+        for (_, sibling, _), cand, measured in sorted(ranked, key=lambda r: r[0]):
+            ident = (cand.row.family, cand.row.config)
+            if ident in seen:
+                continue
+            seen.add(ident)
+            out.append(self._best_record(cand, measured, "nearest", sibling=sibling))
+            if len(out) >= limit:
+                break
+        return out
 
     def _best_record(self, cand: _Candidate, hard_key: HardKey, source: LookupSource, *,
                      sibling: bool = False) -> BestRecord:  # fmt: skip

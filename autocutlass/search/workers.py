@@ -33,6 +33,8 @@ Request kinds (handled by ``autocutlass.search.handlers``)::
         reversed every other round; entries in request order, a failed config has no timing;
         a timing is the median and p20/p80 of the per-round medians, n = rounds)
     {"op": "device", "device": int} -> {"device": dict}
+    {"op": "release", "device": int} -> {"state": "ok"}
+        (free the problem's inputs: a pooled child waiting for its next tuning)
 
 ``CandidatePipeline.finals`` sends the finals request and returns a ``FinalsOutcome``, or None
 when the finals did not finish (timeout, death, CUDA fault): the tuner then decides without them.
