@@ -144,13 +144,13 @@ class BackgroundTuner:
             result, error = None, None
             try:
                 result = job.run(self._stop)
-            except Exception as e:  # noqa: BLE001 - a failed tuning must not end the thread nor reach callers
+            except Exception as e:
                 error = e
                 self._log_once(f"a background tuning failed: {type(e).__name__}: {e}")
                 log.debug("autocutlass: background tuning traceback", exc_info=True)
             try:
                 job.done(result, error)
-            except Exception as e:  # noqa: BLE001 - same
+            except Exception as e:
                 self._log_once(f"a background tuning's completion failed: {type(e).__name__}: {e}")
                 log.debug("autocutlass: background completion traceback", exc_info=True)
             with self._cond:

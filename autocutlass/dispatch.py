@@ -28,8 +28,10 @@ Policies (``AUTOCUTLASS_POLICY``, overridden per thread by ``autocutlass.policy`
   kernel cache, when no runner holds it yet; torch.compile's CUDA graphs run each shape eagerly
   before capturing it, so their captures hit the memo.)
 * ``background``: as ``tune``, but the miss is served at once by the best config available (this
-  GPU's nearest record, a sibling GPU's record, else the family's default) while the problem is
-  tuned on the process's background tuner (``autocutlass.background``: one daemon thread, one
+  GPU's nearest record, a sibling GPU's record, the winner of the nearest tuned problem of the same
+  kernel class, else the family's default; or, when that config's kernel is not loaded in this
+  process yet, by the torch op, so that no call waits for a compile) while the problem is tuned on
+  the process's background tuner (``autocutlass.background``: one daemon thread, one
   tuning at a time, stopped at interpreter exit; its worker processes are those of ``tune``). The
   stand-in is memoised until that tuning ends; its completion drops the stand-in's memo entry
   (from the tuner's thread: a dict pop, nothing added to the hit path), so the next call looks the
@@ -283,7 +285,9 @@ class Stats:
     sibling GPU measured (same architecture and SM count, another model: a marked stand-in, see
     the module docstring), which ``db_hits`` does not include; ``class_hits`` those served, while
     their tuning ran or after it found nothing, by the winner of another tuned problem of the
-    same kernel class (other sizes). ``tunes`` counts tunings run (on
+    same kernel class (other sizes); ``torch_standins`` those the torch op served while their
+    tuning ran in the background because no stand-in kernel of theirs was loaded in this process
+    yet (not ``fallbacks``). ``tunes`` counts tunings run (on
     the caller's thread, or the background tuner's), ``background_tunes`` those queued under the
     ``background`` policy."""
 
@@ -294,6 +298,7 @@ class Stats:
     sibling_hits: int = 0
     misses_recorded: int = 0
     class_hits: int = 0
+    torch_standins: int = 0
     tunes: int = 0
     background_tunes: int = 0
     compiles: int = 0
@@ -363,10 +368,11 @@ class _Memo(Enum):
 
 @dataclass(frozen=True)
 class _Choice:
-    """What serves a problem: a family's config, how its entry may be memoised, and with
-    ``_Memo.WAIT`` the key of the background tuning it stands in for."""
+    """What serves a problem: a family's config (``family`` None: torch, standing in while the
+    problem is tuned in the background), how its entry may be memoised, and with ``_Memo.WAIT``
+    the key of the background tuning it stands in for."""
 
-    family: Family
+    family: Family | None
     config: Any
     memo: _Memo = _Memo.KEEP
     waits_for: tuple[str, str] | None = None
@@ -556,6 +562,8 @@ class Dispatcher:
             chosen = self._choose(plan.problem, pol, plan.device_index, may_tune=not downgraded)
             if isinstance(chosen, str):
                 return self._fallback(fe, call, chosen), _Memo.KEEP, None
+            if chosen.family is None:  # torch stands in while the problem is tuned in the background
+                return fe.torch_entry(call), chosen.memo, chosen.waits_for
             runner = self._runner(chosen.family, chosen.config, plan.problem)
         except (CantImplement, KernelCompileError) as e:
             if self.settings.strict:
@@ -604,15 +612,23 @@ class Dispatcher:
                 return bg
             memo, waits_for = bg
         if found is not None:
-            return _Choice(found.family, found.config, memo, waits_for)
-        if sibling is not None:
-            self._n.sibling_hits += 1
-            self._note_sibling(sibling, info)
-            return _Choice(sibling.family, sibling.config, memo, waits_for)
-        if priors:  # the nearest tuned problem of the same kernel class: its winner serves this one too
-            self._n.class_hits += 1
-            return _Choice(priors[0].family, priors[0].config, memo, waits_for)
-        return _Choice(first, self._default_config(first, problem), memo, waits_for)
+            standin, counter = _Choice(found.family, found.config, memo, waits_for), None
+        elif sibling is not None:
+            standin, counter = _Choice(sibling.family, sibling.config, memo, waits_for), "sibling_hits"
+        elif priors:  # the nearest tuned problem of the same kernel class: its winner serves this one too
+            standin, counter = _Choice(priors[0].family, priors[0].config, memo, waits_for), "class_hits"
+        else:
+            standin, counter = _Choice(first, self._default_config(first, problem), memo, waits_for), None
+        if memo is _Memo.WAIT and (standin.family.name, standin.config, problem.kernel_class_key()) not in self._runners:
+            # a stand-in of the background policy that would be compiled (or loaded) now: torch serves
+            # until the tuning ends, so that the call does not wait for a compile
+            self._n.torch_standins += 1
+            return _Choice(None, None, memo, waits_for)
+        if counter is not None:
+            setattr(self._n, counter, getattr(self._n, counter) + 1)
+        if counter == "sibling_hits":
+            self._note_sibling(sibling, info)  # type: ignore[arg-type]
+        return standin
 
     def _priors(self, problem: OpProblem, hard_key: HardKey) -> list[_Stored]:
         """The winners of the nearest tuned problems of ``problem``'s kernel class that can serve

@@ -10,12 +10,22 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import _search_fakes as sf
 import pytest
 import torch
-from _dispatch_fakes import HARD_KEY, FakeConfig, FakeRunner, FakeStore, FakeTuner, Record, calls, device_info, make_rig
+from _dispatch_fakes import (
+    HARD_KEY,
+    FakeConfig,
+    FakeRunner,
+    FakeStore,
+    FakeTuner,
+    Record,
+    calls,
+    device_info,
+    make_rig,
+)
 from _dispatch_fakes import settings as fake_settings
 
-import _search_fakes as sf
 from autocutlass.background import BackgroundTuner
 from autocutlass.db import LayeredStore, TuningStore, export
 from autocutlass.device import HardKey
@@ -91,11 +101,15 @@ def test_the_nearest_class_winner_stands_in_while_tuning_in_the_background() -> 
                        store=FakeStore(class_records=[Record("fake", {"tile": 256}, "nearest")]))  # fmt: skip
         rig.dispatcher._background = bg
         a, b = torch.randn(32, 64).to(BF), torch.randn(64, 48).to(BF)
-        calls(rig.dispatcher).matmul(a, b)
-        assert rig.family.launches[-1].config == FakeConfig(256) and rig.dispatcher.stats().class_hits == 1
+        calls(rig.dispatcher).matmul(a, b)  # the class winner's kernel is not loaded yet: torch meanwhile
+        assert rig.family.launches == [] and rig.dispatcher.stats().torch_standins == 1
         assert rig.dispatcher.wait_background(10)
         calls(rig.dispatcher).matmul(a, b)
         assert rig.family.launches[-1].config == FakeConfig(256) and tuner.seeds == [({"tile": 256},)]
+        assert rig.dispatcher.stats().class_hits == 1
+        calls(rig.dispatcher).matmul(torch.randn(48, 64).to(BF), b)  # another M: its kernel is loaded
+        assert len(rig.family.launches) == 2 and rig.family.launches[-1].config == FakeConfig(256)
+        assert rig.dispatcher.stats().class_hits == 2 and rig.dispatcher.stats().torch_standins == 1
     finally:
         bg.shutdown(10)
 
