@@ -41,7 +41,7 @@ def one_line(stderr: str) -> str:
 
 # ---- settings ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(("name", "value", "accepted"), [
-    ("AUTOCUTLASS_POLICY", "fast", "one of tune, cached, heuristic, off"),
+    ("AUTOCUTLASS_POLICY", "fast", "one of tune, background, cached, heuristic, off"),
     ("AUTOCUTLASS_TUNE_TRIALS", "abc", "a positive integer"),
     ("AUTOCUTLASS_TUNE_TRIALS", "0", "a positive integer"),
     ("AUTOCUTLASS_TUNE_SECONDS", "1.5", "a positive integer"),
