@@ -141,7 +141,7 @@ class Settings:
             tune_seconds=_int(e, "AUTOCUTLASS_TUNE_SECONDS", 60, minimum=1),
             log_level=_log_level(e, "AUTOCUTLASS_LOG"),
             tune_trials_with_priors=_int(e, "AUTOCUTLASS_TUNE_TRIALS_WITH_PRIORS", 8, minimum=1),
-            tune_pool_idle_s=_seconds(e, "AUTOCUTLASS_TUNE_POOL_IDLE_S", 300.0),
+            tune_pool_idle_s=_seconds(e, "AUTOCUTLASS_TUNE_POOL_IDLE_S", 300.0, zero="closing them after every tuning"),
         )
 
 
@@ -165,8 +165,9 @@ def current() -> Settings:
 # (PostgreSQL; 0 means no limit. SQLite files keep their own lock wait, db.engine.SQLITE_BUSY_TIMEOUT_MS.)
 
 
-def _seconds(env: dict[str, str], name: str, default: float) -> float:
-    """A non-negative number of seconds, ``default`` when unset or empty."""
+def _seconds(env: dict[str, str], name: str, default: float, zero: str = "no limit") -> float:
+    """A non-negative number of seconds, ``default`` when unset or empty (``zero``: what 0 means,
+    for the error message)."""
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return default
@@ -175,7 +176,7 @@ def _seconds(env: dict[str, str], name: str, default: float) -> float:
     except ValueError:
         value = -1.0
     if not value >= 0 or value == float("inf"):
-        raise SettingsError(name, raw, f"a number of seconds >= 0, 0 for no limit (default {default:g})")
+        raise SettingsError(name, raw, f"a number of seconds >= 0, 0 for {zero} (default {default:g})")
     return value
 
 
