@@ -342,6 +342,7 @@ def _tracing() -> bool:
 
 
 _RANK = {"exact": 0, "bucket": 1, "nearest": 2}
+"""How well a stored record matches the problem looked up (smaller is better)."""
 
 PRIORS = 4
 """Winners of the nearest tuned problems of the same kernel class a tuning starts from (seeds),
@@ -580,9 +581,10 @@ class Dispatcher:
         the problem, and until the tuning ends under ``background``.
 
         Tiers: this GPU's records (exact, bucket, nearest); then a sibling GPU's (same tiers);
-        then the family's default. A record of this GPU's exact problem or bucket serves under
-        ``tune`` and ``background``; anything less is a stand-in while the problem is tuned, and a
-        seed of that tuning."""
+        under ``tune`` and ``background`` then the winner of the nearest tuned problem of the same
+        kernel class (``Store.class_winners``); then the family's default. A record of this GPU's
+        exact problem or bucket serves under ``tune`` and ``background``; anything less is a
+        stand-in while the problem is tuned, and a seed of that tuning (with the other priors)."""
         families = list(self._layers.families_for(problem))
         if not families:
             return f"no kernel family serves {problem.describe()}: {self._layers.why_unsupported(problem)}"
@@ -611,24 +613,20 @@ class Dispatcher:
             if isinstance(bg, _Choice):
                 return bg
             memo, waits_for = bg
-        if found is not None:
-            standin, counter = _Choice(found.family, found.config, memo, waits_for), None
-        elif sibling is not None:
-            standin, counter = _Choice(sibling.family, sibling.config, memo, waits_for), "sibling_hits"
-        elif priors:  # the nearest tuned problem of the same kernel class: its winner serves this one too
-            standin, counter = _Choice(priors[0].family, priors[0].config, memo, waits_for), "class_hits"
-        else:
-            standin, counter = _Choice(first, self._default_config(first, problem), memo, waits_for), None
-        if memo is _Memo.WAIT and (standin.family.name, standin.config, problem.kernel_class_key()) not in self._runners:
-            # a stand-in of the background policy that would be compiled (or loaded) now: torch serves
-            # until the tuning ends, so that the call does not wait for a compile
+        # the stand-in: this GPU's nearest record, a sibling's, the nearest class winner, the default
+        chosen = found or sibling or (priors[0] if priors else None)
+        family, config = (chosen.family, chosen.config) if chosen else (first, self._default_config(first, problem))
+        if memo is _Memo.WAIT and (family.name, config, problem.kernel_class_key()) not in self._runners:
+            # the background policy's stand-in would be compiled (or loaded) now: torch serves until
+            # the tuning ends, so that no call waits for a compile
             self._n.torch_standins += 1
             return _Choice(None, None, memo, waits_for)
-        if counter is not None:
-            setattr(self._n, counter, getattr(self._n, counter) + 1)
-        if counter == "sibling_hits":
-            self._note_sibling(sibling, info)  # type: ignore[arg-type]
-        return standin
+        if chosen is not None and chosen is sibling and found is None:
+            self._n.sibling_hits += 1
+            self._note_sibling(sibling, info)
+        elif chosen is not None and found is None:
+            self._n.class_hits += 1
+        return _Choice(family, config, memo, waits_for)
 
     def _priors(self, problem: OpProblem, hard_key: HardKey) -> list[_Stored]:
         """The winners of the nearest tuned problems of ``problem``'s kernel class that can serve
