@@ -280,16 +280,16 @@ class Stats:
     ``memo_hits`` is counted without a lock and may undercount under heavy threading; the
     others change under the miss lock. ``compiles`` counts ``family.compile`` calls (each may
     be served by the kernel layer's own memory or disk cache); ``fallbacks`` counts calls run
-    by torch because autocutlass could not serve them (not policy ``off``). ``db_hits`` counts
-    problems served by a record measured on this GPU, ``sibling_hits`` those served by a record a
-    sibling GPU measured (same architecture and SM count, another model: a marked stand-in, see
-    the module docstring), which ``db_hits`` does not include; ``class_hits`` those served, while
-    their tuning ran or after it found nothing, by the winner of another tuned problem of the
-    same kernel class (other sizes); ``torch_standins`` those the torch op served while their
-    tuning ran in the background because no stand-in kernel of theirs was loaded in this process
-    yet (not ``fallbacks``). ``tunes`` counts tunings run (on
-    the caller's thread, or the background tuner's), ``background_tunes`` those queued under the
-    ``background`` policy."""
+    by torch because autocutlass could not serve them (not policy ``off``).
+
+    ``db_hits`` counts problems served by a record measured on this GPU; ``sibling_hits`` those
+    served by a record a sibling GPU measured (same architecture and SM count, another model: a
+    marked stand-in, see the module docstring), which ``db_hits`` does not include; ``class_hits``
+    those served, while their tuning ran or after it found nothing, by the winner of another tuned
+    problem of the same kernel class (other sizes); ``torch_standins`` those the torch op served
+    while their tuning ran in the background because no stand-in kernel of theirs was loaded in
+    this process yet (not ``fallbacks``). ``tunes`` counts tunings run (on the caller's thread or
+    the background tuner's), ``background_tunes`` those queued under the ``background`` policy."""
 
     memo_hits: int = 0
     memo_misses: int = 0
