@@ -3,7 +3,9 @@
 A tuning record measured on one GPU/toolchain is never used as if it were measured on another.
 The hard key is GPU name + compute capability + SM count + nvidia-cutlass-dsl version + the
 content hash of the record's kernel family's sources + the timing-protocol version. Everything else in
-``DeviceInfo`` (memory sizes, driver) is informative.
+``DeviceInfo`` (memory sizes, driver) is informative. A record whose hard key differs only in the
+GPU name (``HardKey.is_sibling_of``: an H200's record on an H100) is a *sibling* record: dispatch
+uses it as a seed and as a marked stand-in after this GPU's own records, never as this GPU's own.
 
 Nothing here queries the GPU at import time; ``current_device()`` reads once per process and
 device index and caches the answer.
@@ -46,6 +48,21 @@ class HardKey:
 
     def digest(self) -> str:
         return hashlib.sha256(self.key().encode()).hexdigest()[:16]
+
+    def is_sibling_of(self, other: HardKey) -> bool:
+        """True when ``other`` was measured on another GPU model of the same architecture and SM
+        count (an H200 for an H100 and the other way round), with everything else equal: the same
+        compute capability, SM count, DSL version, kernel sources and timing protocol, and another
+        GPU name. Its records are a *sibling's*: good seeds and a marked stand-in, never taken as
+        measured here (the hard key stays exact)."""
+        return (
+            self.gpu_name != other.gpu_name
+            and self.cc == other.cc
+            and self.sm_count == other.sm_count
+            and self.dsl_version == other.dsl_version
+            and self.kernel_hash == other.kernel_hash
+            and self.protocol_version == other.protocol_version
+        )
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,38 @@ Policies (``AUTOCUTLASS_POLICY``, overridden per thread by ``autocutlass.policy`
   call outside runs the policy in full. (That one config is still compiled, or loaded from the
   kernel cache, when no runner holds it yet; torch.compile's CUDA graphs run each shape eagerly
   before capturing it, so their captures hit the memo.)
+* ``background``: as ``tune``, but the miss is served at once by the best config available (this
+  GPU's nearest record, a sibling GPU's record, the winner of the nearest tuned problem of the same
+  kernel class, else the family's default; or, when that config's kernel is not loaded in this
+  process yet, by the torch op, so that no call waits for a compile) while the problem is tuned on
+  the process's background tuner (``autocutlass.background``: one daemon thread, one
+  tuning at a time, stopped at interpreter exit; its worker processes are those of ``tune``). The
+  stand-in is memoised until that tuning ends; its completion drops the stand-in's memo entry
+  (from the tuner's thread: a dict pop, nothing added to the hit path), so the next call looks the
+  problem up and runs the winner. A tuning that fails is logged once and its stand-in stays; one
+  that another process holds (the claim) is looked up again after ``RECHECK_S``. Timing while the
+  application runs: the benchmark child times candidates while this process may launch its own
+  kernels on the same GPU. One tuning at a time per process (the tuner) and per GPU across
+  processes (the claim's host-wide GPU lock) keeps tunings from timing each other; the finals
+  re-time the four fastest configs and torch in interleaved rounds, so interference spread over
+  the rounds hits them alike; what remains (the application's own kernels during a timing) is
+  noise that can mis-rank near-equal configs, so the ok trials of a background tuning are marked
+  (``BACKGROUND_NOTE`` as their reason; ``db show`` says so), and an off-line ``autocutlass tune``
+  of the problem re-times the finalists in a quiet process. Under a CUDA graph capture or a trace
+  nothing is queued, as under ``tune``. A forked child forgets the parent's queued tunings (their
+  waiting stand-ins are dropped) and queues its own on its next miss.
 * ``cached``: any stored record (exact, bucket, nearest neighbour); else record the miss and run
-  the family's default config, ``family.seeds(problem)[0]``. Never tunes.
+  a sibling GPU's record, else the family's default config, ``family.seeds(problem)[0]``. Never
+  tunes.
+
+**Sibling GPUs.** A record measured on another GPU model of the same architecture and SM count
+(``HardKey.is_sibling_of``: an H200's on an H100; the user database's or a shipped one's) is
+looked up after every tier of this GPU's own records (``Store.lookup_sibling``: exact, bucket,
+nearest). It never counts as this GPU's: the miss is still recorded (``tune --pending`` tunes it
+here), nothing is copied into the user database, a tuning still runs under ``tune`` (the
+sibling's config is one of its seeds, beside the nearest own record's), and where it serves (as
+the stand-in of ``cached``, of a tuning that found nothing or runs elsewhere, or of a capture)
+it is counted in ``Stats.sibling_hits``, not ``db_hits``, and logged once per sibling GPU.
 * ``heuristic``: ``family.seeds(problem)[0]``; never reads the database.
 * ``off``: torch, always (validated like the others; not counted as a fallback).
 
@@ -57,17 +87,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
 import torch
 
+from autocutlass import background as background_mod
 from autocutlass import settings as settings_mod
+from autocutlass.background import BACKGROUND_NOTE, BackgroundTuner
 from autocutlass.device import DeviceInfo, HardKey, current_device
 from autocutlass.errors import (
     CantImplement,
@@ -75,6 +109,7 @@ from autocutlass.errors import (
     KernelCompileError,
     UnsupportedProblem,
 )
+from autocutlass.keys import config_key
 from autocutlass.ops.base import Entry, FrontEnd, OpProblem, Unsupported
 from autocutlass.settings import Policy, Settings
 
@@ -103,7 +138,7 @@ POLICY_OVERRIDE = _PolicyOverride()
 
 @contextmanager
 def policy(name: Policy | str) -> Iterator[Policy]:
-    """Use miss policy ``name`` ('tune', 'cached', 'heuristic', 'off') inside the block.
+    """Use miss policy ``name`` ('tune', 'background', 'cached', 'heuristic', 'off') inside the block.
 
     Nestable; affects only the current thread. It applies to the calls that run inside the block,
     compiled models' calls included (their ``torch.ops.autocutlass`` ops call the dispatcher when
@@ -140,6 +175,15 @@ class Store(Protocol):
     """The part of ``db.LayeredStore`` dispatch uses; ``lookup`` may raise ``DatabaseError``."""
 
     def lookup(self, problem: Any, hard_key: HardKey) -> Any | None: ...
+    def lookup_sibling(self, problem: Any, hard_key: HardKey) -> Any | None:
+        """A record measured on a sibling GPU (``HardKey.is_sibling_of``), or None."""
+        ...
+
+    def class_winners(self, problem: Any, hard_key: HardKey, *, limit: int) -> Sequence[Any]:
+        """Winners of the nearest tuned problems of the same op and kernel class (this GPU's or a
+        sibling's), nearest first, one per config: the priors of a tuning."""
+        ...
+
     def record_miss(self, problem: Any, hard_key: HardKey) -> None: ...
 
 
@@ -152,11 +196,22 @@ class Layers:
     """The families that serve a problem, in preference order (empty: none does)."""
     open_store: Callable[[Settings], tuple[Store, Any]]
     """Returns (the store to look up in, the sink tuning records into). May raise DatabaseError."""
-    tune: Callable[[Any, Family, Any, HardKey, int, Settings], dict[str, Any] | None]
-    """(problem, family, sink, hard key, device index, settings): tunes ``problem`` now within the
-    settings' budgets, records into the sink, returns the winning config dict or None."""
+    tune: Callable[..., dict[str, Any] | None]
+    """(problem, family, sink, hard key, device index, settings, *, seeds, stop): tunes ``problem``
+    now within the settings' budgets, records into the sink, returns the winning config dict or None.
+    ``seeds``: config dicts of ``family`` to evaluate first (priors from the database: the nearest
+    tuned problem's winner, a sibling GPU's record), de-duplicated, possibly empty. ``stop``: None
+    on the caller's thread; a background tuning's event, set at exit: return soon, record nothing
+    more (``search.tune_problem(stop=...)``)."""
     why_unsupported: Callable[[Any], str] = lambda problem: "no family supports it"
     """The reason no family serves ``problem`` (asked only when ``families_for`` is empty)."""
+
+
+def online_trials(s: Settings, seeds: Sequence[Any]) -> int:
+    """The trial budget of an on-line tuning: ``tune_trials``, or with priors from the database
+    (``seeds``: nearby problems' winners, a sibling's record, evaluated first) the smaller
+    ``tune_trials_with_priors``."""
+    return min(s.tune_trials, s.tune_trials_with_priors) if seeds else s.tune_trials
 
 
 def _real_layers() -> Layers:
@@ -178,14 +233,19 @@ def _real_layers() -> Layers:
         return LayeredStore(user, s.shipped_dbs_dir), SharedTuningSink(user)
 
     def tune(
-        problem: Any, family: Family, sink: Any, hard_key: HardKey, device_index: int, s: Settings
+        problem: Any, family: Family, sink: Any, hard_key: HardKey, device_index: int, s: Settings, *,
+        seeds: Sequence[dict[str, Any]] = (), stop: threading.Event | None = None,
     ) -> dict[str, Any] | None:
-        from autocutlass.search import tune_problem
+        from autocutlass.search import pool, tune_problem
 
-        result = tune_problem(
-            problem, family, sink, trials=s.tune_trials, seconds=s.tune_seconds, hard_key=hard_key,
-            device_index=max(device_index, 0),
-        )  # fmt: skip
+        try:
+            with pool.shared(s.tune_pool_idle_s).evaluator(family.name, max(device_index, 0), cancel=stop) as ev:
+                result = tune_problem(
+                    problem, family, sink, trials=online_trials(s, seeds), seconds=s.tune_seconds, hard_key=hard_key,
+                    evaluator=ev, seeds=seeds, stop=stop,
+                )  # fmt: skip
+        except pool.PoolClosed:  # interpreter exit while tuning: nothing more was recorded
+            return None
         return result.best_config
 
     def why_unsupported(problem: Any) -> str:
@@ -202,6 +262,12 @@ class _NullStore:
     def lookup(self, problem: Any, hard_key: HardKey) -> None:
         return None
 
+    def lookup_sibling(self, problem: Any, hard_key: HardKey) -> None:
+        return None
+
+    def class_winners(self, problem: Any, hard_key: HardKey, *, limit: int) -> list[Any]:
+        return []
+
     def record_miss(self, problem: Any, hard_key: HardKey) -> None:
         return None
 
@@ -214,14 +280,27 @@ class Stats:
     ``memo_hits`` is counted without a lock and may undercount under heavy threading; the
     others change under the miss lock. ``compiles`` counts ``family.compile`` calls (each may
     be served by the kernel layer's own memory or disk cache); ``fallbacks`` counts calls run
-    by torch because autocutlass could not serve them (not policy ``off``)."""
+    by torch because autocutlass could not serve them (not policy ``off``).
+
+    ``db_hits`` counts problems served by a record measured on this GPU; ``sibling_hits`` those
+    served by a record a sibling GPU measured (same architecture and SM count, another model: a
+    marked stand-in, see the module docstring), which ``db_hits`` does not include; ``class_hits``
+    those served, while their tuning ran or after it found nothing, by the winner of another tuned
+    problem of the same kernel class (other sizes); ``torch_standins`` those the torch op served
+    while their tuning ran in the background because no stand-in kernel of theirs was loaded in
+    this process yet (not ``fallbacks``). ``tunes`` counts tunings run (on the caller's thread or
+    the background tuner's), ``background_tunes`` those queued under the ``background`` policy."""
 
     memo_hits: int = 0
     memo_misses: int = 0
     db_lookups: int = 0
     db_hits: int = 0
+    sibling_hits: int = 0
     misses_recorded: int = 0
+    class_hits: int = 0
+    torch_standins: int = 0
     tunes: int = 0
+    background_tunes: int = 0
     compiles: int = 0
     fallbacks: int = 0
 
@@ -263,6 +342,11 @@ def _tracing() -> bool:
 
 
 _RANK = {"exact": 0, "bucket": 1, "nearest": 2}
+"""How well a stored record matches the problem looked up (smaller is better)."""
+
+PRIORS = 4
+"""Winners of the nearest tuned problems of the same kernel class a tuning starts from (seeds),
+beside the nearest own record and a sibling GPU's (``Store.class_winners``)."""
 
 RECHECK_S = 5.0
 """Seconds a call served while another process tunes its problem keeps its memo entry; then the
@@ -274,12 +358,88 @@ _DEFERRED = object()
 
 class _Memo(Enum):
     """How a new entry is memoised: kept, not at all (a stand-in chosen while tracing or capturing),
-    or for ``RECHECK_S`` seconds (a stand-in while another process tunes the problem)."""
+    for ``RECHECK_S`` seconds (a stand-in while another process tunes the problem), or until the
+    background tuning of its problem ends (``WAIT``: a stand-in of the ``background`` policy)."""
 
     KEEP = "keep"
     SKIP = "skip"
     RECHECK = "recheck"
-"""How well a stored record matches the problem looked up (smaller is better)."""
+    WAIT = "wait"
+
+
+@dataclass(frozen=True)
+class _Choice:
+    """What serves a problem: a family's config (``family`` None: torch, standing in while the
+    problem is tuned in the background), how its entry may be memoised, and with ``_Memo.WAIT``
+    the key of the background tuning it stands in for."""
+
+    family: Family | None
+    config: Any
+    memo: _Memo = _Memo.KEEP
+    waits_for: tuple[str, str] | None = None
+
+
+class _BgState(Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    DEFERRED = "deferred"
+
+
+@dataclass
+class _BgJob:
+    """One background tuning of a dispatcher (mutable; under ``Dispatcher._bg_lock``): its state,
+    the tuned config once done (None: nothing found, or it failed), the memo keys of the stand-ins
+    waiting for it, and when a deferred one may be tried again."""
+
+    state: _BgState = _BgState.QUEUED
+    config: Any = None
+    memo_keys: list[tuple[Any, ...]] = field(default_factory=list)
+    retry_at: float = 0.0
+
+
+class _BackgroundSink:
+    """A tuning sink whose ok trials carry ``BACKGROUND_NOTE`` as their reason; the rest passes
+    through to the sink it wraps."""
+
+    def __init__(self, sink: Any) -> None:
+        self._sink = sink
+
+    def record_trial(self, problem: Any, hard_key: HardKey, family: str, config: Any, state: Any,
+                     reason: str | None = None, **timing: Any) -> int:  # fmt: skip
+        if reason is None and str(state) == "ok":
+            reason = BACKGROUND_NOTE
+        return self._sink.record_trial(problem, hard_key, family, config, state, reason, **timing)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sink, name)
+
+
+_DISPATCHERS: weakref.WeakSet[Dispatcher] = weakref.WeakSet()
+"""Every dispatcher of this process (``_after_fork_in_child``)."""
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """A stored record that can serve a problem: its family and typed config, its rank in
+    ``_RANK`` and the record itself (``record.sibling``: measured on a sibling GPU)."""
+
+    family: Family
+    config: Any
+    rank: int
+    record: Any
+
+
+def _unique(configs: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """``configs`` without repeats, first occurrence kept (by canonical key)."""
+    seen: set[str] = set()
+    out = []
+    for c in configs:
+        k = config_key(c)
+        if k not in seen:
+            seen.add(k)
+            out.append(dict(c))
+    return tuple(out)
 
 
 class _PlanContext:
@@ -305,6 +465,7 @@ class Dispatcher:
         layers: Layers | None = None,
         device_info: Callable[[int], DeviceInfo] | None = None,
         on_gpu: Callable[[Any], bool] = _is_cuda,
+        background: BackgroundTuner | None = None,
     ) -> None:
         self.settings = settings if settings is not None else settings_mod.current()
         self._policy = self.settings.policy
@@ -317,6 +478,10 @@ class Dispatcher:
         self._store: tuple[Store, Any] | None = None
         self._runners: dict[tuple[str, Any, str], Callable[..., None]] = {}
         self._logged: set[tuple[str, str]] = set()
+        self._background = background
+        self._bg_lock = threading.Lock()
+        self._bg_jobs: dict[tuple[str, str], _BgJob] = {}
+        _DISPATCHERS.add(self)
 
     # ---- hot path --------------------------------------------------------------------------
     def call(self, fe: FrontEnd, *args: Any) -> Any:
@@ -346,12 +511,28 @@ class Dispatcher:
                 fe.expected(call)  # the same errors as under the other policies
                 entry, memo = fe.torch_entry(call), _Memo.KEEP
             else:
-                entry, memo = self._build(fe, call, fe.plan(call, self._ctx), pol)
-            if memo is not _Memo.SKIP:
-                if len(self._memo) >= MEMO_LIMIT:
-                    self._memo.clear()
-                self._memo[key] = entry if memo is _Memo.KEEP else self._expiring(key, entry)
+                entry, memo, waits_for = self._build(fe, call, fe.plan(call, self._ctx), pol)
+            if memo is _Memo.WAIT:
+                assert waits_for is not None
+                self._memoise_waiting(key, entry, waits_for)
+            elif memo is not _Memo.SKIP:
+                self._memoise(key, entry if memo is _Memo.KEEP else self._expiring(key, entry))
             return entry
+
+    def _memoise(self, key: tuple[Any, ...], entry: Entry) -> None:
+        if len(self._memo) >= MEMO_LIMIT:
+            self._memo.clear()
+        self._memo[key] = entry
+
+    def _memoise_waiting(self, key: tuple[Any, ...], entry: Entry, job_key: tuple[str, str]) -> None:
+        """Memoise a stand-in until the background tuning ``job_key`` ends (its completion drops
+        the entry); not at all when it ended meanwhile (the next call looks the problem up anew)."""
+        with self._bg_lock:
+            job = self._bg_jobs.get(job_key)
+            if job is None or job.state not in (_BgState.QUEUED, _BgState.RUNNING):
+                return
+            job.memo_keys.append(key)
+            self._memoise(key, entry)
 
     def _expiring(self, key: tuple[Any, ...], entry: Entry) -> Entry:
         """``entry``, memoised for ``RECHECK_S`` seconds: then the next call misses again and looks
@@ -365,11 +546,14 @@ class Dispatcher:
 
         return run
 
-    def _build(self, fe: FrontEnd, call: Any, plan: Any, pol: Policy) -> tuple[Entry, _Memo]:
-        """The entry for ``call`` and how it may be memoised."""
+    def _build(self, fe: FrontEnd, call: Any, plan: Any, pol: Policy
+               ) -> tuple[Entry, _Memo, tuple[str, str] | None]:  # fmt: skip
+        """The entry for ``call``, how it may be memoised, and the background tuning a
+        ``_Memo.WAIT`` entry waits for."""
         if isinstance(plan, Unsupported):
-            return self._fallback(fe, call, plan.reason), _Memo.KEEP
-        downgraded = pol is Policy.TUNE and (_capturing(plan.device_index) or _tracing())
+            return self._fallback(fe, call, plan.reason), _Memo.KEEP, None
+        tuning = pol is Policy.TUNE or pol is Policy.BACKGROUND
+        downgraded = tuning and (_capturing(plan.device_index) or _tracing())
         if downgraded:
             self._log_once(fe.name, "a tuning miss while capturing a CUDA graph or tracing runs the best stored "
                                     "or the default config and is recorded for `autocutlass tune --pending`")
@@ -378,53 +562,184 @@ class Dispatcher:
         try:
             chosen = self._choose(plan.problem, pol, plan.device_index, may_tune=not downgraded)
             if isinstance(chosen, str):
-                return self._fallback(fe, call, chosen), _Memo.KEEP
-            family, config, recheck = chosen
-            runner = self._runner(family, config, plan.problem)
+                return self._fallback(fe, call, chosen), _Memo.KEEP, None
+            if chosen.family is None:  # torch stands in while the problem is tuned in the background
+                return fe.torch_entry(call), chosen.memo, chosen.waits_for
+            runner = self._runner(chosen.family, chosen.config, plan.problem)
         except (CantImplement, KernelCompileError) as e:
             if self.settings.strict:
                 raise
-            return self._fallback(fe, call, f"no kernel could be built: {type(e).__name__}: {e}"), _Memo.KEEP
-        memo = _Memo.SKIP if downgraded else _Memo.RECHECK if recheck else _Memo.KEEP
-        return fe.kernel_entry(plan, runner, call), memo
+            return self._fallback(fe, call, f"no kernel could be built: {type(e).__name__}: {e}"), _Memo.KEEP, None
+        memo = _Memo.SKIP if downgraded else chosen.memo
+        return fe.kernel_entry(plan, runner, call), memo, chosen.waits_for
 
     def _choose(self, problem: OpProblem, pol: Policy, device_index: int, *, may_tune: bool = True
-                ) -> tuple[Family, Any, bool] | str:  # fmt: skip
-        """(family, config, recheck) by policy, or the reason no family serves ``problem``. With
-        ``may_tune`` False, ``tune`` records the miss it would tune and serves the best record or
-        the default. ``recheck``: another process is tuning the problem now; the choice is a stand-in
-        to look up again soon (``RECHECK_S``)."""
+                ) -> _Choice | str:  # fmt: skip
+        """What serves ``problem`` by policy, or the reason no family serves it. With ``may_tune``
+        False, ``tune`` and ``background`` record the miss they would tune and serve the best
+        record or the default. A stand-in is memoised for ``RECHECK_S`` while another process tunes
+        the problem, and until the tuning ends under ``background``.
+
+        Tiers: this GPU's records (exact, bucket, nearest); then a sibling GPU's (same tiers);
+        under ``tune`` and ``background`` then the winner of the nearest tuned problem of the same
+        kernel class (``Store.class_winners``); then the family's default. A record of this GPU's
+        exact problem or bucket serves under ``tune`` and ``background``; anything less is a
+        stand-in while the problem is tuned, and a seed of that tuning (with the other priors)."""
         families = list(self._layers.families_for(problem))
         if not families:
             return f"no kernel family serves {problem.describe()}: {self._layers.why_unsupported(problem)}"
         first = families[0]
         if pol is Policy.HEURISTIC:
-            return first, self._default_config(first, problem), False
+            return _Choice(first, self._default_config(first, problem))
         info = self._device_info(device_index)
-        found: tuple[Family, Any] | None = None
-        found_rank = len(_RANK)
+        found = self._stored(problem, families, info, sibling=False)
+        if found is not None and (pol is Policy.CACHED or found.rank < _RANK["nearest"]):
+            self._n.db_hits += 1
+            return _Choice(found.family, found.config)
+        hard_key = info.hard_key(first.source_hash())
+        self._record_miss(problem, hard_key)
+        sibling = self._stored(problem, families, info, sibling=True)
+        priors = self._priors(problem, hard_key) if pol in (Policy.TUNE, Policy.BACKGROUND) else []
+        seeds = [c.record.config for c in (found, sibling, *priors) if c is not None and c.family is first]
+        memo, waits_for = _Memo.KEEP, None
+        if pol is Policy.TUNE and may_tune:
+            tuned = self._tune(problem, first, hard_key, info, seeds)
+            if tuned is _DEFERRED:
+                memo = _Memo.RECHECK
+            elif tuned is not None:
+                return _Choice(first, tuned)
+        elif pol is Policy.BACKGROUND and may_tune:
+            bg = self._tune_in_background(problem, first, hard_key, info, seeds)
+            if isinstance(bg, _Choice):
+                return bg
+            memo, waits_for = bg
+        # the stand-in: this GPU's nearest record, a sibling's, the nearest class winner, the default
+        chosen = found or sibling or (priors[0] if priors else None)
+        family, config = (chosen.family, chosen.config) if chosen else (first, self._default_config(first, problem))
+        if memo is _Memo.WAIT and (family.name, config, problem.kernel_class_key()) not in self._runners:
+            # the background policy's stand-in would be compiled (or loaded) now: torch serves until
+            # the tuning ends, so that no call waits for a compile
+            self._n.torch_standins += 1
+            return _Choice(None, None, memo, waits_for)
+        if chosen is not None and chosen is sibling and found is None:
+            self._n.sibling_hits += 1
+            self._note_sibling(sibling, info)
+        elif chosen is not None and found is None:
+            self._n.class_hits += 1
+        return _Choice(family, config, memo, waits_for)
+
+    def _priors(self, problem: OpProblem, hard_key: HardKey) -> list[_Stored]:
+        """The winners of the nearest tuned problems of ``problem``'s kernel class that can serve
+        it (``Store.class_winners``, at most ``PRIORS``), nearest first."""
+        store, _ = self._open_store()
+        self._n.db_lookups += 1
+        try:
+            records = store.class_winners(problem, hard_key, limit=PRIORS)
+        except DatabaseError as e:
+            self._log_once("db", f"tuning database lookup failed, treated as a miss: {e}")
+            return []
+        out = []
+        for rec in records:
+            got = self._from_record(rec, problem, quiet=True)
+            if got is not None:
+                out.append(_Stored(got[0], got[1], _RANK["nearest"], rec))
+        return out
+
+    # ---- background tuning -----------------------------------------------------------------
+    def _background_tuner(self) -> BackgroundTuner:
+        if self._background is None:
+            self._background = background_mod.shared()
+        return self._background
+
+    def _tune_in_background(self, problem: OpProblem, family: Family, hard_key: HardKey, info: DeviceInfo,
+                            seeds: Sequence[dict[str, Any]]) -> _Choice | tuple[_Memo, tuple[str, str] | None]:  # fmt: skip
+        """Queue the tuning of ``problem`` (once) and say how the stand-in is memoised: until the
+        tuning ends (WAIT), for ``RECHECK_S`` (another process tunes it), or for good (a tuning of
+        this process found nothing or failed). The winner of a tuning that ended here, when the
+        database did not give it back (e.g. unusable meanwhile), as a ``_Choice``."""
+        job_key = (problem.key(), hard_key.key())
+        with self._bg_lock:
+            job = self._bg_jobs.get(job_key)
+            if job is not None:
+                if job.state in (_BgState.QUEUED, _BgState.RUNNING):
+                    return _Memo.WAIT, job_key
+                if job.state is _BgState.DONE:
+                    return _Choice(family, job.config) if job.config is not None else (_Memo.KEEP, None)
+                if time.monotonic() < job.retry_at:  # deferred: another process tunes it
+                    return _Memo.RECHECK, None
+            job = _BgJob()
+            self._bg_jobs[job_key] = job
+
+        def run(stop: threading.Event) -> Any:
+            with self._bg_lock:
+                job.state = _BgState.RUNNING
+            return self._tune(problem, family, hard_key, info, seeds, stop=stop)
+
+        def done(result: Any, error: BaseException | None) -> None:
+            self._background_done(job, result, error)
+
+        if not self._background_tuner().submit((id(self), job_key), run, done):
+            with self._bg_lock:  # shut down (interpreter exit): serve the stand-in for good
+                job.state = _BgState.DONE
+            return _Memo.KEEP, None
+        self._n.background_tunes += 1
+        return _Memo.WAIT, job_key
+
+    def _background_done(self, job: _BgJob, result: Any, error: BaseException | None) -> None:
+        """A background tuning ended (on the tuner's thread): record how, and drop the memo entries
+        of the stand-ins that waited for it, so that their next call finds the winner."""
+        with self._bg_lock:
+            if error is None and result is _DEFERRED:
+                job.state, job.retry_at = _BgState.DEFERRED, time.monotonic() + RECHECK_S
+            else:
+                job.state = _BgState.DONE
+                job.config = result if error is None else None
+            keys, job.memo_keys = job.memo_keys, []
+        for key in keys:
+            self._memo.pop(key, None)
+
+    def wait_background(self, timeout_s: float | None = None) -> bool:
+        """Wait until the background tunings (of every dispatcher sharing this one's tuner) ended;
+        False when ``timeout_s`` ran out first. For scripts, tests and probes: calls never need it."""
+        return self._background is None or self._background.wait_idle(timeout_s)
+
+    def _after_fork(self) -> None:
+        """In a forked child: fresh locks (another thread may have held them at the fork), and the
+        parent's background tunings forgotten (the parent's thread runs them; the child's stand-ins
+        waiting for them are dropped, so its next call looks the problem up and queues its own)."""
+        self._lock = threading.RLock()
+        self._bg_lock = threading.Lock()
+        jobs, self._bg_jobs = self._bg_jobs, {}
+        for key, job in jobs.items():
+            if job.state is _BgState.DONE:
+                self._bg_jobs[key] = job
+            else:
+                for memo_key in job.memo_keys:
+                    self._memo.pop(memo_key, None)
+
+    def _stored(self, problem: OpProblem, families: Sequence[Family], info: DeviceInfo, *, sibling: bool
+                ) -> _Stored | None:  # fmt: skip
+        """The best-matching usable record of ``problem`` among ``families``' (each under its own
+        hard key): this GPU's, or with ``sibling`` a sibling GPU's. Exact before bucket before
+        nearest; the earlier family on a tie."""
+        found: _Stored | None = None
         for family in families:
-            rec = self._lookup(problem, info.hard_key(family.source_hash()))
-            if rec is None or _RANK[rec.source] >= found_rank:
+            rec = self._lookup(problem, info.hard_key(family.source_hash()), sibling=sibling)
+            if rec is None or (found is not None and _RANK[rec.source] >= found.rank):
                 continue
             got = self._from_record(rec, problem)
             if got is not None:
-                found, found_rank = got, _RANK[rec.source]
-        if found is not None and (pol is Policy.CACHED or found_rank < _RANK["nearest"]):
-            self._n.db_hits += 1
-            return (*found, False)
-        hard_key = info.hard_key(first.source_hash())
-        self._record_miss(problem, hard_key)
-        recheck = False
-        if pol is Policy.TUNE and may_tune:
-            tuned = self._tune(problem, first, hard_key, info)
-            if tuned is _DEFERRED:
-                recheck = True
-            elif tuned is not None:
-                return first, tuned, False
-        if found is not None:
-            return (*found, recheck)
-        return first, self._default_config(first, problem), recheck
+                found = _Stored(got[0], got[1], _RANK[rec.source], rec)
+        return found
+
+    def _note_sibling(self, found: _Stored, info: DeviceInfo) -> None:
+        """One info line per sibling GPU whose records serve here."""
+        measured_on = found.record.hard_key.gpu_name
+        if ("sibling", measured_on) not in self._logged:
+            self._logged.add(("sibling", measured_on))
+            log.info("autocutlass: problems without a record of this %s are served by records measured on a %s "
+                     "(same architecture and SM count; `autocutlass tune` tunes them here)", info.gpu_name,
+                     measured_on)  # fmt: skip
 
     # ---- helpers of the miss path ----------------------------------------------------------
     def _default_config(self, family: Family, problem: OpProblem) -> Any:
@@ -442,11 +757,11 @@ class Dispatcher:
                 self._store = (_NullStore(), None)
         return self._store
 
-    def _lookup(self, problem: OpProblem, hard_key: HardKey) -> Any | None:
+    def _lookup(self, problem: OpProblem, hard_key: HardKey, *, sibling: bool = False) -> Any | None:
         store, _ = self._open_store()
         self._n.db_lookups += 1
         try:
-            return store.lookup(problem, hard_key)
+            return store.lookup_sibling(problem, hard_key) if sibling else store.lookup(problem, hard_key)
         except DatabaseError as e:
             self._log_once("db", f"tuning database lookup failed, treated as a miss: {e}")
             return None
@@ -459,21 +774,28 @@ class Dispatcher:
         except DatabaseError as e:
             self._log_once("db", f"cannot record a tuning miss: {e}")
 
-    def _from_record(self, rec: Any, problem: OpProblem) -> tuple[Family, Any] | None:
-        """The record's (family, config) if it still serves ``problem``; else None (logged)."""
+    def _from_record(self, rec: Any, problem: OpProblem, *, quiet: bool = False) -> tuple[Family, Any] | None:
+        """The record's (family, config) if it still serves ``problem``; else None (logged, unless
+        ``quiet``: a record of another problem, tried as a stand-in, may well not fit)."""
         try:
             family = self._layers.get_family(rec.family)
         except KeyError:
             self._log_once("db", f"stored record names unknown kernel family {rec.family!r}; ignored")
             return None
-        config = family.config_from_dict(rec.config)
+        try:
+            config = family.config_from_dict(rec.config)
+        except (KeyError, TypeError, ValueError) as e:
+            self._log_once("db", f"stored {rec.family} config cannot be read ({type(e).__name__}: {e}); ignored")
+            return None
         reason = family.supports(problem) or family.check(config, problem)
         if reason is not None:
-            self._log_once("db", f"stored {rec.family} config no longer serves {problem.describe()}: {reason}")
+            if not quiet:
+                self._log_once("db", f"stored {rec.family} config no longer serves {problem.describe()}: {reason}")
             return None
         return family, config
 
-    def _tune(self, problem: OpProblem, family: Family, hard_key: HardKey, info: DeviceInfo) -> Any:
+    def _tune(self, problem: OpProblem, family: Family, hard_key: HardKey, info: DeviceInfo,
+              seeds: Sequence[dict[str, Any]] = (), *, stop: threading.Event | None = None) -> Any:  # fmt: skip
         """The tuned config; None when tuning found none or could not record (logged);
         ``_DEFERRED`` when another process tunes the problem or times candidates on this GPU now
         (a sink with ``claim``, ``campaign.SharedTuningSink``: one process tunes, the others serve)."""
@@ -489,15 +811,18 @@ class Dispatcher:
                                        "busy timing candidates): serving the best available config meanwhile")  # fmt: skip
                 return _DEFERRED
             self._n.tunes += 1
-            log.info("autocutlass: tuning %s (%d trials, %d s at most)", problem.describe(),
+            where = " in the background" if stop is not None else ""
+            log.info("autocutlass: tuning %s%s (%d trials, %d s at most)", problem.describe(), where,
                      self.settings.tune_trials, self.settings.tune_seconds)  # fmt: skip
             with claim:
-                best = self._layers.tune(problem, family, sink, hard_key, info.index, self.settings)
+                best = self._layers.tune(problem, family, sink if stop is None else _BackgroundSink(sink), hard_key,
+                                         info.index, self.settings, seeds=_unique(seeds), stop=stop)  # fmt: skip
         except DatabaseError as e:
             self._log_once("tune", f"tuning could not record its results, not tuning: {e}")
             return None
         if best is None:
-            self._log_once("tune", f"tuning found no working config for {problem.describe()}; using the default")
+            if stop is None or not stop.is_set():
+                self._log_once("tune", f"tuning found no working config for {problem.describe()}; using the default")
             return None
         config = family.config_from_dict(best)
         reason = family.check(config, problem)
@@ -539,3 +864,12 @@ class Dispatcher:
         """Forget memoised entries (not the counters, nor the compiled runners)."""
         with self._lock:
             self._memo.clear()
+
+
+def _after_fork_in_child() -> None:
+    for d in list(_DISPATCHERS):
+        d._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

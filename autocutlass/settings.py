@@ -12,12 +12,16 @@ variable                   meaning                                              
 AUTOCUTLASS_DB             path or SQLAlchemy URL of the user's tuning database           ~/.cache/autocutlass/tuning.sqlite
 AUTOCUTLASS_CACHE_DIR      directory for the DB default and the compiled-kernel cache     $XDG_CACHE_HOME/autocutlass
 AUTOCUTLASS_SHIPPED_DBS    directory of read-only per-GPU DBs (``off`` disables them)     the package's tuning_dbs/
-AUTOCUTLASS_POLICY         miss policy: tune | cached | heuristic | off                   tune
+AUTOCUTLASS_POLICY         miss policy: tune | background | cached | heuristic | off      tune
 AUTOCUTLASS_STRICT         1: raise UnsupportedProblem instead of falling back to torch   0
 AUTOCUTLASS_TUNE_TRIALS    trial budget of an on-line (miss-policy) tuning                16
 AUTOCUTLASS_TUNE_SECONDS   wall-clock budget of an on-line tuning                         60
 AUTOCUTLASS_LOG            log level of the ``autocutlass`` logger                        WARNING
 =========================  =============================================================  ===========================
+
+``AUTOCUTLASS_TUNE_TRIALS_WITH_PRIORS`` (8): the trial budget of an on-line tuning when the
+database holds priors for it (``Settings.tune_trials_with_priors``). ``AUTOCUTLASS_TUNE_POOL_IDLE_S``
+(300): seconds the on-line tuning processes wait for the next tuning (``Settings.tune_pool_idle_s``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ class Policy(StrEnum):
     """What dispatch does when the tuning database has no record for a problem."""
 
     TUNE = "tune"
+    BACKGROUND = "background"
     CACHED = "cached"
     HEURISTIC = "heuristic"
     OFF = "off"
@@ -96,6 +101,13 @@ class Settings:
     tune_trials: int
     tune_seconds: int
     log_level: str
+    tune_trials_with_priors: int = 8
+    """Trial budget of an on-line tuning whose database holds priors (winners of nearby problems of
+    the same kernel class, a sibling GPU's record): those are evaluated first, and a few more
+    candidates suffice (at most ``tune_trials``)."""
+    tune_pool_idle_s: float = 300.0
+    """Seconds the on-line tuning processes (``search.pool``) stay up without a tuning; 0 closes
+    them after every tuning."""
 
     @property
     def kernel_cache_dir(self) -> Path:
@@ -128,6 +140,8 @@ class Settings:
             tune_trials=_int(e, "AUTOCUTLASS_TUNE_TRIALS", 16, minimum=1),
             tune_seconds=_int(e, "AUTOCUTLASS_TUNE_SECONDS", 60, minimum=1),
             log_level=_log_level(e, "AUTOCUTLASS_LOG"),
+            tune_trials_with_priors=_int(e, "AUTOCUTLASS_TUNE_TRIALS_WITH_PRIORS", 8, minimum=1),
+            tune_pool_idle_s=_seconds(e, "AUTOCUTLASS_TUNE_POOL_IDLE_S", 300.0, zero="closing them after every tuning"),
         )
 
 
@@ -151,8 +165,9 @@ def current() -> Settings:
 # (PostgreSQL; 0 means no limit. SQLite files keep their own lock wait, db.engine.SQLITE_BUSY_TIMEOUT_MS.)
 
 
-def _seconds(env: dict[str, str], name: str, default: float) -> float:
-    """A non-negative number of seconds, ``default`` when unset or empty."""
+def _seconds(env: dict[str, str], name: str, default: float, zero: str = "no limit") -> float:
+    """A non-negative number of seconds, ``default`` when unset or empty (``zero``: what 0 means,
+    for the error message)."""
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return default
@@ -161,7 +176,7 @@ def _seconds(env: dict[str, str], name: str, default: float) -> float:
     except ValueError:
         value = -1.0
     if not value >= 0 or value == float("inf"):
-        raise SettingsError(name, raw, f"a number of seconds >= 0, 0 for no limit (default {default:g})")
+        raise SettingsError(name, raw, f"a number of seconds >= 0, 0 for {zero} (default {default:g})")
     return value
 
 

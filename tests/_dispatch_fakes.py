@@ -151,15 +151,22 @@ class Record:
     family: str
     config: dict[str, Any]
     source: str
+    sibling: bool = False
+    hard_key: HardKey = HARD_KEY
 
 
 @dataclass
 class FakeStore:
-    """lookup -> ``records[problem.key()]`` else ``fallback`` (a bucket/nearest record)."""
+    """lookup -> ``records[problem.key()]`` else ``fallback`` (a bucket/nearest record);
+    lookup_sibling -> ``sibling`` (a record measured on a sibling GPU); class_winners ->
+    ``class_records`` (winners of other problems of the same kernel class)."""
 
     records: dict[str, Record] = field(default_factory=dict)
     fallback: Record | None = None
+    sibling: Record | None = None
+    class_records: list[Record] = field(default_factory=list)
     lookups: list[GemmProblem] = field(default_factory=list)
+    sibling_lookups: list[GemmProblem] = field(default_factory=list)
     misses: list[GemmProblem] = field(default_factory=list)
     fail_lookup: bool = False
 
@@ -170,6 +177,19 @@ class FakeStore:
             raise DatabaseError("fake database is broken")
         return self.records.get(problem.key(), self.fallback)
 
+    def lookup_sibling(self, problem: GemmProblem, hard_key: HardKey) -> Record | None:
+        assert hard_key == HARD_KEY
+        self.sibling_lookups.append(problem)
+        if self.fail_lookup:
+            raise DatabaseError("fake database is broken")
+        return self.sibling
+
+    def class_winners(self, problem: GemmProblem, hard_key: HardKey, *, limit: int) -> list[Record]:
+        assert hard_key == HARD_KEY
+        if self.fail_lookup:
+            raise DatabaseError("fake database is broken")
+        return self.class_records[:limit]
+
     def record_miss(self, problem: GemmProblem, hard_key: HardKey) -> None:
         self.misses.append(problem)
 
@@ -179,11 +199,13 @@ class FakeTuner:
         self.result = {"tile": 256} if result is None else result
         self.delay_s = delay_s
         self.calls: list[GemmProblem] = []
+        self.seeds: list[tuple[dict[str, Any], ...]] = []
         self.lock = threading.Lock()
 
-    def __call__(self, problem, family, sink, hard_key, device_index, settings):  # noqa: ANN001
+    def __call__(self, problem, family, sink, hard_key, device_index, settings, *, seeds=(), stop=None):  # noqa: ANN001
         with self.lock:
             self.calls.append(problem)
+            self.seeds.append(tuple(seeds))
         time.sleep(self.delay_s)
         return self.result or None
 

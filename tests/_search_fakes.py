@@ -274,6 +274,8 @@ def make_fake_bench_handler() -> Callable[[dict[str, Any]], dict[str, Any]]:
     def handle(req: dict[str, Any]) -> dict[str, Any]:
         if req["op"] == "device":
             return {"device": DEVICE.as_dict()}
+        if req["op"] == "release":
+            return {"state": "ok", "pid": os.getpid()}
         if req["op"] == "final":
             return _fake_final(req)
         mode = _behaviour(req["config"])

@@ -191,6 +191,7 @@ def test_first_call_path() -> None:
     assert first_call_path({"fallbacks": 1, "memo_misses": 1}, "tune") == "FALLBACK"
     assert first_call_path({"tunes": 1, "memo_misses": 1, "compiles": 1}, "tune") == "tuned"
     assert first_call_path({"db_hits": 1, "db_lookups": 1, "memo_misses": 1}, "cached") == "db"
+    assert first_call_path({"sibling_hits": 1, "db_lookups": 2, "memo_misses": 1}, "cached") == "sibling"
     assert first_call_path({"memo_misses": 1, "compiles": 1}, "heuristic") == "heuristic"
     assert first_call_path({"memo_misses": 1, "db_lookups": 1, "misses_recorded": 1}, "cached") == "default"
     assert first_call_path({"memo_hits": 1}, "tune") == "memo"

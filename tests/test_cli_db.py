@@ -41,6 +41,7 @@ def dbs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
     _best(shipped / "NVIDIA-H100.sqlite", P1, H100, FULL, 0.6)  # the user's record of it wins
     monkeypatch.setenv("AUTOCUTLASS_DB", str(user))
     monkeypatch.setenv("AUTOCUTLASS_SHIPPED_DBS", str(shipped))
+    monkeypatch.setattr("autocutlass.cli.db._here", lambda: None)  # the same table on a GPU machine
     return user, shipped
 
 

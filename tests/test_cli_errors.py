@@ -41,12 +41,14 @@ def one_line(stderr: str) -> str:
 
 # ---- settings ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(("name", "value", "accepted"), [
-    ("AUTOCUTLASS_POLICY", "fast", "one of tune, cached, heuristic, off"),
+    ("AUTOCUTLASS_POLICY", "fast", "one of tune, background, cached, heuristic, off"),
     ("AUTOCUTLASS_TUNE_TRIALS", "abc", "a positive integer"),
     ("AUTOCUTLASS_TUNE_TRIALS", "0", "a positive integer"),
     ("AUTOCUTLASS_TUNE_SECONDS", "1.5", "a positive integer"),
     ("AUTOCUTLASS_STRICT", "2", "1, true, yes or on; 0, false, no or off"),
     ("AUTOCUTLASS_LOG", "loud", "a logging level name"),
+    ("AUTOCUTLASS_TUNE_TRIALS_WITH_PRIORS", "0", "a positive integer"),
+    ("AUTOCUTLASS_TUNE_POOL_IDLE_S", "-1", "a number of seconds >= 0, 0 for closing them after every tuning"),
 ])  # fmt: skip
 def test_a_bad_setting_names_the_variable_the_value_and_what_is_accepted(name: str, value: str, accepted: str) -> None:
     with pytest.raises(SettingsError) as info:

@@ -323,9 +323,9 @@ def test_a_claimed_miss_is_tuned_inside_the_claim() -> None:
     tuner = FakeTuner()
     original = tuner.__call__
 
-    def tune(*args):  # noqa: ANN002, ANN202
+    def tune(*args, **kw):  # noqa: ANN002, ANN003, ANN202
         store.events.append("tuning")
-        return original(*args)
+        return original(*args, **kw)
 
     rig = make_rig(Policy.TUNE, store=store, tuner=tune)  # type: ignore[arg-type]
     calls(rig.dispatcher).matmul(t(32, 64), t(64, 48))

@@ -20,8 +20,8 @@ BF = torch.bfloat16
 class RecordingTuner(FakeTuner):
     """Records its winner into the sink, as ``search.tune_problem`` does."""
 
-    def __call__(self, problem, family, sink, hard_key, device_index, settings):  # noqa: ANN001
-        best = super().__call__(problem, family, sink, hard_key, device_index, settings)
+    def __call__(self, problem, family, sink, hard_key, device_index, settings, *, seeds=(), stop=None):  # noqa: ANN001
+        best = super().__call__(problem, family, sink, hard_key, device_index, settings, seeds=seeds, stop=stop)
         sink.record_best(problem, hard_key, family.name, best, median_ms=0.01, tflops=100.0)
         return best
 

@@ -180,8 +180,8 @@ def test_a_second_process_finds_the_tuned_conv_without_tuning(tmp_path: Path) ->
     def make(policy: Policy, tuner: FakeTuner, fam: FakeFamily) -> Dispatcher:
         real = _real_layers()
 
-        def tune(problem, family, sink, hard_key, device_index, s):  # noqa: ANN001, ANN202
-            best = tuner(problem, family, sink, hard_key, device_index, s)
+        def tune(problem, family, sink, hard_key, device_index, s, **kw):  # noqa: ANN001, ANN003, ANN202
+            best = tuner(problem, family, sink, hard_key, device_index, s, **kw)
             sink.record_best(problem, hard_key, family.name, best, median_ms=0.01, tflops=100.0)
             return best
 

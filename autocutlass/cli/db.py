@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autocutlass.background import BACKGROUND_NOTE
 from autocutlass.cli.common import UsageError, print_table
 from autocutlass.db import BestRecord, TuningStore, export, import_, merge, release, resolve, shipped_db_paths, upgrade
 from autocutlass.errors import DatabaseError
@@ -163,9 +164,52 @@ def _shipped_records(gpu: str | None, user: Iterable[BestRecord]) -> tuple[list[
     return shown, paths
 
 
+@dataclass(frozen=True)
+class Here:
+    """The hard-key fields of this machine's GPU that decide whether a record is a sibling's."""
+
+    gpu_name: str
+    cc: str
+    sm_count: int
+    dsl_version: str
+
+
+def _here() -> Here | None:
+    """This machine's GPU (torch's current device), or None without one. Never raises."""
+    from autocutlass.device import current_device, gpu_available
+
+    if not gpu_available():
+        return None
+    try:
+        d = current_device()
+    except Exception:  # noqa: BLE001 - a GPU that cannot be queried: nothing to mark
+        return None
+    return Here(d.gpu_name, d.cc, d.sm_count, d.dsl_version)
+
+
+def _sibling_note(r: BestRecord, here: Here | None) -> str:
+    """', sibling of <this GPU>' for a record another GPU model of this GPU's architecture and SM
+    count measured (dispatch serves it here, marked, where this GPU has no record of its own)."""
+    k = r.hard_key
+    if here is None or k.gpu_name == here.gpu_name:
+        return ""
+    if (k.cc, k.sm_count, k.dsl_version) != (here.cc, here.sm_count, here.dsl_version):
+        return ""
+    return f", sibling of this {here.gpu_name}"
+
+
+def _background_note(r: BestRecord) -> str:
+    """', tuned in the background' for a best chosen from trials timed while the application ran."""
+    return ", tuned in the background" if r.note == BACKGROUND_NOTE else ""
+
+
 def cmd_show(ns: argparse.Namespace) -> int:
     """``db show [--gpu NAME] [--no-shipped] [--db URL]``: the best record of every tuned problem,
-    of the user's database and (marked shipped) of the shipped ones."""
+    of the user's database and (marked shipped) of the shipped ones. The GPU column names the GPU
+    that measured each; on a machine with a GPU, records of a sibling GPU model (same
+    architecture and SM count, e.g. an H200's on an H100), which dispatch serves here marked as a
+    sibling's where this GPU has none of its own, say so in the last column, as do records tuned
+    by the ``background`` policy (timed while the application ran)."""
     url = _db_url(ns)
     store = _existing_store(url)
     user: list[BestRecord] = []
@@ -184,9 +228,11 @@ def cmd_show(ns: argparse.Namespace) -> int:
     if not shown:
         print(f"no best records{which}: {'; '.join(where)}")
         return 0
+    here = _here()
     body = [
         (s.record.problem.describe(), s.record.family, config_summary(s.record.config), f"{s.record.median_ms:.4f}",
-         f"{s.record.tflops:.1f}", s.record.hard_key.gpu_name, s.source)
+         f"{s.record.tflops:.1f}", s.record.hard_key.gpu_name,
+         s.source + _background_note(s.record) + _sibling_note(s.record, here))
         for s in shown
     ]  # fmt: skip
     print_table(f"{len(shown)} best records{which}: {'; '.join(where)}", _HEADERS, body, right=lambda i: i in (3, 4))

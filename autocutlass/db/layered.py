@@ -5,6 +5,9 @@ read-only and immutable. The first exact record wins; when no layer has an exact
 approximate record does: a bucket match beats a nearest-neighbour match, then the nearer
 problem (``problem.neighbour_distance``), then the earlier layer.
 A shipped file holding no record of the caller's hard key is skipped without a query.
+``lookup_sibling`` ranks the records of sibling GPUs (same architecture and SM count, another GPU
+model: ``HardKey.is_sibling_of``) the same way, in every layer; dispatch asks it after ``lookup``
+found nothing it may use, so the shipped H200 database serves an H100 as a marked sibling.
 
 A database that cannot be used (corrupt user file, bad shipped file, server down or not
 answering within ``settings.DbTimeouts``) is left alone for a while: after a failure it is
@@ -26,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autocutlass.db.records import BestRecord
-from autocutlass.db.store import TuningStore
+from autocutlass.db.records import BestRecord, canonical_json, hard_key_from_json
+from autocutlass.db.store import TuningStore, dims_distance
 from autocutlass.device import HardKey
 from autocutlass.errors import DatabaseError
 from autocutlass.ops.base import OpProblem
@@ -41,6 +44,11 @@ BACKOFF_FIRST_S = 30.0
 
 BACKOFF_MAX_S = 300.0
 """The longest wait between two tries of a database that keeps failing (doubling from the first)."""
+
+
+def _parsed(keys: frozenset[str]) -> list[HardKey]:
+    """The hard keys of a shipped database (``HardKey.key()`` texts), parsed."""
+    return [hard_key_from_json(k) for k in keys]
 
 
 def shipped_db_paths(shipped_dir: Path | None) -> list[Path]:
@@ -147,9 +155,43 @@ class LayeredStore:
         """
         hk = hard_key.key()
         layers = [self.user] + [store for store, keys in self._shipped_stores() if hk in keys]
+        return self._best_of(problem, layers, lambda s: s.lookup(problem, hard_key))
+
+    def lookup_sibling(self, problem: OpProblem, hard_key: HardKey) -> BestRecord | None:
+        """The best record for ``problem`` measured on a sibling of ``hard_key``'s GPU
+        (``TuningStore.lookup_sibling``) across all layers, ranked as ``lookup`` ranks; or None.
+        A shipped database is asked only when it holds a sibling's records (the H200 database
+        serves an H100 this way). Never raises DatabaseError."""
+        layers = [self.user] + [store for store, keys in self._shipped_stores()
+                                if any(hard_key.is_sibling_of(k) for k in _parsed(keys))]  # fmt: skip
+        return self._best_of(problem, layers, lambda s: s.lookup_sibling(problem, hard_key))
+
+    def class_winners(self, problem: OpProblem, hard_key: HardKey, *, limit: int = 4) -> list[BestRecord]:
+        """``TuningStore.class_winners`` over every layer that holds records of ``hard_key`` or of
+        a sibling: nearest first (``dims_distance``), then this GPU's before a sibling's, then the
+        earlier layer; one record per (family, config), at most ``limit``. Never raises
+        DatabaseError."""
+        layers = [self.user] + [store for store, keys in self._shipped_stores()
+                                if hard_key.key() in keys or any(hard_key.is_sibling_of(k) for k in _parsed(keys))]  # fmt: skip
+        ranked: list[tuple[tuple[float, bool, int, int], BestRecord]] = []
+        for index, store in enumerate(layers):
+            found: list[BestRecord] = self._call(store, lambda s=store: s.class_winners(problem, hard_key, limit=limit), [])
+            for order, rec in enumerate(found):
+                ranked.append(((dims_distance(problem, rec.problem), rec.sibling, index, order), rec))
+        out: list[BestRecord] = []
+        seen: set[tuple[str, str]] = set()
+        for _, rec in sorted(ranked, key=lambda r: r[0]):
+            ident = (rec.family, canonical_json(rec.config))
+            if ident not in seen:
+                seen.add(ident)
+                out.append(rec)
+        return out[:limit]
+
+    def _best_of(self, problem: OpProblem, layers: list[TuningStore],
+                 ask: Callable[[TuningStore], BestRecord | None]) -> BestRecord | None:  # fmt: skip
         best: tuple[tuple[int, tuple[float, ...], int], BestRecord] | None = None
         for index, store in enumerate(layers):
-            rec: BestRecord | None = self._call(store, lambda s=store: s.lookup(problem, hard_key), None)
+            rec: BestRecord | None = self._call(store, lambda s=store: ask(s), None)
             if rec is None:
                 continue
             if rec.source == "exact":

@@ -86,7 +86,10 @@ class BestRecord:
 
     ``problem`` is the problem the record was tuned for, which differs from the requested one
     when ``source`` is ``"bucket"`` or ``"nearest"``. ``origin`` names the database it came
-    from (a file path or a URL without password).
+    from (a file path or a URL without password). ``hard_key`` is the key the record was measured
+    under: the caller's, or with ``sibling`` True a sibling GPU's (``HardKey.is_sibling_of``:
+    ``hard_key.gpu_name`` names the GPU that measured it). ``note``: the reason recorded with the
+    winning trial (``bests()`` only; e.g. ``background.BACKGROUND_NOTE``), else None.
     """
 
     problem: OpProblem
@@ -97,6 +100,8 @@ class BestRecord:
     hard_key: HardKey
     source: LookupSource
     origin: str
+    sibling: bool = False
+    note: str | None = None
 
 
 @dataclass(frozen=True)

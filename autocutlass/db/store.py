@@ -4,7 +4,9 @@ Contract:
 
 * Problems of every op are stored (``OpProblem``: ``op``, ``key()``, ``bucket_key()``,
   ``neighbour_key()``, ``dims()``, ``as_dict()``) and rebuilt with ``ops.registry.problem_from_dict``.
-* Only records whose device hard key equals the caller's ``HardKey`` are ever returned.
+* Only records whose device hard key equals the caller's ``HardKey`` are ever returned, except by
+  ``lookup_sibling``, whose records (measured on a sibling GPU, ``HardKey.is_sibling_of``) come
+  back marked ``sibling`` with their own hard key.
 * Every public method is one transaction on its own session; results are frozen dataclasses.
 * Every storage failure (unreachable, corrupt, not ours, locked beyond the retry budget) raises
   ``autocutlass.errors.DatabaseError`` (``SchemaMismatch`` for a version mismatch) whose message
@@ -22,12 +24,13 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, Row, distinct, func, or_, select
+from sqlalchemy import Engine, Row, and_, distinct, func, or_, select
 from sqlalchemy.orm import Session
 
 from autocutlass.db import engine as eng
@@ -62,6 +65,28 @@ class _Candidate:
     key: str
     problem: OpProblem
     row: Row[Any]
+
+
+def _device_match(hard_key: HardKey, sibling: bool) -> tuple[Any, ...]:
+    """WHERE clauses of the devices a lookup reads: ``hard_key`` itself, or its siblings (every
+    hard-key field equal but the GPU name, ``HardKey.is_sibling_of``)."""
+    if not sibling:
+        return (Device.hard_key == hard_key.key(),)
+    return (
+        Device.gpu_name != hard_key.gpu_name,
+        Device.cc == hard_key.cc,
+        Device.sm_count == hard_key.sm_count,
+        Device.dsl_version == hard_key.dsl_version,
+        Device.kernel_hash == hard_key.kernel_hash,
+        Device.protocol_version == hard_key.protocol_version,
+    )
+
+
+def dims_distance(a: OpProblem, b: OpProblem) -> float:
+    """How far apart two problems of one op are in size: the sum over their ``dims()`` of the
+    distance of the log2 sizes (0 for equal sizes; 1 per doubling of one dimension)."""
+    da, db = a.dims(), b.dims()
+    return float(sum(abs(math.log2(max(da[k], 1)) - math.log2(max(db[k], 1))) for k in da if k in db))
 
 
 class TuningStore:
@@ -181,20 +206,32 @@ class TuningStore:
         ``BestRecord.source`` says which; ``BestRecord.problem`` is the tuned problem. A stored
         problem this autocutlass cannot read is skipped (logged), never returned.
         """
+        return self._lookup(problem, hard_key, sibling=False)
+
+    def lookup_sibling(self, problem: OpProblem, hard_key: HardKey) -> BestRecord | None:
+        """The best record for ``problem`` measured on a *sibling* of ``hard_key``'s GPU
+        (``HardKey.is_sibling_of``: another GPU name, everything else equal), or None.
+
+        The same tiers as ``lookup`` (exact, bucket, nearest); among several sibling GPUs the
+        nearer problem wins, then the smaller key text, then the GPU name. The record comes back
+        with ``sibling`` True and the sibling's ``hard_key``: it was not measured here."""
+        return self._lookup(problem, hard_key, sibling=True)
+
+    def _lookup(self, problem: OpProblem, hard_key: HardKey, *, sibling: bool) -> BestRecord | None:
         key, bucket_key, neighbour_key = problem.key(), problem.bucket_key(), problem.neighbour_key()
 
         def _q(s: Session) -> list[Row[Any]]:
             stmt = (
                 select(
                     ProblemRow.key, ProblemRow.op, ProblemRow.bucket_key, ProblemRow.problem,
-                    Best.family, Best.config, Best.median_ms, Best.tflops,
+                    Best.family, Best.config, Best.median_ms, Best.tflops, Device.hard_key.label("device_key"),
                 )
                 .join(Best, Best.problem_id == ProblemRow.id)
                 .join(Device, Device.id == Best.device_id)
                 .where(
                     or_(ProblemRow.key == key, ProblemRow.bucket_key == bucket_key,
                         ProblemRow.neighbour_key == neighbour_key),
-                    Device.hard_key == hard_key.key(),
+                    *_device_match(hard_key, sibling),
                 )
             )  # fmt: skip
             return list(s.execute(stmt).all())
@@ -204,6 +241,8 @@ class TuningStore:
         neighbours: list[_Candidate] = []
         for row in self._read(_q, []):
             if row.op != problem.op:
+                continue
+            if sibling and not hard_key.is_sibling_of(hard_key_from_json(row.device_key)):
                 continue
             try:
                 tuned = stored_problem(row.problem, self.display)
@@ -217,11 +256,61 @@ class TuningStore:
         )  # fmt: skip
         for found, source in tiers:
             if found:
-                best = min(found, key=lambda c: (problem.neighbour_distance(c.problem), c.key))
-                return self._best_record(best, hard_key, source)
+                best = min(found, key=lambda c: (problem.neighbour_distance(c.problem), c.key, c.row.device_key))
+                measured = hard_key_from_json(best.row.device_key) if sibling else hard_key
+                return self._best_record(best, measured, source, sibling=sibling)
         return None
 
-    def _best_record(self, cand: _Candidate, hard_key: HardKey, source: LookupSource) -> BestRecord:
+    def class_winners(self, problem: OpProblem, hard_key: HardKey, *, limit: int = 4) -> list[BestRecord]:
+        """Winners of other tuned problems of ``problem``'s op and kernel class (equal
+        ``kernel_class_key()``: the same dtypes, layouts, alignments and epilogue, any sizes),
+        measured under ``hard_key`` or on a sibling GPU: priors for tuning ``problem`` (seeds,
+        and a stand-in while it is tuned). Nearest first by ``dims_distance``, then this GPU's
+        before a sibling's; one record per (family, config), at most ``limit``. ``source`` is
+        "nearest"; ``sibling`` and ``hard_key`` say who measured each."""
+        class_key = problem.kernel_class_key()
+
+        def _q(s: Session) -> list[Row[Any]]:
+            stmt = (
+                select(
+                    ProblemRow.key, ProblemRow.op, ProblemRow.bucket_key, ProblemRow.problem,
+                    Best.family, Best.config, Best.median_ms, Best.tflops, Device.hard_key.label("device_key"),
+                )
+                .join(Best, Best.problem_id == ProblemRow.id)
+                .join(Device, Device.id == Best.device_id)
+                .where(ProblemRow.op == problem.op,
+                       or_(Device.hard_key == hard_key.key(), and_(*_device_match(hard_key, sibling=True))))
+            )  # fmt: skip
+            return list(s.execute(stmt).all())
+
+        ranked: list[tuple[tuple[float, bool, str], _Candidate, HardKey]] = []
+        for row in self._read(_q, []):
+            measured = hard_key_from_json(row.device_key)
+            sibling = measured != hard_key
+            if sibling and not hard_key.is_sibling_of(measured):
+                continue
+            try:
+                tuned = stored_problem(row.problem, self.display)
+            except DatabaseError as e:
+                logger.warning("autocutlass: skipping a stored record: %s", e)
+                continue
+            if tuned.kernel_class_key() != class_key:
+                continue
+            ranked.append(((dims_distance(problem, tuned), sibling, row.key), _Candidate(row.key, tuned, row), measured))
+        out: list[BestRecord] = []
+        seen: set[tuple[str, str]] = set()
+        for (_, sibling, _), cand, measured in sorted(ranked, key=lambda r: r[0]):
+            ident = (cand.row.family, cand.row.config)
+            if ident in seen:
+                continue
+            seen.add(ident)
+            out.append(self._best_record(cand, measured, "nearest", sibling=sibling))
+            if len(out) >= limit:
+                break
+        return out
+
+    def _best_record(self, cand: _Candidate, hard_key: HardKey, source: LookupSource, *,
+                     sibling: bool = False) -> BestRecord:  # fmt: skip
         row = cand.row
         return BestRecord(
             problem=cand.problem,
@@ -232,6 +321,7 @@ class TuningStore:
             hard_key=hard_key,
             source=source,
             origin=self.display,
+            sibling=sibling,
         )
 
     # ---- recording -------------------------------------------------------------------------
@@ -415,14 +505,17 @@ class TuningStore:
         return self._read(_q, [])
 
     def bests(self, gpu: str | None = None) -> list[BestRecord]:
-        """Every best record (``source="exact"``), optionally only those of GPU name ``gpu``;
-        ordered by GPU name, op, neighbour key, problem key, then hard key."""
+        """Every best record (``source="exact"``, ``note`` the reason of its winning trial if any),
+        optionally only those of GPU name ``gpu``; ordered by GPU name, op, neighbour key, problem
+        key, then hard key."""
 
         def _q(s: Session) -> list[BestRecord]:
             stmt = (
-                select(ProblemRow.problem, Best.family, Best.config, Best.median_ms, Best.tflops, Device.hard_key)
+                select(ProblemRow.problem, Best.family, Best.config, Best.median_ms, Best.tflops, Device.hard_key,
+                       Trial.reason)
                 .join(ProblemRow, ProblemRow.id == Best.problem_id)
                 .join(Device, Device.id == Best.device_id)
+                .outerjoin(Trial, Trial.id == Best.trial_id)
                 .order_by(Device.gpu_name, ProblemRow.op, ProblemRow.neighbour_key, ProblemRow.key, Device.hard_key)
             )
             if gpu is not None:
@@ -437,8 +530,9 @@ class TuningStore:
                     hard_key=hard_key_from_json(hk),
                     source="exact",
                     origin=self.display,
+                    note=note,
                 )
-                for pdict, family, cfg, med, tf, hk in s.execute(stmt)
+                for pdict, family, cfg, med, tf, hk, note in s.execute(stmt)
             ]
 
         return self._read(_q, [])

@@ -129,7 +129,18 @@ class BenchHandler:
             return self._bench(request)
         if op == "final":
             return self._final(request)
+        if op == "release":
+            return self._release()
         raise ValueError(f"benchmark worker got request {op!r}")
+
+    def _release(self) -> dict[str, Any]:
+        """Free the problem's inputs and reference (a pool's child waiting for its next tuning)."""
+        import torch
+
+        self._problem_key = None
+        self._inputs = self._ref = None
+        torch.cuda.empty_cache()
+        return {"state": "ok"}
 
     def _select_device(self, index: int) -> None:
         import torch

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import math
 import threading
 import time
@@ -49,6 +50,11 @@ from autocutlass.search.workers import (
     close_all,
     _finals_outcome,
 )
+
+log = logging.getLogger("autocutlass")
+
+RELEASE_TIMEOUT_S = 30.0
+"""How long a benchmark child may take to free its inputs (``GpuLane.release``)."""
 
 SHARED_WAIT_S = 0.05
 """Longest wait on the pool's pipes while this lane has compiles in it: another thread may read
@@ -229,6 +235,8 @@ class GpuLane:
         self._bench_queue: collections.deque[_Job] = collections.deque()
         self._benching: _Job | None = None
         self._done: list[EvalOutcome] = []
+        self.cancel: threading.Event | None = None
+        """Set, it ends this lane's blocking requests (device, baseline, finals) at once."""
 
     def start(self) -> None:
         self._bench.start()
@@ -256,7 +264,20 @@ class GpuLane:
     def _call(self, request: dict[str, Any], timeout_s: float) -> Reply:
         if self._in_flight():
             raise RuntimeError("benchmark worker is busy; drain the lane first")
-        return self._bench.call(request, timeout_s)
+        return self._bench.call(request, timeout_s, self.cancel)
+
+    def release(self) -> None:
+        """Ask an idle, running benchmark child to free the problem's inputs (GPU memory it would
+        otherwise keep until the next tuning); best effort, a failure is only logged."""
+        if self._in_flight() or not self._bench.alive or self._bench.busy:
+            return
+        try:
+            reply = self._bench.call({"op": "release", "device": 0}, RELEASE_TIMEOUT_S)
+        except WorkerError as e:  # a handler without the request: it keeps its inputs, nothing else is wrong
+            log.debug("autocutlass: benchmark child %s cannot release its inputs: %s", self._bench.name, e)
+            return
+        if reply.kind != "result":
+            log.debug("autocutlass: benchmark child %s did not release its inputs: %s", self._bench.name, reply.reason)
 
     def _poll(self, timeout_s: float) -> list[EvalOutcome]:
         end = time.monotonic() + timeout_s

@@ -4,8 +4,8 @@
 
 1. ``SearchSpace`` enumerates the family's space and runs ``check`` on each config; rejected
    configs never reach a worker and never cost budget (their reasons are counted).
-2. ``make_strategy`` picks a grid (small space, or ``exhaustive``) or TPE seeded with
-   ``family.seeds``. With ``resume``, configs the sink already holds a trial of
+2. ``make_strategy`` picks a grid (small space, or ``exhaustive``) or TPE seeded with the
+   caller's ``seeds`` (priors from the database), then ``family.seeds``. With ``resume``, configs the sink already holds a trial of
    (``finished_config_keys``) are skipped, and earlier timings are fed to TPE.
 3. Candidates go to the evaluator (``workers.CandidatePipeline`` by default: compile children,
    then a benchmark child that verifies and times). The pipeline is kept full; each outcome is
@@ -44,6 +44,7 @@ import db/).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
@@ -93,6 +94,7 @@ POLL_S = 1.0
 # why the main search stopped (``_Tuning.stopped_by``)
 _TRIAL_BUDGET = "trial budget"
 _TIME_BUDGET = "time budget"
+_STOPPED = "stopped"
 _EXHAUSTED = "space exhausted"
 _EARLY_STOP = "early stop"
 # why the polish stopped, besides the budgets above
@@ -346,6 +348,18 @@ def _prior_results(sink: TrialSink, problem: OpProblem, hard_key: HardKey, famil
     return out
 
 
+def _typed(family: KernelFamily[C], seeds: Sequence[Mapping[str, Any]]) -> list[C]:
+    """The typed configs of ``seeds``; a dict the family cannot read (a record of older sources
+    with other fields) is left out and logged at debug level."""
+    out = []
+    for d in seeds:
+        try:
+            out.append(family.config_from_dict(dict(d)))
+        except (KeyError, TypeError, ValueError) as e:
+            log.debug("autocutlass: seed %s left out: %s: %s", d, type(e).__name__, e)
+    return out
+
+
 def differs_in_one_field(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """True when two config dicts have the same fields and exactly one of them differs."""
     if a.keys() != b.keys():
@@ -379,6 +393,8 @@ def tune_problem(
     seed: int = 0,
     compile_workers: int | None = None,
     device_index: int = 0,
+    seeds: Sequence[Mapping[str, Any]] = (),
+    stop: threading.Event | None = None,
 ) -> TuneResult:
     """Tune ``problem`` for ``family`` and record trials and the winner in ``sink``.
 
@@ -388,20 +404,31 @@ def tune_problem(
     candidate (a grid, no early stop, no polish; ``trials``/``seconds`` still apply if given).
     ``patience``: early-stop window (default ``DEFAULT_PATIENCE``). ``evaluator``: defaults to a
     ``CandidatePipeline`` on CUDA device ``device_index``, closed on return); ``hard_key``:
-    defaults to the evaluator's device. Raises ``UnsupportedProblem`` when no config of the
-    family can serve the problem.
+    defaults to the evaluator's device. ``seeds``: config dicts evaluated first, before the
+    family's own seeds (priors from the database: winners of nearby tuned problems, a sibling
+    GPU's record); repeats, configs outside the space and infeasible ones are dropped.
+    ``stop``: when set (interpreter exit, a cancelled background tuning), the run submits nothing
+    more, abandons what is in flight, records no further trial and no best, and returns at once
+    (``stop_reason`` "stopped", ``best`` None); its own pipeline is killed, and an injected
+    evaluator is left with work in flight for the caller to reset. Raises ``UnsupportedProblem``
+    when no config of the family can serve the problem.
     """
     why = family.supports(problem)
     if why is not None:
         raise UnsupportedProblem(f"{family.name} cannot serve {problem.describe()}: {why}")
     if evaluator is None:
-        with CandidatePipeline(family.name, compile_workers=compile_workers, device_index=device_index) as pipeline:
-            return tune_problem(
+        with CandidatePipeline(family.name, compile_workers=compile_workers, device_index=device_index,
+                               cancel=stop) as pipeline:  # fmt: skip
+            result = tune_problem(
                 problem, family, sink, trials=trials, seconds=seconds, exhaustive=exhaustive, resume=resume,
                 progress=progress, evaluator=pipeline, hard_key=hard_key, patience=patience, seed=seed,
+                seeds=seeds, stop=stop,
             )  # fmt: skip
+            if stop is not None and stop.is_set():
+                pipeline.kill()  # abandoned work: no graceful wait for children in the middle of a request
+            return result
     return _Tuning(problem, family, sink, evaluator, hard_key, trials=trials, seconds=seconds, exhaustive=exhaustive,
-                   resume=resume, progress=progress, patience=patience, seed=seed).run()
+                   resume=resume, progress=progress, patience=patience, seed=seed, seeds=seeds, stop=stop).run()
 
 
 class _Tuning:
@@ -422,8 +449,11 @@ class _Tuning:
         progress: Callable[[TuneProgress], None] | None,
         patience: int | None,
         seed: int,
+        seeds: Sequence[Mapping[str, Any]] = (),
+        stop: threading.Event | None = None,
     ) -> None:
         self.t0 = time.monotonic()
+        self.stop = stop
         self.problem = problem
         self.family = family
         self.sink = sink
@@ -444,7 +474,7 @@ class _Tuning:
         self.finished = sink.finished_config_keys(problem, hard_key, family.name) if resume else set()
         self.prior = _prior_results(sink, problem, hard_key, family.name) if resume else []
         self.strategy: Strategy[Any] = make_strategy(
-            self.space, family.seeds(problem), skip=self.finished, budget_trials=self.trials,
+            self.space, [*_typed(family, seeds), *family.seeds(problem)], skip=self.finished, budget_trials=self.trials,
             exhaustive=exhaustive, grid_max=GRID_MAX, seed=seed,
         )  # fmt: skip
         for r in self.prior:
@@ -464,6 +494,10 @@ class _Tuning:
         self.polishing = False
         self.polished = 0
         self.polish_stop: str | None = None
+
+    def _stopped(self) -> bool:
+        """The caller's stop event is set: record nothing more, return at once."""
+        return self.stop is not None and self.stop.is_set()
 
     def _stop(self, cause: str, reason: str | None = None) -> None:
         self.stopped_by = cause
@@ -486,14 +520,19 @@ class _Tuning:
         start = len(self.results)
         while True:
             fill()
-            if self.evaluator.in_flight == 0:
+            if self.evaluator.in_flight == 0 or self._stopped():
                 return self.results[start:]
             for outcome in self.evaluator.poll(POLL_S):
+                if self._stopped():  # e.g. a child killed at exit: not a result to record
+                    return self.results[start:]
                 self._record(outcome)
 
     def _fill(self) -> None:
         """Main search: submit the strategy's proposals until a budget, exhaustion or early stop."""
         while self.stop_reason is None and self.evaluator.in_flight < self.evaluator.capacity:
+            if self._stopped():
+                self._stop(_STOPPED)
+                return
             if self.trials is not None and self.submitted >= self.trials:
                 self._stop(_TRIAL_BUDGET)
                 return
@@ -565,7 +604,9 @@ class _Tuning:
     def _fill_polish(self, queue: deque[Candidate[Any]]) -> None:
         """Submit the round's neighbours until the queue is empty or a polish limit is reached."""
         while queue and self.polish_stop is None and self.evaluator.in_flight < self.evaluator.capacity:
-            if self.polished >= POLISH_MAX_TRIALS:
+            if self._stopped():
+                self.polish_stop = _STOPPED
+            elif self.polished >= POLISH_MAX_TRIALS:
                 self.polish_stop = _POLISH_CAP
             elif self._polish_allowance() == 0:
                 self.polish_stop = _TRIAL_BUDGET
@@ -628,17 +669,36 @@ class _Tuning:
             note += f" ({len(failed)} failed)"
         return _Finals(tuple(timed), frozenset(failed), outcome.torch, note)
 
+    def _abandoned(self) -> TuneResult:
+        """The result of a run stopped by the caller: its trials so far, no winner recorded."""
+        return TuneResult(
+            problem=self.problem, family=self.family.name, hard_key=self.hard_key, strategy=self.strategy.name,
+            best=None, runner_up=None, torch=None, evaluated=len(self.results),
+            states=Counter(r.state for r in self.results), rejections=self.strategy.rejections,
+            space_size=len(self.space), feasible=len(self.space.feasible), skipped=len(self.finished),
+            stop_reason=_STOPPED, wall_s=self._elapsed(), device=self.device,
+            failures=tuple(r for r in self.results if not r.ok), polished=self.polished,
+        )  # fmt: skip
+
     def run(self) -> TuneResult:
+        if self._stopped():
+            return self._abandoned()
         before = self.evaluator.baseline(self.problem)
         self._evaluate_until_idle(self._fill)
+        if self._stopped():
+            return self._abandoned()
         stop_reason = self.stop_reason or "done"
         if self._should_polish() and self._incumbent() is not None:
             moves = self._polish()
             stop_reason += f"; polish: {_plural(self.polished, 'trial')}, {_plural(moves, 'move')}, {self.polish_stop}"
+        if self._stopped():
+            return self._abandoned()
         after = self.evaluator.baseline(self.problem)
         torch_timing = _faster(before.timing if before.state == OK else None, after.timing if after.state == OK else None)
         pool = self._pool()
         finals = self._finals(pool)
+        if self._stopped():
+            return self._abandoned()
         stop_reason += finals.note
         if finals.timed:
             winner, runner_up = select_finals_winner(finals.timed, self._simplicity)

@@ -33,9 +33,18 @@ Request kinds (handled by ``autocutlass.search.handlers``)::
         reversed every other round; entries in request order, a failed config has no timing;
         a timing is the median and p20/p80 of the per-round medians, n = rounds)
     {"op": "device", "device": int} -> {"device": dict}
+    {"op": "release", "device": int} -> {"state": "ok"}
+        (free the problem's inputs: a pooled child waiting for its next tuning)
 
 ``CandidatePipeline.finals`` sends the finals request and returns a ``FinalsOutcome``, or None
 when the finals did not finish (timeout, death, CUDA fault): the tuner then decides without them.
+
+**Cancelling and forking.** A blocking ``call`` (the pipeline's device, baseline and finals
+requests) takes a ``cancel`` event: once it is set, the child is killed and the reply is a death
+("cancelled"), within about a second. In a forked child process, every ``IsolatedWorker`` of the
+parent forgets its child process without touching it (the worker processes are the parent's):
+the inherited pipe ends are closed, so the parent's children still see end-of-file when the
+parent closes them, and the next request starts a child of the fork's own.
 """
 
 from __future__ import annotations
@@ -49,7 +58,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -174,6 +185,7 @@ class IsolatedWorker:
         self._timeout_s = 0.0
         self._request: dict[str, Any] | None = None
         self.restarts = 0
+        _LIVE.add(self)
 
     # ---- lifecycle --------------------------------------------------------------------------
     @property
@@ -243,6 +255,18 @@ class IsolatedWorker:
         if self._send is not None:
             self._send.close()
             self._send = None
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id while one was started (it may have exited since)."""
+        return self._proc.pid if self._proc is not None else None
+
+    def forget(self) -> None:
+        """Drop the child without signalling or waiting for it (in a forked process, where it is
+        the parent's): close this process's ends of its pipes; the next request starts a new child."""
+        self._proc = None
+        self._log_path = None
+        self._cleanup()
 
     def _cleanup(self) -> None:
         for conn in (self._send, self._recv):
@@ -338,16 +362,35 @@ class IsolatedWorker:
             reason += f"; last output:\n{tail}"
         return Reply("died", reason=reason)
 
-    def call(self, request: dict[str, Any], timeout_s: float) -> Reply:
-        """Send ``request`` and block until its reply, timeout or death."""
+    def call(self, request: dict[str, Any], timeout_s: float, cancel: threading.Event | None = None) -> Reply:
+        """Send ``request`` and block until its reply, timeout or death; or until ``cancel`` is set
+        (checked at least once a second): then the child is killed and the reply is a death."""
+        if cancel is not None and cancel.is_set():
+            return Reply("died", reason=f"worker {self.name}: cancelled")
         self.submit(request, timeout_s)
         while True:
             now = time.monotonic()
             reply = self.collect(now)
             if reply is not None:
                 return reply
+            if cancel is not None and cancel.is_set():
+                self.kill()
+                return Reply("died", reason=f"worker {self.name}: cancelled")
             conn = self.waitable()
             wait([conn] if conn is not None else [], timeout=min(1.0, self.seconds_left(now)))
+
+
+_LIVE: weakref.WeakSet[IsolatedWorker] = weakref.WeakSet()
+"""Every ``IsolatedWorker`` of this process (for ``_after_fork_in_child``)."""
+
+
+def _after_fork_in_child() -> None:
+    for w in list(_LIVE):
+        w.forget()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @dataclass(frozen=True)
@@ -441,8 +484,11 @@ class CandidatePipeline:
         device_index: int = 0,
         compile_env: Mapping[str, str | None] | None = None,
         bench_env: Mapping[str, str | None] | None = None,
+        cancel: threading.Event | None = None,
     ) -> None:
+        """``cancel``: set, it ends the blocking requests (device, baseline, finals) at once."""
         self.family_name = family_name
+        self.cancel = cancel
         self.device_index = device_index
         self.compile_timeout_s = compile_timeout_s
         self.bench_timeout_s = bench_timeout_s
@@ -471,6 +517,16 @@ class CandidatePipeline:
     def close(self) -> None:
         close_all((*self._compilers, self._bench))
 
+    def kill(self) -> None:
+        """Kill every child now (an abandoned tuning: no graceful wait for requests in flight)."""
+        for w in (*self._compilers, self._bench):
+            w.kill()
+        self._compile_queue.clear()
+        self._bench_queue.clear()
+        self._compiling.clear()
+        self._benching = None
+        self._done = []
+
     def __enter__(self) -> CandidatePipeline:
         self.start()
         return self
@@ -497,7 +553,7 @@ class CandidatePipeline:
     def _bench_call(self, request: dict[str, Any], timeout_s: float) -> Reply:
         if self._bench.busy:
             raise RuntimeError("benchmark worker is busy; drain the pipeline first")
-        return self._bench.call(request, timeout_s)
+        return self._bench.call(request, timeout_s, self.cancel)
 
     def device(self) -> dict[str, Any]:
         """``{"device": DeviceInfo.as_dict()}`` of the benchmark GPU (a family's hard key is

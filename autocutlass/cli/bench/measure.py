@@ -128,8 +128,9 @@ def run_bench(ns: argparse.Namespace, cases: Sequence[BenchCase], skipped: Seque
 
 
 def _no_tune(policy: str) -> str:
-    """The policy for side measurements that must not start a tuning: 'tune' becomes 'cached'."""
-    return "cached" if policy == "tune" else policy
+    """The policy for side measurements that must not start a tuning: 'tune' and 'background'
+    become 'cached'."""
+    return "cached" if policy in ("tune", "background") else policy
 
 
 def _measure_bandwidth(flush_bytes: int, flush_kind: str = "write") -> float:
@@ -513,7 +514,7 @@ def _measure_first_call(cases: Sequence[BenchCase], rows: Sequence[Mapping[str, 
     base = {**os.environ, "PYTHONPATH": pythonpath, "AUTOCUTLASS_DB": settings.db_url,
             "AUTOCUTLASS_CACHE_DIR": str(settings.cache_dir), "AUTOCUTLASS_POLICY": policy}  # fmt: skip
     out: dict[str, Any] = {"case": name, "served_by_in_bench": row["path"], "policy": policy,
-                           "has_db_record": row["path"] in ("tuned", "db"), "db": settings.db_url}  # fmt: skip
+                           "has_db_record": row["path"] in ("tuned", "db", "sibling"), "db": settings.db_url}  # fmt: skip
     out["warm_cache"] = _run_child(case.spec, base)
     with tempfile.TemporaryDirectory(prefix="autocutlass-bench-") as tmp:
         cold = {**base, "AUTOCUTLASS_CACHE_DIR": tmp, "CUTE_DSL_CACHE_DIR": str(Path(tmp) / "cute_dsl")}

@@ -105,9 +105,10 @@ FALLBACK_PATHS = ("FALLBACK", "torch (policy off)")
 def first_call_path(delta: Mapping[str, int], policy: str) -> str:
     """How dispatch served a case's first call, from the ``autocutlass.stats()`` delta around it.
 
-    'FALLBACK' (torch ran it), 'torch (policy off)', 'tuned', 'db' (a stored record), 'memo'
-    (an earlier case had the same tensor fingerprint), 'heuristic' (policy heuristic) or
-    'default' (a miss served by the family's default config)."""
+    'FALLBACK' (torch ran it), 'torch (policy off)', 'tuned', 'db' (a stored record of this GPU),
+    'sibling' (a record a sibling GPU measured: an H200's on an H100), 'memo' (an earlier case had
+    the same tensor fingerprint), 'heuristic' (policy heuristic) or 'default' (a miss served by the
+    family's default config)."""
     if policy == "off":
         return "torch (policy off)"
     if delta.get("fallbacks", 0) > 0:
@@ -116,6 +117,8 @@ def first_call_path(delta: Mapping[str, int], policy: str) -> str:
         return "tuned"
     if delta.get("db_hits", 0) > 0:
         return "db"
+    if delta.get("sibling_hits", 0) > 0:
+        return "sibling"
     if delta.get("memo_misses", 0) == 0:
         return "memo"
     return "heuristic" if policy == "heuristic" else "default"
@@ -318,9 +321,9 @@ def write_json(doc: Mapping[str, Any], path: Path) -> None:
 # ---- which case the first-call measurement uses -------------------------------------------------
 def first_call_case(rows: Sequence[Mapping[str, Any]]) -> str | None:
     """The case the first-call measurement uses: the first served one with a database record
-    ('tuned' or 'db'), else the first served one; None when none was served."""
+    ('tuned', 'db' or 'sibling'), else the first served one; None when none was served."""
     served = [r for r in rows if r["status"] == "ok"]
-    recorded = [r for r in served if r["path"] in ("tuned", "db")]
+    recorded = [r for r in served if r["path"] in ("tuned", "db", "sibling")]
     pick = (recorded or served or [None])[0]
     return None if pick is None else str(pick["name"])
 
