@@ -17,7 +17,13 @@ AUTOCUTLASS_STRICT         1: raise UnsupportedProblem instead of falling back t
 AUTOCUTLASS_TUNE_TRIALS    trial budget of an on-line (miss-policy) tuning                16
 AUTOCUTLASS_TUNE_SECONDS   wall-clock budget of an on-line tuning                         60
 AUTOCUTLASS_LOG            log level of the ``autocutlass`` logger                        WARNING
+AUTOCUTLASS_GROUPED_KERNELS  1: ``grouped_mm`` calls may run the hopper_grouped kernels       0
 =========================  =============================================================  ===========================
+
+``AUTOCUTLASS_GROUPED_KERNELS`` gates the grouped-GEMM kernel family (``kernels.hopper_grouped``)
+until its GPU tests have passed: off, ``autocutlass.grouped_mm`` runs ``torch._grouped_mm`` with
+a logged reason (``kernels.families_for`` leaves the family out); ``tune`` and ``bench`` of
+grouped problems need it on too.
 """
 
 from __future__ import annotations
@@ -96,6 +102,8 @@ class Settings:
     tune_trials: int
     tune_seconds: int
     log_level: str
+    grouped_kernels: bool = False
+    """AUTOCUTLASS_GROUPED_KERNELS: the hopper_grouped family serves grouped_mm calls."""
 
     @property
     def kernel_cache_dir(self) -> Path:
@@ -128,6 +136,7 @@ class Settings:
             tune_trials=_int(e, "AUTOCUTLASS_TUNE_TRIALS", 16, minimum=1),
             tune_seconds=_int(e, "AUTOCUTLASS_TUNE_SECONDS", 60, minimum=1),
             log_level=_log_level(e, "AUTOCUTLASS_LOG"),
+            grouped_kernels=_flag(e, "AUTOCUTLASS_GROUPED_KERNELS"),
         )
 
 
