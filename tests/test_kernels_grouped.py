@@ -213,3 +213,14 @@ def test_every_table_tier_compiles_and_the_runner_loads_from_disk(tmp_path: Path
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})  # fmt: skip
     assert out.stdout.split() == ["0", "1"], out.stdout + out.stderr
+
+
+@pytest.mark.compile
+def test_the_kernels_cli_compiles_a_grouped_class(capsys: pytest.CaptureFixture[str]) -> None:
+    from autocutlass import cli
+
+    rc = cli.main(["kernels", "compile", "--family", "hopper_grouped", "--shape", "256x4096x7168", "--experts", "256",
+                   "--limit", "1", "--seed", "3"])  # fmt: skip
+    assert rc == 0 and "compiled 1/1 hopper_grouped configs" in capsys.readouterr().out
+    assert cli.main(["kernels", "list"]) == 0
+    assert "hopper_grouped\n  bf16 nn: 56 configs in the tuning space, 56 feasible" in capsys.readouterr().out

@@ -21,7 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from autocutlass.cli.common import UsageError, print_table
-from autocutlass.db import BestRecord, TuningStore, export, import_, merge, release, resolve, shipped_db_paths, upgrade
+from autocutlass.db import (
+    BestRecord,
+    TuningStore,
+    export,
+    import_,
+    merge,
+    release,
+    resolve,
+    shipped_db_paths,
+    upgrade,
+)
 from autocutlass.errors import DatabaseError
 from autocutlass.settings import current
 

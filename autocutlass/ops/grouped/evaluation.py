@@ -11,7 +11,7 @@ on the device, out (T, N) row-major, bias (E, N) or None.
 search verifies and times with ``balanced`` rows (T // E per expert, the first T % E experts one
 more). ``skewed``: expert sizes drawn from a Zipf(1.2) law, ``torch.multinomial`` of T tokens
 over weights 1/i^1.2 (i = 1..E) with a ``torch.Generator`` seeded ``seed`` (0 by default): a few
-experts take most rows and some get none. ``empty-first``/``one-expert``: the degenerate cases
+experts take most rows and some get none. ``empty-even``/``one-expert``: the degenerate cases
 the GPU tests use (every even expert empty; all rows to the middle expert).
 """
 
@@ -31,11 +31,9 @@ from autocutlass.ops.compare import (
     synchronize,
     torch_dtype,
 )
-from autocutlass.ops.grouped.problem import GroupedGemmProblem
+from autocutlass.ops.grouped.problem import ROUTINGS, GroupedGemmProblem
 from autocutlass.ops.types import Major
 
-ROUTINGS = ("balanced", "skewed", "empty-even", "one-expert")
-"""Routings ``offsets`` builds (see the module docstring)."""
 ZIPF_EXPONENT = 1.2
 
 
