@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import autocutlass
-from autocutlass.kernels.hopper_gemm.config import Raster
+from autocutlass.kernels.hopper_gemm.config import Raster, Schedule
 from autocutlass.kernels.hopper_grouped import HopperGroupedConfig as C
 from autocutlass.kernels.hopper_grouped import HopperGroupedFamily, check
 from autocutlass.ops.compare import compare
@@ -56,6 +56,11 @@ CASES = [
     # fp16 in, fp32 out, tiles walked along N, bias + ReLU
     (C(128, 96, 128, Raster.ALONG_N), prob(8, 513, 288, 384, dtype=FP16, out=FP32,
                                            epilogue=E(bias=True, activation=A.RELU)), "balanced"),
+    # ping-pong: consumers alternate tiles (an odd number of tiles per CTA, tail tiles, empty experts)
+    (C(128, 128, 64, schedule=Schedule.PINGPONG), prob(16, 4000, 768, 1024, epilogue=E(bias=True, activation=A.SILU)),
+     "skewed"),
+    (C(64, 256, 64, schedule=Schedule.PINGPONG), prob(128, 256, 1536, 2048), "empty-even"),
+    (C(64, 128, 128, Raster.ALONG_N, Schedule.PINGPONG), prob(8, 1000, 200, 200, ROW), "one-expert"),
     # a handful of rows: every expert inside one tile, GELU (tanh)
     (C(128, 192, 64), prob(4, 10, 384, 128, ROW, epilogue=E(activation=A.GELU_TANH)), "balanced"),
     (C(64, 64, 64), prob(8, 1, 64, 64), "one-expert"),

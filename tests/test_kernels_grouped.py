@@ -16,7 +16,7 @@ import pytest
 
 from autocutlass import kernels
 from autocutlass.kernels import budgets
-from autocutlass.kernels.hopper_gemm.config import Raster
+from autocutlass.kernels.hopper_gemm.config import Raster, Schedule
 from autocutlass.kernels.hopper_grouped import (
     HopperGroupedConfig,
     HopperGroupedFamily,
@@ -70,7 +70,8 @@ def test_other_ops_are_not_served() -> None:
 @pytest.mark.parametrize(
     "config, needle",
     [(C(tile_m=256), "tile_m=256"), (C(tile_n=208), "tile_n=208"), (C(tile_k=32), "tile_k=32"),
-     (C(tile_n=96, tile_k=64), None)],
+     (C(tile_n=96, tile_k=64), None), (C(128, 256, schedule=Schedule.PINGPONG), "256 fp32 accumulator registers"),
+     (C(64, 256, schedule=Schedule.PINGPONG), None)],
 )  # fmt: skip
 def test_config_reasons(config: HopperGroupedConfig, needle: str | None) -> None:
     reason = check(config, GroupedGemmProblem(experts=8, t=256, n=512, k=512))
@@ -90,7 +91,7 @@ def test_suite_problems_are_served_with_feasible_seeds(problem: GroupedGemmProbl
     seeds = fam.seeds(problem)
     assert len(seeds) >= 4 and all(check(s, problem) is None for s in seeds)
     space = fam.space(problem)
-    assert len(space) == 56 and sum(check(c, problem) is None for c in space) == 56
+    assert len(space) == 112 and sum(check(c, problem) is None for c in space) == 96
     if problem.t / problem.experts <= 64:
         assert seeds[0].tile_m == 64  # small experts: the fewest wasted rows
     else:
@@ -123,6 +124,10 @@ def test_config_round_trip_and_labels() -> None:
     cfg = C(64, 192, 128, Raster.ALONG_N)
     assert C.from_dict(cfg.as_dict()) == cfg and C.from_dict(json.loads(json.dumps(cfg.as_dict()))) == cfg
     assert cfg.short() == "64x192x128 n" and cfg.consumers == 1 and C(128).consumers == 2
+    pp = C(64, 256, 64, schedule="pingpong")
+    assert pp.schedule is Schedule.PINGPONG and pp.consumers == 2 and pp.short() == "64x256x64 m pp"
+    assert C.from_dict(json.loads(json.dumps(pp.as_dict()))) == pp and C.from_dict({"tile_m": 64}) == C(64)
+    assert make_plan(pp, GroupedGemmProblem(experts=8, t=64, n=512, k=512)).gemm.pingpong
     with pytest.raises(TypeError):
         C(tile_m="64")  # type: ignore[arg-type]
 
@@ -166,6 +171,8 @@ def _compile_cases() -> list[tuple[HopperGroupedConfig, GroupedGemmProblem]]:
     cases += [
         (C(64, 256, 64), GroupedGemmProblem(experts=256, t=256, n=4096, k=7168, w_major=Major.COL,
                                             epilogue=Epilogue(bias=True, activation=Activation.SILU))),
+        (C(128, 128, 64, schedule=Schedule.PINGPONG), GroupedGemmProblem(experts=8, t=16384, n=14336, k=4096,
+                                                                          w_major=Major.COL, epilogue=Epilogue(bias=True))),
         (C(128, 96, 128, Raster.ALONG_N), GroupedGemmProblem(experts=600, t=64, n=96, k=200, x_dtype=DType.FP16,
                                                              w_dtype=DType.FP16, out_dtype=DType.FP32,
                                                              epilogue=Epilogue(bias=True, activation=Activation.GELU))),
@@ -223,4 +230,4 @@ def test_the_kernels_cli_compiles_a_grouped_class(capsys: pytest.CaptureFixture[
                    "--limit", "1", "--seed", "3"])  # fmt: skip
     assert rc == 0 and "compiled 1/1 hopper_grouped configs" in capsys.readouterr().out
     assert cli.main(["kernels", "list"]) == 0
-    assert "hopper_grouped\n  bf16 nn: 56 configs in the tuning space, 56 feasible" in capsys.readouterr().out
+    assert "hopper_grouped\n  bf16 nn: 112 configs in the tuning space, 96 feasible" in capsys.readouterr().out

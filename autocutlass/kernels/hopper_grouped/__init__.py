@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autocutlass.kernels.base import KernelFamily
-from autocutlass.kernels.hopper_gemm.config import Raster
+from autocutlass.kernels.hopper_gemm.config import Raster, Schedule
 from autocutlass.kernels.hopper_grouped.check import check, problem_supported
 from autocutlass.kernels.hopper_grouped.config import (
     TILE_K,
@@ -53,9 +53,12 @@ class HopperGroupedFamily(KernelFamily[HopperGroupedConfig]):
         return problem_supported(problem)
 
     def space(self, problem: GroupedGemmProblem) -> Sequence[HopperGroupedConfig]:
-        """Every tile (64 or 128 rows, 64..256 columns, K blocks of 64 or 128) in both orders."""
-        return [HopperGroupedConfig(tm, tn, tk, ras)
-                for tm, tn, tk, ras in itertools.product(TILE_M, TILE_N, TILE_K, tuple(Raster))]  # fmt: skip
+        """Every tile (64 or 128 rows, 64..256 columns, K blocks of 64 or 128) in both orders and
+        both schedules (ping-pong tiles of 128 rows wider than 128 columns fail ``check``: each
+        consumer would hold 256 accumulator registers per thread)."""
+        return [HopperGroupedConfig(tm, tn, tk, ras, sch)
+                for tm, tn, tk, ras, sch in itertools.product(TILE_M, TILE_N, TILE_K, tuple(Raster),
+                                                              tuple(Schedule))]  # fmt: skip
 
     def check(self, config: HopperGroupedConfig, problem: GroupedGemmProblem) -> str | None:
         return check(config, problem)
@@ -65,15 +68,18 @@ class HopperGroupedFamily(KernelFamily[HopperGroupedConfig]):
         tile shapes the GEMM family's decode and large-problem seeds favour). Small experts
         (decode, fine-grained MoE): 64-row tiles, which waste the fewest rows, with wide columns
         and long K blocks to stream the weights; large experts: the GEMM's 128x256 and 128x128
-        tiles walked along M, so that consecutive CTAs share the expert's weight tile."""
-        c, n_ = HopperGroupedConfig, Raster.ALONG_N
+        tiles walked along M, so that consecutive CTAs share the expert's weight tile, then
+        ping-pong tiles (one consumer's epilogue under the other's mainloop)."""
+        c, n_, pp = HopperGroupedConfig, Raster.ALONG_N, Schedule.PINGPONG
         rows = rows_per_expert(problem)
         if rows <= SMALL_EXPERTS:
             guesses = [c(64, 128, 64), c(64, 256, 64), c(64, 128, 128), c(64, 64, 128), c(128, 128, 64)]
         elif rows <= MEDIUM_EXPERTS:
-            guesses = [c(128, 128, 64), c(64, 256, 64), c(128, 256, 64), c(64, 128, 64), c(128, 128, 64, n_)]
+            guesses = [c(128, 128, 64), c(64, 256, 64), c(128, 256, 64), c(64, 128, 64), c(128, 128, 64, n_),
+                       c(64, 256, 64, schedule=pp)]  # fmt: skip
         else:
-            guesses = [c(128, 256, 64), c(128, 128, 64), c(128, 192, 64), c(128, 256, 64, n_), c(64, 256, 64)]
+            guesses = [c(128, 256, 64), c(128, 128, 64, schedule=pp), c(128, 128, 64), c(64, 256, 64, schedule=pp),
+                       c(128, 192, 64), c(128, 256, 64, n_)]  # fmt: skip
         guesses += [c(128, 128, 64), c(64, 128, 64), c(64, 64, 64)]
         return self.feasible_seeds(guesses, problem)
 
@@ -91,4 +97,5 @@ class HopperGroupedFamily(KernelFamily[HopperGroupedConfig]):
         return HopperGroupedRunner(config, problem, self._cache_dir)
 
     def simplicity(self, config: HopperGroupedConfig) -> tuple[int, ...]:
-        return (int(config.raster is Raster.ALONG_N), config.tile_k, config.tile_m, config.tile_n)
+        return (int(config.schedule is Schedule.PINGPONG), int(config.raster is Raster.ALONG_N), config.tile_k,
+                config.tile_m, config.tile_n)  # fmt: skip

@@ -23,8 +23,10 @@ tile_m, so its last rows may belong to the next group or lie past T: they are lo
 and never stored; rows past T arrive as zeros) and one of the expert's weight tile (w viewed as
 (N, K, E): the expert is the TMA's third coordinate), into the GEMM family's shared-memory ring.
 
-**Consumers** (one warpgroup per 64 rows, cooperative): WGMMA over the ring as in the GEMM
-kernel, then the epilogue in registers: + bias[g], activation, conversion, and a store straight
+**Consumers**, cooperative (one warpgroup per 64 rows of each tile) or ping-pong (two warpgroups
+taking the CTA's tiles in turn: each walks every tile of the sequence and skips the ring stages
+of the other's, and two order barriers make their mainloops alternate, as in the GEMM kernel):
+WGMMA over the ring as in the GEMM kernel, then the epilogue in registers: + bias[g], activation, conversion, and a store straight
 from registers to global memory, vectorised for tiles whose rows all belong to the group and
 whose columns are all inside N, element by element under a (row < rows of the group in this
 tile, column < N) predicate otherwise. Tail tiles skip the mainloop and store zeros.
@@ -120,6 +122,7 @@ class HopperGroupedKernel(HopperGemmKernel):
         @cute.struct
         class SharedStorage:
             ring_barriers: cute.struct.MemRange[cutlass.Int64, p.stages * 2]
+            order_barriers: cute.struct.MemRange[cutlass.Int64, 2]
             first_row: cute.struct.MemRange[cutlass.Int32, entries]
             row_count: cute.struct.MemRange[cutlass.Int32, entries]
             tile_end: cute.struct.MemRange[cutlass.Int32, entries]
@@ -174,6 +177,14 @@ class HopperGroupedKernel(HopperGemmKernel):
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
             defer_sync=True,
         )
+        if cutlass.const_expr(p.pingpong):
+            # Ping-pong order barriers: consumer c waits on barrier c before its mainloop and, once
+            # it has waited on every stage of its tile, arrives on the other's.
+            if tidx == 0:
+                order = storage.order_barriers.data_ptr()
+                cute.arch.mbarrier_init(order, THREADS_PER_WARPGROUP)
+                cute.arch.mbarrier_init(order + 1, THREADS_PER_WARPGROUP)
+            cute.arch.mbarrier_init_fence()
         pipeline_init_arrive(cluster_shape_mn=(1, 1), is_relaxed=True)
 
         tables = (
@@ -198,7 +209,7 @@ class HopperGroupedKernel(HopperGemmKernel):
         else:
             cute.arch.setmaxregister_increase(p.consumer_regs)
             self._consumer_loop(ring, tiled_mma, sA, sB, k_tiles, mD, mBias, total, experts, n_tiles, tables,
-                                tidx, wg_idx)  # fmt: skip
+                                tidx, wg_idx, storage.order_barriers.data_ptr())  # fmt: skip
 
     # ------------------------------------------------------------------ the group tables
     @cute.jit
@@ -306,13 +317,21 @@ class HopperGroupedKernel(HopperGemmKernel):
     # ------------------------------------------------------------------ consumers
     @cute.jit
     def _consumer_loop(self, ring, tiled_mma, sA, sB, k_tiles, mD, mBias, total, experts, n_tiles, tables,
-                       tidx, wg_idx):  # fmt: skip
+                       tidx, wg_idx, order):  # fmt: skip
         """The consumer warpgroups: per tile, WGMMA over the ring (one batch in flight, each
-        stage released as soon as its WGMMAs retire), then the epilogue (``_store_tile``)."""
+        stage released as soon as its WGMMAs retire), then the epilogue (``_store_tile``).
+        Ping-pong: each consumer walks every tile of the CTA's sequence, serves every other one
+        (consumer c the tiles c, c + 2, ...) and skips the ring stages of the other's."""
         p = self.plan
         consumer_idx = wg_idx - 1
-        group_tidx = tidx - THREADS_PER_WARPGROUP
-        thr_mma = tiled_mma.get_slice(consumer_idx * THREADS_PER_WARPGROUP)
+        if cutlass.const_expr(p.pingpong):
+            group_tidx = tidx % THREADS_PER_WARPGROUP
+            mma_slice = 0
+        else:
+            group_tidx = tidx - THREADS_PER_WARPGROUP
+            mma_slice = consumer_idx * THREADS_PER_WARPGROUP
+        order_phase = 1 - consumer_idx
+        thr_mma = tiled_mma.get_slice(mma_slice)
         thr_mma_c = tiled_mma.get_slice(group_tidx)
         tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
         tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
@@ -326,30 +345,46 @@ class HopperGroupedKernel(HopperGemmKernel):
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, p.stages)
         idx = cute.arch.block_idx()[0]
         step = cute.arch.grid_dim()[0]
+        turn = cutlass.Int32(0)  # the tile's place in the CTA's sequence, modulo 2
         while idx < total:
             g, nt, row0, rows = self._locate(idx, experts, n_tiles, tables)
             kt_count = cutlass.Int32(0)
             if g < experts:
                 kt_count = k_tiles
-            acc.fill(0.0)
-            tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
-            cute.nvgpu.warpgroup.fence()
-            for kt in range(kt_count):
-                ring.consumer_wait(read)
-                for kb in cutlass.range_constexpr(k_blocks):
-                    coord = (None, None, kb, read.index)
-                    cute.gemm(tiled_mma, acc, tCrA[coord], tCrB[coord], acc)
-                cute.nvgpu.warpgroup.commit_group()
-                read.advance()
-                if kt > 0:
-                    cute.nvgpu.warpgroup.wait_group(1)
+            mine = True
+            if cutlass.const_expr(p.pingpong):
+                mine = turn == consumer_idx
+            if mine:
+                if cutlass.const_expr(p.pingpong):
+                    cute.arch.mbarrier_wait(order + consumer_idx, order_phase)
+                    order_phase = order_phase ^ 1
+                acc.fill(0.0)
+                tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+                cute.nvgpu.warpgroup.fence()
+                for kt in range(kt_count):
+                    ring.consumer_wait(read)
+                    for kb in cutlass.range_constexpr(k_blocks):
+                        coord = (None, None, kb, read.index)
+                        cute.gemm(tiled_mma, acc, tCrA[coord], tCrB[coord], acc)
+                    cute.nvgpu.warpgroup.commit_group()
+                    read.advance()
+                    if kt > 0:
+                        cute.nvgpu.warpgroup.wait_group(1)
+                        ring.consumer_release(release)
+                        release.advance()
+                if cutlass.const_expr(p.pingpong):
+                    # Every stage of this tile has been waited on: the other consumer may start.
+                    cute.arch.mbarrier_arrive(order + (1 - consumer_idx))
+                cute.nvgpu.warpgroup.wait_group(0)
+                if kt_count > 0:
                     ring.consumer_release(release)
                     release.advance()
-            cute.nvgpu.warpgroup.wait_group(0)
-            if kt_count > 0:
-                ring.consumer_release(release)
-                release.advance()
-            self._store_tile(acc, tCcT, thr_mma_c, mD, mBias, g, experts, nt, row0, rows)
+                self._store_tile(acc, tCcT, thr_mma_c, mD, mBias, g, experts, nt, row0, rows)
+            else:
+                # The other consumer's tile: skip its ring stages.
+                read.advance(kt_count)
+                release.advance(kt_count)
+            turn = 1 - turn
             idx = idx + step
 
     @cute.jit
