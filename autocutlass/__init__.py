@@ -2,7 +2,7 @@
 
 ``matmul``, ``linear`` and ``gemm`` are drop-in for their torch counterparts on CUDA tensors,
 ``scaled_mm`` (fp8 e4m3 with per-tensor scales) for ``torch._scaled_mm``, ``conv2d`` for
-``F.conv2d``;
+``F.conv2d``, ``grouped_mm`` (mixture-of-experts layers) for ``torch._grouped_mm``;
 ``policy`` picks what happens when a problem was never tuned; ``stats`` counts what dispatch did.
 ``swap_linear_`` / ``unswap_linear_`` (and ``swap_conv2d_`` / ``unswap_conv2d_``) put a whole model's
 layers on autocutlass in place; ``autocutlass.nn`` holds the modules. The entry points are
@@ -31,7 +31,7 @@ from autocutlass.settings import Policy, Settings
 
 if TYPE_CHECKING:
     from autocutlass import nn
-    from autocutlass.api import conv2d, gemm, linear, matmul, policy, reset, scaled_mm, stats
+    from autocutlass.api import conv2d, gemm, grouped_mm, linear, matmul, policy, reset, scaled_mm, stats
     from autocutlass.dispatch import Stats
     from autocutlass.nn import swap_conv2d_, swap_linear_, unswap_conv2d_, unswap_linear_
 
@@ -55,6 +55,7 @@ __all__ = [
     "__version__",
     "conv2d",
     "gemm",
+    "grouped_mm",
     "linear",
     "matmul",
     "nn",
@@ -71,6 +72,7 @@ __all__ = [
 _LAZY = {
     "conv2d": "autocutlass.api",
     "gemm": "autocutlass.api",
+    "grouped_mm": "autocutlass.api",
     "linear": "autocutlass.api",
     "matmul": "autocutlass.api",
     "policy": "autocutlass.api",

@@ -1,5 +1,5 @@
-"""The entry points users call: ``matmul``, ``linear``, ``gemm``, ``scaled_mm``, ``conv2d``; ``policy``,
-``stats``, ``reset``.
+"""The entry points users call: ``matmul``, ``linear``, ``gemm``, ``scaled_mm``, ``conv2d``,
+``grouped_mm``; ``policy``, ``stats``, ``reset``.
 
 Each forwards to the process's default ``Dispatcher`` (made on first use from the
 ``AUTOCUTLASS_*`` environment, see ``autocutlass.settings``), which validates the call, looks
@@ -12,7 +12,7 @@ served and what falls back to torch.
 (two small Python functions, counted by ``tests/test_dispatch_hotpath.py``). The call takes the
 *graph path* instead, ``autocutlass.torch_ops`` and its ``torch.ops.autocutlass.*`` custom ops,
 when torch.compile traces it, when autograd must record it (grad mode on and an input requires
-grad; ``matmul``, ``linear``, ``gemm``, ``conv2d``) or when CUDA autocast is on (``matmul``,
+grad; ``matmul``, ``linear``, ``gemm``, ``conv2d``, ``grouped_mm``) or when CUDA autocast is on (``matmul``,
 ``linear``, ``gemm``, ``conv2d`` without ``out=``). So inference pays no op boundary, training runs
 our kernels forwards and backwards, and compiled graphs hold our ops. (CPU autocast needs no
 check here: CPU tensors always run torch, which autocasts itself.)
@@ -31,8 +31,9 @@ from autocutlass.dispatch import Dispatcher, Stats, policy
 from autocutlass.ops.conv.frontend import CONV2D
 from autocutlass.ops.gemm.entries import GEMM, LINEAR, MATMUL, SCALED_MM
 from autocutlass.ops.gemm.problem import Activation
+from autocutlass.ops.grouped.frontend import GROUPED_MM
 
-__all__ = ["conv2d", "dispatcher", "gemm", "linear", "matmul", "policy", "reset", "scaled_mm", "stats"]
+__all__ = ["conv2d", "dispatcher", "gemm", "grouped_mm", "linear", "matmul", "policy", "reset", "scaled_mm", "stats"]
 
 _default: Dispatcher | None = None
 _default_lock = threading.Lock()
@@ -219,6 +220,49 @@ def conv2d(
         return _ops.conv2d(x, weight, bias, stride, padding, dilation, groups, activation, residual)
     return (_default or _make_default()).call(CONV2D, x, weight, bias, stride, padding, dilation, groups, activation,
                                               residual)  # fmt: skip
+
+
+def grouped_mm(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    offs: torch.Tensor | None = None,
+    *,
+    bias: torch.Tensor | None = None,
+    out_dtype: torch.dtype | None = None,
+    activation: Activation | str | None = None,
+) -> torch.Tensor:
+    """``activation(torch._grouped_mm(x, w, offs) + bias[group])``: the grouped GEMM of
+    mixture-of-experts layers, with ``torch._grouped_mm``'s semantics.
+
+    The served form: x (T, K) with rows sorted by expert, w (E, K, N) (or the transposed view
+    ``w.transpose(-2, -1)`` of an (E, N, K) weight), ``offs`` (E,) int32 cumulative row ends on
+    x's device (experts may be empty); returns (T, N), rows ``offs[g-1]:offs[g]`` equal to
+    ``x[rows] @ w[g]`` and rows past ``offs[-1]`` zero. ``bias``: None or (E, N), one row per
+    expert, in the output's dtype; ``out_dtype``: None (x's dtype), x's dtype or torch.float32;
+    ``activation``: None, 'relu', 'gelu', 'gelu_tanh' or 'silu', applied last. bf16/fp16 calls on
+    an sm_90 GPU run autocutlass's grouped kernel, tuned per (E, N, K, dtypes, layout, epilogue)
+    and a power-of-two bucket of T: the kernel reads ``offs`` on the GPU, so a new routing never
+    synchronises, recompiles or re-tunes, and calls can be captured in CUDA graphs.
+
+    The other forms of ``torch._grouped_mm`` (x 2-D and w 2-D: groups along K, the weight
+    gradient, out (E, M, N); both 3-D: batched; x 3-D and w 2-D: groups along N), float32 operands
+    and CPU tensors run ``torch._grouped_mm`` (then bias and activation), logged once per reason.
+    Invalid calls raise ``RuntimeError`` as torch does (``ops.grouped.frontend``), including
+    ``offs`` that are not int32, not on x's device, negative, decreasing or past T (values are
+    checked once per tensor-metadata fingerprint for GPU offsets, on every call for CPU ones).
+
+    Differentiable: dX = dY W_g^T per group (the same form) and dW_g = X_g^T dY_g (groups along
+    K) are ``grouped_mm`` calls too, dbias sums dY's rows per group; while autograd records, the
+    activation runs after the kernel, in torch (as in ``linear``). Under torch.compile it is
+    ``torch.ops.autocutlass.grouped_mm``."""
+    try:
+        graph = _COMPILING() or _GRAD() and (
+            x.requires_grad or w.requires_grad or (bias is not None and bias.requires_grad))
+    except AttributeError:  # not tensors: the dispatcher raises the error the eager API raises
+        graph = False
+    if graph:
+        return _ops.grouped_mm(x, w, offs, bias, out_dtype, activation)
+    return (_default or _make_default()).call(GROUPED_MM, x, w, offs, bias, out_dtype, activation)
 
 
 def dispatcher() -> Dispatcher:

@@ -17,11 +17,16 @@ AUTOCUTLASS_STRICT         1: raise UnsupportedProblem instead of falling back t
 AUTOCUTLASS_TUNE_TRIALS    trial budget of an on-line (miss-policy) tuning                16
 AUTOCUTLASS_TUNE_SECONDS   wall-clock budget of an on-line tuning                         60
 AUTOCUTLASS_LOG            log level of the ``autocutlass`` logger                        WARNING
+AUTOCUTLASS_GROUPED_KERNELS  1: ``grouped_mm`` calls may run the hopper_grouped kernels       0
 =========================  =============================================================  ===========================
 
 ``AUTOCUTLASS_TUNE_TRIALS_WITH_PRIORS`` (8): the trial budget of an on-line tuning when the
 database holds priors for it (``Settings.tune_trials_with_priors``). ``AUTOCUTLASS_TUNE_POOL_IDLE_S``
 (300): seconds the on-line tuning processes wait for the next tuning (``Settings.tune_pool_idle_s``).
+``AUTOCUTLASS_GROUPED_KERNELS`` gates the grouped-GEMM kernel family (``kernels.hopper_grouped``)
+until its GPU tests have passed: off, ``autocutlass.grouped_mm`` runs ``torch._grouped_mm`` with
+a logged reason (``kernels.families_for`` leaves the family out); ``tune`` and ``bench`` of
+grouped problems need it on too.
 """
 
 from __future__ import annotations
@@ -108,6 +113,8 @@ class Settings:
     tune_pool_idle_s: float = 300.0
     """Seconds the on-line tuning processes (``search.pool``) stay up without a tuning; 0 closes
     them after every tuning."""
+    grouped_kernels: bool = False
+    """AUTOCUTLASS_GROUPED_KERNELS: the hopper_grouped family serves grouped_mm calls."""
 
     @property
     def kernel_cache_dir(self) -> Path:
@@ -142,6 +149,7 @@ class Settings:
             log_level=_log_level(e, "AUTOCUTLASS_LOG"),
             tune_trials_with_priors=_int(e, "AUTOCUTLASS_TUNE_TRIALS_WITH_PRIORS", 8, minimum=1),
             tune_pool_idle_s=_seconds(e, "AUTOCUTLASS_TUNE_POOL_IDLE_S", 300.0, zero="closing them after every tuning"),
+            grouped_kernels=_flag(e, "AUTOCUTLASS_GROUPED_KERNELS"),
         )
 
 

@@ -15,6 +15,8 @@ eager entry point serves and runs torch for everything else, CPU tensors include
 * ``conv2d(Tensor x, Tensor weight, Tensor? bias, int[] stride, int[] padding, str? padding_mode,
   int[] dilation, int groups, str? activation, Tensor? residual) -> Tensor``: ``act(F.conv2d(...) +
   residual)``; ``padding_mode`` 'same'/'valid' replaces ``padding`` when given.
+* ``grouped_mm(Tensor x, Tensor w, Tensor? offs, Tensor? bias, ScalarType? out_dtype, str? activation)
+  -> Tensor``: ``act(torch._grouped_mm(x, w, offs) + bias[group])`` (``autocutlass.grouped_mm``).
 
 Out variants mutate only ``out`` and return nothing (a custom op may not return an alias of an
 input; the public function returns ``out``). ``linear`` and ``conv2d`` have none: their entry points
@@ -49,6 +51,13 @@ fingerprinted, tuned and recorded like any call (dA and dB are other layouts of 
 * linear, Z = X W^T + b over X's leading dimensions flattened: dX = dZ_flat W, dW = dZ_flat^T
   X_flat (written row-major like W, so AccumulateGrad takes it without a copy), db = dZ_flat summed
   over rows. (dZ_flat is a view, or one copy when dZ's leading dimensions do not merge.)
+* grouped_mm: each form's gradients are grouped_mm calls of other forms (``grouped_mm_grads``):
+  for x (T, K) by w (E, K, N) with row offsets, dX = grouped_mm(dY, w^T, offs) (the same form)
+  and dW = grouped_mm(X^T, dY, offs) (groups along K: dW_g = X_g^T dY_g); for groups along K,
+  dX = grouped_mm(dY, w^T, offs) (groups along N) and dW = grouped_mm(X^T, dY, offs) (groups of
+  rows); batched: batched; dbias sums dY's rows per group. dY is cast to the operands' dtype (an
+  ``out_dtype=float32`` call) and copied with padded rows when its row stride is not a 16-byte
+  multiple (``torch._grouped_mm``'s rule). Gradients flow to x, w and bias, never to offs.
 * conv2d: a pointwise conv (1x1, stride 1, no padding, one group) is a GEMM in NHWC, so its
   dgrad dX = dY_nhwc W and wgrad dW = dY_nhwc^T X_nhwc are our GEMMs (dX comes back channels_last)
   and db sums dY; any other conv uses ``aten.convolution_backward`` (padding 'same' that pads
@@ -86,6 +95,8 @@ from autocutlass.ops.conv.frontend import CONV2D, ConvCall
 from autocutlass.ops.gemm import frontend as gemm_fe
 from autocutlass.ops.gemm.entries import GEMM, LINEAR, MATMUL, SCALED_MM
 from autocutlass.ops.gemm.frontend import Call, Op
+from autocutlass.ops.grouped import frontend as grouped_fe
+from autocutlass.ops.grouped.frontend import GROUPED_MM, Form, GroupedCall
 from autocutlass.ops.types import Activation
 
 NAMESPACE = "autocutlass"
@@ -243,6 +254,22 @@ def _(x: Tensor, weight: Tensor, bias: Tensor | None, stride: list[int], padding
                             groups, activation, residual)  # fmt: skip
     y = _validated(conv_fe.expected_output, call)
     return torch.empty(y.shape, dtype=y.dtype, device=x.device, memory_format=conv2d_output_format(x, weight))
+
+
+# ---- grouped_mm -------------------------------------------------------------------------------
+@_define("grouped_mm", "(Tensor x, Tensor w, Tensor? offs, Tensor? bias, ScalarType? out_dtype, str? activation) "
+                       "-> Tensor")  # fmt: skip
+def _grouped_mm(x: Tensor, w: Tensor, offs: Tensor | None, bias: Tensor | None, out_dtype: torch.dtype | None,
+                activation: str | None) -> Tensor:  # fmt: skip
+    return api.dispatcher().call(GROUPED_MM, x, w, offs, bias, out_dtype, activation)
+
+
+@_grouped_mm.register_fake
+def _(x: Tensor, w: Tensor, offs: Tensor | None, bias: Tensor | None, out_dtype: torch.dtype | None,
+      activation: str | None) -> Tensor:  # fmt: skip
+    gemm_fe.parse_activation(activation)
+    r = _validated(grouped_fe.expected_output, GroupedCall(x, w, offs, bias, out_dtype))
+    return _empty_like_meta(r, x.device)
 
 
 # ---- autograd ---------------------------------------------------------------------------------
@@ -437,10 +464,77 @@ def _conv_backward(ctx: Any, dy: Tensor) -> tuple[Any, ...]:
     return dx, dw, db, None, None, None, None, None, None, dres
 
 
+def _rows_aligned(t: Tensor) -> Tensor:
+    """``t`` (.., R, C) row-major, or a copy whose row stride is padded to a 16-byte multiple (the
+    rule ``torch._grouped_mm`` and TMA share), as a view of the same shape."""
+    t = t.contiguous()
+    align = 16 // t.element_size()
+    c = t.shape[-1]
+    if c % align == 0 or c == 0:
+        return t
+    buf = t.new_zeros((*t.shape[:-1], -(-c // align) * align))
+    buf[..., :c] = t
+    return buf[..., :c]
+
+
+def _operand(t: Tensor) -> Tensor:
+    """A matrix as a grouped_mm operand: any view torch accepts, else a row-major copy."""
+    try:
+        grouped_fe._check_strides("operand", t)
+    except RuntimeError:
+        return _rows_aligned(t)
+    return t
+
+
+def grouped_mm_grads(dz: Tensor, x: Tensor, w: Tensor, offs: Tensor | None, has_bias: bool,
+                     need: Sequence[bool]) -> tuple[Any, Any, Any]:  # fmt: skip
+    """(dX, dW, dbias) of Z = grouped_mm(x, w, offs) + bias[group], each GEMM a grouped_mm call
+    (see the module docstring)."""
+    form = grouped_fe.form_of(x, w)
+    g = _rows_aligned(dz.to(x.dtype))
+    gm = torch.ops.autocutlass.grouped_mm
+    dx = dw = db = None
+    groups = None if form is Form.BATCHED else offs
+    if need[0]:
+        dx = gm(g, _operand(w.transpose(-2, -1)), groups, None, None, None)
+    if need[1]:
+        dw = gm(_operand(x.transpose(-2, -1)), g, groups, None, None, None)
+    if has_bias and need[3]:
+        if form is Form.M_GROUPED:
+            assert offs is not None
+            e, n = w.shape[0], dz.shape[-1]
+            acc = dz.new_zeros((e + 1, n), dtype=torch.float32)
+            db = acc.index_add_(0, grouped_fe.group_rows(offs, dz.shape[0]), dz.float())[:e].to(dz.dtype)
+        else:
+            db = dz.sum(1)
+    return dx, dw, db
+
+
+def _grouped_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    x, w, offs, bias, out_dtype, activation = inputs
+    ctx.act = gemm_fe.parse_activation(activation)
+    recompute = ctx.act is not Activation.NONE
+    ctx.save_for_backward(x, w, offs, bias if recompute else None)
+    ctx.has_bias = bias is not None
+    ctx.out_dtype = out_dtype
+
+
+def _grouped_backward(ctx: Any, dy: Tensor) -> tuple[Any, ...]:
+    x, w, offs, bias = ctx.saved_tensors
+    dz = dy
+    if ctx.act is not Activation.NONE:  # the op was called with its activation fused: recompute Z
+        z = torch.ops.autocutlass.grouped_mm(x, w, offs, bias, ctx.out_dtype, None)
+        dz = activation_backward(dy, z, ctx.act)
+    need = ctx.needs_input_grad
+    dx, dw, db = grouped_mm_grads(dz, x, w, offs, ctx.has_bias, need)
+    return dx, dw, None, db, None, None
+
+
 _matmul.register_autograd(_matmul_backward, setup_context=_matmul_setup)
 _linear.register_autograd(_linear_backward, setup_context=_linear_setup)
 _gemm.register_autograd(_gemm_backward, setup_context=_gemm_setup)
 _conv2d.register_autograd(_conv_backward, setup_context=_conv_setup)
+_grouped_mm.register_autograd(_grouped_backward, setup_context=_grouped_setup)
 
 
 # ---- autocast ---------------------------------------------------------------------------------
@@ -573,6 +667,22 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, padding:
     return apply_activation(y, act) if outside else y  # type: ignore[arg-type]
 
 
+def grouped_mm(x: Tensor, w: Tensor, offs: Tensor | None, bias: Tensor | None, out_dtype: Any,
+               activation: Any) -> Tensor:  # fmt: skip
+    """``autocutlass.grouped_mm`` through ``torch.ops.autocutlass.grouped_mm``; when autograd
+    records, the activation runs outside the kernel (as in ``linear``)."""
+    _require_tensors("grouped_mm", x=x, w=w, offs=offs, bias=bias)
+    if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
+        raise TypeError(f"autocutlass.grouped_mm: out_dtype must be a torch.dtype or None, got {type(out_dtype).__name__}")
+    act = _activation(activation)
+    op = torch.ops.autocutlass.grouped_mm
+    if act is None:  # unknown: the op raises the eager error
+        return op(x, w, offs, bias, out_dtype, activation)
+    if act is not Activation.NONE and _records(x, w, bias):
+        return apply_activation(op(x, w, offs, bias, out_dtype, None), act)
+    return op(x, w, offs, bias, out_dtype, None if act is Activation.NONE else act.value)
+
+
 __all__ = [
     "NAMESPACE",
     "activation_backward",
@@ -581,6 +691,8 @@ __all__ = [
     "conv2d_grads",
     "conv2d_output_format",
     "gemm",
+    "grouped_mm",
+    "grouped_mm_grads",
     "linear",
     "linear_grads",
     "matmul",

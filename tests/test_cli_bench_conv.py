@@ -291,7 +291,7 @@ def test_plot_of_conv_and_mixed_documents(shapes: Path, tmp_path: Path) -> None:
 
 
 def test_every_op_has_a_primary_baseline_that_is_always_measured() -> None:
-    assert set(OP_BASELINES) == {"gemm", "conv2d"}
+    assert set(OP_BASELINES) == {"gemm", "conv2d", "grouped_mm"}
     assert all(not bases[0].optional for bases in OP_BASELINES.values())
     assert [b.name for b in OP_BASELINES["conv2d"]] == ["cudnn_benchmark", "cudnn_default"]
 

@@ -137,7 +137,12 @@ class Progress:
     def __enter__(self) -> Progress:
         if sys.stderr.isatty() if self._tty is None else self._tty:
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
             from rich.progress import Progress as RichProgress
 
             self._bar = RichProgress(

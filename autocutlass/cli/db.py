@@ -22,7 +22,17 @@ from typing import Any
 
 from autocutlass.background import BACKGROUND_NOTE
 from autocutlass.cli.common import UsageError, print_table
-from autocutlass.db import BestRecord, TuningStore, export, import_, merge, release, resolve, shipped_db_paths, upgrade
+from autocutlass.db import (
+    BestRecord,
+    TuningStore,
+    export,
+    import_,
+    merge,
+    release,
+    resolve,
+    shipped_db_paths,
+    upgrade,
+)
 from autocutlass.errors import DatabaseError
 from autocutlass.settings import current
 

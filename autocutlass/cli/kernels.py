@@ -46,6 +46,8 @@ def add_kernels_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.
                       help="the problem the space is built for (small outputs add split-K configs)")  # fmt: skip
     comp.add_argument("--layout", default="nt", choices=LAYOUTS,
                       help="A/B layout letters as in shapes.json (fp8 'e4m3': only 'nt')")  # fmt: skip
+    comp.add_argument("--experts", type=positive_int, default=128, metavar="E",
+                      help="--family hopper_grouped: experts of the grouped class (--shape is then TxNxK)")  # fmt: skip
     comp.add_argument("--workers", type=positive_int, default=1, help="compile in N GPU-blind processes")
     comp.add_argument("--filter", action="append", default=[], type=_field_filter, metavar="FIELD=V1[,V2..]",
                       help="keep configs whose FIELD is one of the values, e.g. swap_ab=true or tile_n=16,32 "
@@ -95,6 +97,19 @@ def representative_problem(dtype: str = "bf16", layout: str = "nt", shape: str =
     )  # fmt: skip
 
 
+def representative_for(family: str, ns: argparse.Namespace) -> Any:
+    """The problem ``kernels compile`` judges ``family``'s configs on (``--dtype``, ``--layout``,
+    ``--shape``; a grouped class for hopper_grouped, ``--experts`` experts)."""
+    if family != "hopper_grouped":
+        return representative_problem(ns.dtype, ns.layout, ns.shape)
+    from autocutlass.ops.grouped.problem import GroupedGemmProblem
+
+    t, n, k = (int(x) for x in ns.shape.lower().split("x"))
+    dt = DType(ns.dtype)
+    return GroupedGemmProblem(experts=ns.experts, t=t, n=n, k=k, x_dtype=dt, w_dtype=dt, out_dtype=_OUTPUT_OF.get(dt, dt),
+                              w_major=Major.COL if ns.layout[1] == "t" else Major.ROW)  # fmt: skip
+
+
 def cmd_list(ns: argparse.Namespace) -> int:
     from autocutlass.kernels import family_names, get_family
 
@@ -103,7 +118,8 @@ def cmd_list(ns: argparse.Namespace) -> int:
         print(f"{name}")
         space: Sequence[Any] = []
         for layout in LAYOUTS:
-            prob = representative_problem("bf16", layout)
+            prob = representative_for(name, argparse.Namespace(dtype="bf16", layout=layout, shape="8192x8192x8192",
+                                                               experts=128))  # fmt: skip
             why = fam.supports(prob)
             if why is not None:
                 print(f"  bf16 {layout}: not served ({why})")
@@ -137,12 +153,14 @@ def _family(name: str) -> Any:
 def cmd_compile(ns: argparse.Namespace) -> int:
     os.environ["CUTE_DSL_ARCH"] = ns.arch
     fam = _family(ns.family)
-    prob = representative_problem(ns.dtype, ns.layout, ns.shape)
+    prob = representative_for(ns.family, ns)
     why = fam.supports(prob)
-    if why is not None:
+    if why is not None and ns.family != "hopper_grouped":
         served = [lay for lay in LAYOUTS if fam.supports(representative_problem(ns.dtype, lay, ns.shape)) is None]
         hint = f"; for {ns.dtype} use --layout {' or '.join(served)}" if served else f"; it serves no {ns.dtype} layout"
         raise UsageError(f"{ns.family} does not serve {ns.dtype} --layout {ns.layout}: {why}{hint}")
+    if why is not None:
+        raise UsageError(f"{ns.family} does not serve {prob.describe()}: {why}")
     feasible = [c for c in fam.space(prob) if fam.check(c, prob) is None]
     feasible = [c for c in feasible if keep_config(fam.config_to_dict(c), ns.filter)]
     if ns.limit is not None and ns.limit < len(feasible):
@@ -169,7 +187,7 @@ Outcome = tuple[str, str | None]
 """(config label, compile error or None)."""
 
 
-def _compile_here(fam: Any, configs: Sequence[Any], prob: GemmProblem) -> Iterator[Outcome]:
+def _compile_here(fam: Any, configs: Sequence[Any], prob: Any) -> Iterator[Outcome]:
     from autocutlass.errors import KernelCompileError
 
     for cfg in configs:
@@ -180,7 +198,7 @@ def _compile_here(fam: Any, configs: Sequence[Any], prob: GemmProblem) -> Iterat
             yield str(cfg), str(e)
 
 
-def _compile_pool(ns: argparse.Namespace, fam: Any, configs: Sequence[Any], prob: GemmProblem) -> Iterator[Outcome]:
+def _compile_pool(ns: argparse.Namespace, fam: Any, configs: Sequence[Any], prob: Any) -> Iterator[Outcome]:
     """Outcomes in the order they finish, from ``ns.workers`` spawned GPU-blind processes."""
     import concurrent.futures as cf
     import multiprocessing as mp
@@ -198,11 +216,12 @@ def _compile_job(job: tuple[str, str, dict[str, Any], dict[str, Any]]) -> Outcom
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
     from autocutlass.errors import KernelCompileError
     from autocutlass.kernels import get_family
+    from autocutlass.ops.registry import problem_from_dict
 
     fam = get_family(family)
     cfg = fam.config_from_dict(cfg_dict)
     try:
-        fam.compile(cfg, GemmProblem.from_dict(prob_dict))
+        fam.compile(cfg, problem_from_dict(prob_dict))
         return str(cfg), None
     except KernelCompileError as e:
         return str(cfg), str(e)

@@ -13,9 +13,17 @@ fields:
   direction (``SERVED_DIRECTIONS``: fprop) becomes a ``ConvProblem`` named as the case; the
   others are listed in ``Shapes.skipped`` with the reason (no kernel computes them yet).
 
+* **grouped GEMM** (``torch._grouped_mm``), any case with ``E``: ``{"name", "E", "T", "N", "K",
+  "dtype", "routing"? ("balanced"), "w_layout"? ("nk")}``, e.g. ``benchmarks/shapes-grouped.json``:
+  x (T, K) with rows sorted by expert, w (E, N, K) used as ``w.transpose(-2, -1)`` ("nk", the
+  weight layout of MoE checkpoints) or (E, K, N) used as is ("kn"), offsets of the routing
+  (``ops.grouped.problem.ROUTINGS``: how the rows are spread over the experts, which the problem
+  leaves out: tune tunes the problem, bench runs the routing). dtype bf16 or fp16.
+
 A conv case's ``ConvProblem`` is the one ``autocutlass.conv2d`` plans for fresh channels_last
 tensors of those shapes (no bias, no residual): its alignments follow C and K as the front-end's
-do, so what ``tune`` records is what ``bench`` (and a model) looks up.
+do, so what ``tune`` records is what ``bench`` (and a model) looks up; likewise a grouped case's
+``GroupedGemmProblem`` is the one ``autocutlass.grouped_mm`` plans for fresh tensors.
 
 Pure Python (no torch). A malformed case is a ``ValueError`` of one line naming the file, the
 case (index and name) and the field.
@@ -33,9 +41,11 @@ from typing import Any
 from autocutlass.ops.base import OpProblem
 from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
 from autocutlass.ops.gemm.problem import problem_from_case
-from autocutlass.ops.types import DType
+from autocutlass.ops.grouped.problem import ROUTINGS, GroupedGemmProblem
+from autocutlass.ops.types import DType, Major
 
-__all__ = ["CONV_FIELDS", "SERVED_DIRECTIONS", "Case", "Shapes", "Skipped", "load_cases", "load_shapes"]
+__all__ = ["CONV_FIELDS", "GROUPED_FIELDS", "SERVED_DIRECTIONS", "Case", "Shapes", "Skipped", "load_cases",
+           "load_shapes"]  # fmt: skip
 
 CONV_FIELDS = ("C", "H", "W", "R", "S")
 """A case with any of these fields is a conv2d case (a GEMM case has M, N, K)."""
@@ -44,6 +54,11 @@ SERVED_DIRECTIONS = (ConvDirection.FPROP,)
 _CONV_DTYPES = {"bf16": (DType.BF16, DType.BF16), "fp16": (DType.FP16, DType.FP16), "fp32": (DType.TF32, DType.FP32)}
 """Shapes-file dtype -> (x and w dtype, y dtype), as ``autocutlass.conv2d`` plans torch dtypes."""
 TMA_ALIGN = 16
+GROUPED_FIELDS = ("E",)
+"""A case with an expert count is a grouped-GEMM case."""
+_GROUPED_DTYPES = {"bf16": DType.BF16, "fp16": DType.FP16}
+_W_LAYOUTS = {"nk": Major.COL, "kn": Major.ROW}
+"""Grouped cases' weight storage: (E, N, K) used transposed (K contiguous), or (E, K, N) as is."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +67,8 @@ class Case:
 
     name: str
     problem: OpProblem
+    routing: str | None = None
+    """Grouped cases: how the rows are spread over the experts (``ROUTINGS``); None otherwise."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +126,9 @@ def load_shapes(path: str | Path, only: Sequence[str] | None = None) -> Shapes:
                 problems, left_out = conv_problems(case)
                 cases += [Case(name, prob) for prob in problems]
                 skipped += [Skipped(name, d, why) for d, why in left_out]
+            elif is_grouped_case(case):
+                problem, routing = grouped_problem(case)
+                cases.append(Case(name, problem, routing))
             else:
                 cases.append(Case(name, _gemm_problem(case)))
         except (KeyError, TypeError, ValueError) as e:
@@ -127,6 +147,30 @@ def load_shapes(path: str | Path, only: Sequence[str] | None = None) -> Shapes:
 def is_conv_case(case: Mapping[str, Any]) -> bool:
     """Whether ``case`` describes a convolution (it has a conv field) rather than a GEMM."""
     return any(f in case for f in CONV_FIELDS)
+
+
+def is_grouped_case(case: Mapping[str, Any]) -> bool:
+    """Whether ``case`` describes a grouped GEMM (it has an expert count)."""
+    return any(f in case for f in GROUPED_FIELDS)
+
+
+# ---- grouped GEMM cases --------------------------------------------------------------------------
+def grouped_problem(case: Mapping[str, Any]) -> tuple[GroupedGemmProblem, str]:
+    """The ``GroupedGemmProblem`` of a grouped case and its routing; ``ValueError`` naming the
+    field for a malformed case. Alignments are those of fresh tensors of the case's shapes."""
+    e, t = _int(case, "E", minimum=1), _int(case, "T", minimum=0)
+    n, k = _int(case, "N", minimum=1), _int(case, "K", minimum=1)
+    dt = _GROUPED_DTYPES[_choice(case, "dtype", list(_GROUPED_DTYPES))]
+    routing = _choice(case, "routing", list(ROUTINGS)) if "routing" in case else ROUTINGS[0]
+    major = _W_LAYOUTS[_choice(case, "w_layout", list(_W_LAYOUTS))] if "w_layout" in case else Major.COL
+    elt = dt.bytes
+    w_lead = k if major is Major.COL else n
+    problem = GroupedGemmProblem(
+        experts=e, t=t, n=n, k=k, x_dtype=dt, w_dtype=dt, out_dtype=dt, w_major=major,
+        align_x=_pow2_align(k * elt), align_w=min(_pow2_align(w_lead * elt), _pow2_align(n * k * elt) if e > 1 else TMA_ALIGN),
+        align_out=_pow2_align(n * elt),
+    )  # fmt: skip
+    return problem, routing
 
 
 # ---- GEMM cases --------------------------------------------------------------------------------

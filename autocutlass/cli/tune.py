@@ -51,7 +51,13 @@ from typing import Any
 import optuna
 
 from autocutlass.cli import common
-from autocutlass.cli.common import Progress, UsageError, positive_float, positive_int, require_gpu
+from autocutlass.cli.common import (
+    Progress,
+    UsageError,
+    positive_float,
+    positive_int,
+    require_gpu,
+)
 from autocutlass.cli.shapes import Case, load_cases
 from autocutlass.db import TuningStore
 from autocutlass.db.queue import (
@@ -67,7 +73,12 @@ from autocutlass.db.queue import (
 )
 from autocutlass.device import DeviceInfo
 from autocutlass.errors import UnsupportedProblem
-from autocutlass.kernels import families_for, family_names, get_family, unsupported_reason
+from autocutlass.kernels import (
+    families_for,
+    family_names,
+    get_family,
+    unsupported_reason,
+)
 from autocutlass.kernels.base import KernelFamily
 from autocutlass.ops.base import OpProblem
 from autocutlass.search.tuner import Evaluator, TuneProgress, TuneResult, tune_problem
@@ -432,7 +443,13 @@ def _enqueue(ns: argparse.Namespace, store: TuningStore, queue: TuningQueue) -> 
 
 def _worker(ns: argparse.Namespace, store: TuningStore, queue: TuningQueue, seams: dict[str, Any]) -> int:
     """``--worker``: this host's lanes on the campaign until nothing is left (``campaign.run_worker``)."""
-    from autocutlass.campaign import NoSuchCampaign, PipelineLanes, RegistryFamilies, WorkerOptions, run_worker
+    from autocutlass.campaign import (
+        NoSuchCampaign,
+        PipelineLanes,
+        RegistryFamilies,
+        WorkerOptions,
+        run_worker,
+    )
     from autocutlass.campaign.gpus import visible_gpus
 
     gpus = seams.pop("gpus", None)
@@ -517,7 +534,12 @@ def _watch(ns: argparse.Namespace, queue: TuningQueue, st: CampaignStatus) -> Ca
     bar: Any = None
     if sys.stderr.isatty():
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
         from rich.progress import Progress as RichProgress
 
         bar = RichProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

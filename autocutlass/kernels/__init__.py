@@ -13,16 +13,33 @@ from typing import Any
 from autocutlass.kernels.base import GemmRunner, KernelFamily
 from autocutlass.kernels.hopper_conv import HopperConvFamily
 from autocutlass.kernels.hopper_gemm import HopperGemmFamily
-from autocutlass.settings import current
+from autocutlass.kernels.hopper_grouped import HopperGroupedFamily
+from autocutlass.settings import Settings, current
 
 __all__ = [
     "GemmRunner", "KernelFamily", "families_for", "family_names", "get_family", "source_hashes", "unsupported_reason",
 ]  # fmt: skip
 
-_FAMILIES: dict[str, type[KernelFamily]] = {"hopper_gemm": HopperGemmFamily, "hopper_conv": HopperConvFamily}
+_FAMILIES: dict[str, type[KernelFamily]] = {
+    "hopper_gemm": HopperGemmFamily, "hopper_conv": HopperConvFamily, "hopper_grouped": HopperGroupedFamily,
+}  # fmt: skip
 """Families by name, in preference order: where several serve a problem (a pointwise convolution
 is a GEMM for hopper_gemm and an implicit GEMM with a 1x1 filter for hopper_conv), a miss is
 tuned under the first, and the stored records of all are looked up."""
+
+GATES: dict[str, tuple[str, str]] = {
+    "hopper_grouped": ("grouped_kernels", "AUTOCUTLASS_GROUPED_KERNELS"),
+}
+"""Families that serve problems only while a setting is on (``Settings`` field, variable): new
+kernels awaiting their GPU validation."""
+
+
+def _gate(name: str, settings: Settings) -> str | None:
+    """Why family ``name`` is switched off now, or None."""
+    gate = GATES.get(name)
+    if gate is None or getattr(settings, gate[0]):
+        return None
+    return f"switched off until its GPU tests pass (set {gate[1]}=1 to use it)"
 
 
 def family_names() -> list[str]:
@@ -41,8 +58,11 @@ def get_family(name: str) -> KernelFamily:
 
 
 def families_for(problem: Any) -> list[KernelFamily]:
-    """The families that serve ``problem`` (an ``OpProblem`` of any op), in registry order."""
-    return [fam for fam in (get_family(name) for name in family_names()) if fam.supports(problem) is None]
+    """The families that serve ``problem`` (an ``OpProblem`` of any op), in registry order; a
+    gated family (``GATES``) only while its setting is on."""
+    s = current()
+    names = [name for name in family_names() if _gate(name, s) is None]
+    return [fam for fam in (get_family(name) for name in names) if fam.supports(problem) is None]
 
 
 def source_hashes() -> dict[str, str]:
@@ -52,5 +72,11 @@ def source_hashes() -> dict[str, str]:
 
 def unsupported_reason(problem: Any) -> str:
     """Why no family serves ``problem``: each family's reason, '; '-joined."""
-    reasons = [f"{name}: {get_family(name).supports(problem)}" for name in family_names()]
+    s = current()
+    reasons = []
+    for name in family_names():
+        why = get_family(name).supports(problem)
+        if why is None:
+            why = _gate(name, s)
+        reasons.append(f"{name}: {why}")
     return "; ".join(reasons)

@@ -22,6 +22,7 @@ PROBLEM_TYPES: dict[str, tuple[str, str]] = {
 EVALUATIONS: dict[str, str] = {
     "gemm": "autocutlass.ops.gemm.evaluation",
     "conv2d": "autocutlass.ops.conv.evaluation",
+    "grouped_mm": "autocutlass.ops.grouped.evaluation",
 }
 """op name -> its evaluation module (an ``ops.base.Evaluation``); ops without one cannot be tuned yet."""
 

@@ -1,5 +1,5 @@
-"""``autocutlass bench``: autocutlass against torch.matmul (cuBLAS) and F.conv2d (cuDNN), side by side,
-per case of a shapes file.
+"""``autocutlass bench``: autocutlass against torch.matmul (cuBLAS), F.conv2d (cuDNN) and
+torch._grouped_mm, side by side, per case of a shapes file.
 
     autocutlass bench --shapes FILE.json [--only NAME]... [--vs torch[,compile]] [--out DIR]
                       [--policy tune|cached|heuristic|off] [--rounds N] [--no-first-call]
@@ -24,6 +24,12 @@ True and with it False (PyTorch's default heuristic), the three sides in the sam
 rounds; autocutlass's output is verified first (a NaN-poisoned block, the float32 reference,
 the op's tolerance), on the first call and on a second one. fp32 conv cases run with
 ``torch.backends.cudnn.allow_tf32`` on. ``--vs compile`` applies to GEMM cases only.
+
+Grouped-GEMM cases (``benchmarks/shapes-grouped.json``) run ``autocutlass.grouped_mm(x, w, offs)``
+on the offsets of the case's routing against ``torch._grouped_mm(x, w, offs)`` and a loop of
+``torch.matmul`` per expert, in the same interleaved rounds; their bytes (TB/s) are those the
+routing moves: x, the output and the weights of the experts that got rows. The grouped kernels
+serve only with ``AUTOCUTLASS_GROUPED_KERNELS=1`` (otherwise every grouped case is a fallback).
 
 A case is memory-bound when its arithmetic intensity (flops / min_bytes) is below the ridge
 point (compute roof / bandwidth roof); its headline is TB/s (min_bytes / time), else TFLOP/s.
@@ -59,8 +65,8 @@ __all__ = ["add_bench_parser", "cmd_bench"]
 
 def add_bench_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Register ``bench`` on ``subparsers``; returns its parser."""
-    p = subparsers.add_parser("bench", help="benchmark autocutlass against torch.matmul (and torch.compile) and "
-                                            "F.conv2d (cuDNN)",
+    p = subparsers.add_parser("bench", help="benchmark autocutlass against torch.matmul (and torch.compile), "
+                                            "F.conv2d (cuDNN) and torch._grouped_mm",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("--shapes", required=True, metavar="FILE.json", help="cases, in the benchmark-suite format")
     p.add_argument("--only", metavar="NAME", action="append", default=None, help="only the case of this name (repeatable)")

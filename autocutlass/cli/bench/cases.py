@@ -2,7 +2,9 @@
 torch has anything to compare it with, and the roofline it is judged against. Pure (no torch).
 
 GEMM cases run on ``OperandSpec`` operands (A @ B into a preallocated output), conv2d cases on
-``ConvOperandSpec`` ones (channels_last x and filter; ``autocutlass.conv2d`` allocates y).
+``ConvOperandSpec`` ones (channels_last x and filter; ``autocutlass.conv2d`` allocates y), grouped
+GEMM cases on ``GroupedOperandSpec`` ones (x, the expert weights, the offsets of the case's
+routing; ``autocutlass.grouped_mm`` allocates the output).
 
 A case is memory-bound when its arithmetic intensity (flops / min_bytes) is below the ridge
 point (compute roof / bandwidth roof); its headline is then TB/s (min_bytes / time), else TFLOP/s.
@@ -16,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autocutlass.cli.shapes import Skipped, load_shapes
+from autocutlass.cli.shapes import Case, Skipped, load_shapes
 from autocutlass.ops.base import OpProblem
 from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
 from autocutlass.ops.gemm.problem import DType, GemmProblem, Major
+from autocutlass.ops.grouped.problem import ROUTINGS, GroupedGemmProblem
 
 COMPUTE_ROOF_16BIT_TFLOPS = 790.0
 """Default dense bf16/fp16 compute roof (TFLOP/s); TF32's is half of it, e4m3's twice."""
@@ -153,13 +156,63 @@ def conv_skip_reason(problem: ConvProblem) -> str | None:
     return None
 
 
-Spec = OperandSpec | ConvOperandSpec
+@dataclass(frozen=True)
+class GroupedOperandSpec:
+    """How a grouped case's operands are allocated (``ops.grouped.evaluation.make_inputs``): x
+    (T, K); the weights stored (E, N, K) and used as ``w.transpose(-2, -1)`` (``w_transposed``) or
+    stored (E, K, N); int32 offsets of ``routing`` (``ops.grouped.evaluation.offsets``, seed 0);
+    ``autocutlass.grouped_mm`` allocates the (T, N) output."""
+
+    x_shape: tuple[int, int]
+    w_storage: tuple[int, int, int]
+    w_transposed: bool
+    out_shape: tuple[int, int]
+    routing: str
+    dtype: str
+    out_dtype: str
+    tf32: bool = False
+
+    def describe(self) -> str:
+        w = f"W{_dims(self.w_storage)}" + (".transpose(-2,-1)" if self.w_transposed else "")
+        return f"grouped x{_dims(self.x_shape)} @ {w}, {self.routing} routing -> {self.out_dtype}{_dims(self.out_shape)}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"op": "grouped_mm", "x_shape": list(self.x_shape), "w_storage": list(self.w_storage),
+                "w_transposed": self.w_transposed, "out_shape": list(self.out_shape), "routing": self.routing,
+                "dtype": self.dtype, "out_dtype": self.out_dtype, "tf32": self.tf32}  # fmt: skip
 
 
-def spec_for(problem: OpProblem) -> Spec:
-    """The operands of a GEMM or conv2d problem."""
+def grouped_operand_spec(problem: GroupedGemmProblem, routing: str | None = None) -> GroupedOperandSpec:
+    """The operands of a grouped ``problem`` under ``routing`` (balanced when None)."""
+    p = problem
+    transposed = p.w_major is Major.COL
+    return GroupedOperandSpec(
+        x_shape=(p.t, p.k), w_storage=(p.experts, p.n, p.k) if transposed else (p.experts, p.k, p.n),
+        w_transposed=transposed, out_shape=(p.t, p.n), routing=routing or ROUTINGS[0],
+        dtype=_TORCH_DTYPE_NAMES[p.x_dtype], out_dtype=_TORCH_DTYPE_NAMES[p.out_dtype],
+    )  # fmt: skip
+
+
+def grouped_skip_reason(problem: GroupedGemmProblem) -> str | None:
+    """Why a grouped case cannot be benchmarked against torch._grouped_mm at all, or None."""
+    if min(problem.experts, problem.t, problem.n, problem.k) == 0:
+        return "empty problem (a zero dimension)"
+    if problem.x_dtype is not DType.BF16 or problem.out_dtype is not DType.BF16:
+        return "torch._grouped_mm's fast path multiplies bfloat16 only; bench compares bf16 cases"
+    if not problem.epilogue.is_plain:
+        return "bench compares plain grouped GEMMs; this case has an epilogue"
+    return None
+
+
+Spec = OperandSpec | ConvOperandSpec | GroupedOperandSpec
+
+
+def spec_for(problem: OpProblem, routing: str | None = None) -> Spec:
+    """The operands of a GEMM, conv2d or grouped problem (``routing``: a grouped case's)."""
     if isinstance(problem, ConvProblem):
         return conv_operand_spec(problem)
+    if isinstance(problem, GroupedGemmProblem):
+        return grouped_operand_spec(problem, routing)
     return operand_spec(problem)  # type: ignore[arg-type]
 
 
@@ -179,6 +232,8 @@ class BenchCase:
     def skip(self) -> str | None:
         if isinstance(self.problem, ConvProblem):
             return conv_skip_reason(self.problem)
+        if isinstance(self.problem, GroupedGemmProblem):
+            return grouped_skip_reason(self.problem)
         return skip_reason(self.problem)
 
 
@@ -195,7 +250,11 @@ def bench_suite(path: str | Path, only: Sequence[str] | None = None) -> BenchSui
 
     Raises ValueError naming the file for a malformed file or an unknown name."""
     shapes = load_shapes(path, only)
-    return BenchSuite([BenchCase(c.name, c.problem, spec_for(c.problem)) for c in shapes.cases], shapes.skipped)
+    return BenchSuite([bench_case(c) for c in shapes.cases], shapes.skipped)
+
+
+def bench_case(case: Case) -> BenchCase:
+    return BenchCase(case.name, case.problem, spec_for(case.problem, case.routing))
 
 
 def bench_cases(path: str | Path, only: Sequence[str] | None = None) -> list[BenchCase]:
@@ -225,9 +284,9 @@ class Roofs:
         """Arithmetic intensity (flop/byte) at which the compute and bandwidth roofs meet."""
         return self.compute_tflops(problem) / self.bandwidth_tbps
 
-    def attainable_tflops(self, problem: OpProblem) -> float:
-        """The roofline: min(compute roof, bandwidth roof x intensity)."""
-        return min(self.compute_tflops(problem), self.bandwidth_tbps * intensity(problem))
+    def attainable_tflops(self, problem: OpProblem, nbytes: int | None = None) -> float:
+        """The roofline: min(compute roof, bandwidth roof x intensity) (of ``nbytes`` moved when given)."""
+        return min(self.compute_tflops(problem), self.bandwidth_tbps * intensity(problem, nbytes))
 
     def as_dict(self) -> dict[str, Any]:
         return {"compute_tflops": {"bf16": self.tflops_16bit, "fp16": self.tflops_16bit, "tf32": self.tflops_tf32,
@@ -236,17 +295,19 @@ class Roofs:
 
 
 def input_dtype(problem: OpProblem) -> DType:
-    """The dtype the tensor cores read: A's for a GEMM, x's for a convolution."""
-    if isinstance(problem, ConvProblem):
+    """The dtype the tensor cores read: A's for a GEMM, x's for a convolution or a grouped GEMM."""
+    if isinstance(problem, ConvProblem | GroupedGemmProblem):
         return problem.x_dtype
     return problem.a_dtype  # type: ignore[attr-defined,no-any-return]
 
 
-def intensity(problem: OpProblem) -> float:
-    """Arithmetic intensity: flops per byte of the fewest bytes the problem must move."""
-    return problem.flops / problem.min_bytes if problem.min_bytes else math.inf
+def intensity(problem: OpProblem, nbytes: int | None = None) -> float:
+    """Arithmetic intensity: flops per byte of the fewest bytes the problem must move (or of
+    ``nbytes``: a grouped case's bytes under its routing, ``Measured.bytes_moved``)."""
+    nbytes = problem.min_bytes if nbytes is None else nbytes
+    return problem.flops / nbytes if nbytes else math.inf
 
 
-def is_memory_bound(problem: OpProblem, roofs: Roofs) -> bool:
+def is_memory_bound(problem: OpProblem, roofs: Roofs, nbytes: int | None = None) -> bool:
     """True when the problem's intensity is below the ridge point (at the ridge: compute-bound)."""
-    return intensity(problem) < roofs.ridge(problem)
+    return intensity(problem, nbytes) < roofs.ridge(problem)

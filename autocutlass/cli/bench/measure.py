@@ -14,8 +14,10 @@ with the timing protocol of ``autocutlass.search.timing`` (order reversed every 
 fp32 cases run with ``torch.backends.cuda.matmul.fp32_precision = "tf32"`` on every side.
 
 A conv2d case runs ``autocutlass.conv2d`` against ``F.conv2d`` with ``torch.backends.cudnn.benchmark``
-True and False (``_ConvSides``); the steps around the calls (first call, verification, rounds)
-are the same for every op (``_measure_sides``).
+True and False (``_ConvSides``); a grouped case ``autocutlass.grouped_mm`` against
+``torch._grouped_mm`` and a loop of ``torch.matmul`` per expert, on the offsets of its routing
+(``_GroupedSides``); the steps around the calls (first call, verification, rounds) are the same
+for every op (``_measure_sides``).
 """
 
 from __future__ import annotations
@@ -151,7 +153,7 @@ def _measure_case(case: BenchCase, vs: Sequence[str], rounds: int, flush_bytes: 
                   flush_kind: str = "write", *, device: str = "cuda") -> Measured:
     """Verify autocutlass's first call on one case, then time every side ``rounds`` times.
     ``device``: where the operands live ('cpu' in tests, where every call falls back to torch)."""
-    sides = _ConvSides if case.op == "conv2d" else _GemmSides
+    sides = {"conv2d": _ConvSides, "grouped_mm": _GroupedSides}.get(case.op, _GemmSides)
     with sides.setup(case, device) as bench:
         return _measure_sides(bench, case, vs, rounds, flush_bytes, policy, flush_kind)
 
@@ -189,9 +191,10 @@ def _measure_sides(bench: _Sides, case: BenchCase, vs: Sequence[str], rounds: in
         ok, why = bench.check(out)
     del out
     bench.release_reference()
+    moved = getattr(bench, "bytes_moved", None)
     if not ok:
         return Measured(path=path, stats_delta=delta, tune_or_lookup_s=first_s, verified=False, why=why,
-                        fallback_reason=reason, output_poisoned=bench.output_poisoned)  # fmt: skip
+                        fallback_reason=reason, output_poisoned=bench.output_poisoned, bytes_moved=moved)  # fmt: skip
     fns, compile_s = bench.sides(vs)
 
     def timer(fn: Callable[[], object]) -> Callable[[], float]:
@@ -200,7 +203,7 @@ def _measure_sides(bench: _Sides, case: BenchCase, vs: Sequence[str], rounds: in
     times = dict(zip(fns, interleaved_rounds([timer(fn) for fn in fns.values()], rounds), strict=True))
     return Measured(path=path, stats_delta=delta, tune_or_lookup_s=first_s, verified=True,
                     rounds_ms={side: list(ms or []) for side, ms in times.items()}, compile_first_call_s=compile_s,
-                    fallback_reason=reason, output_poisoned=bench.output_poisoned)  # fmt: skip
+                    fallback_reason=reason, output_poisoned=bench.output_poisoned, bytes_moved=moved)  # fmt: skip
 
 
 class _Sides(Protocol):
@@ -356,6 +359,87 @@ class _ConvSides:
         return {"autocutlass": self.ours, **self._cudnn}, None
 
 
+class _PoisonedBlock:
+    """Poisoning for ops that allocate their output: fill a tensor of the output's size with NaN
+    and free it, so that the caching allocator hands that block to the next call's output;
+    ``seen`` records whether it did."""
+
+    def __init__(self, shape: Sequence[int], dtype: str, device: str, channels_last: bool = False) -> None:
+        self.shape, self.dtype, self.device, self.channels_last = tuple(shape), dtype, device, channels_last
+        self.ptr: int | None = None
+
+    def poison(self) -> None:
+        import torch
+
+        from autocutlass.ops.compare import synchronize
+
+        fmt = torch.channels_last if self.channels_last else torch.contiguous_format
+        y = torch.empty(self.shape, dtype=getattr(torch, self.dtype), device=self.device,
+                        memory_format=fmt).fill_(math.nan)  # fmt: skip
+        synchronize(y)
+        self.ptr = y.data_ptr()
+        del y
+
+    def seen(self, out: Any) -> bool:
+        return bool(out.data_ptr() == self.ptr)
+
+
+class _GroupedSides:
+    """``autocutlass.grouped_mm(x, w, offs)`` on the operands of ``ops.grouped.evaluation.make_inputs``
+    under the case's routing, against ``torch._grouped_mm(x, w, offs)`` and a loop of
+    ``torch.matmul`` per expert (``evaluation.loop_baseline``: the routing's sizes read once, on
+    the host, before timing). grouped_mm allocates its output: poisoned as conv2d's is
+    (``_PoisonedBlock``). ``bytes_moved``: x, the output and the weights of the experts that got
+    rows."""
+
+    recheck = True
+
+    def __init__(self, case: BenchCase, device: str) -> None:
+        import torch
+
+        import autocutlass
+        from autocutlass.ops.grouped import evaluation
+
+        self.problem = p = case.problem
+        spec = case.spec
+        x = evaluation.make_inputs(p, device=device, seed=0, routing=spec.routing)  # type: ignore[union-attr]
+        self.ref = evaluation.reference(p, x)
+        xs, ws, offs = x.x, x.w, x.offs
+        self.ours = lambda: autocutlass.grouped_mm(xs, ws, offs)
+        self._theirs = {"grouped_mm": lambda: torch._grouped_mm(xs, ws, offs),
+                        "loop": evaluation.loop_baseline(p, x)}  # fmt: skip
+        sizes = evaluation.expert_sizes(p.t, p.experts, spec.routing)  # type: ignore[union-attr]
+        used = sum(1 for n in sizes if n > 0)
+        self.bytes_moved = (p.t * p.k * p.x_dtype.bytes + used * p.k * p.n * p.w_dtype.bytes
+                            + p.t * p.n * p.out_dtype.bytes)  # fmt: skip
+        self._block = _PoisonedBlock(spec.out_shape, spec.out_dtype, device)
+        self.output_poisoned: bool | None = None
+
+    @classmethod
+    @contextlib.contextmanager
+    def setup(cls, case: BenchCase, device: str) -> Iterator[_GroupedSides]:
+        import torch
+
+        if device != "cpu":
+            torch.cuda.empty_cache()  # no cached block of the output's size but the one poison() frees
+        yield cls(case, device)
+
+    def poison(self) -> None:
+        self._block.poison()
+
+    def check(self, out: Any) -> tuple[bool, str | None]:
+        from autocutlass.ops.grouped.evaluation import check_output
+
+        self.output_poisoned = self._block.seen(out)
+        return check_output(self.problem, out, self.ref)
+
+    def release_reference(self) -> None:
+        self.ref = None
+
+    def sides(self, vs: Sequence[str]) -> tuple[dict[str, Callable[[], object]], float | None]:
+        return {"autocutlass": self.ours, **self._theirs}, None
+
+
 class _LoggedWarnings(logging.Handler):
     """Collects the messages the ``autocutlass`` logger emits at WARNING or above while entered
     (dispatch logs a fallback's reason there, once per reason and process)."""
@@ -466,6 +550,14 @@ if spec.get("op") == "conv2d":
     w = torch.randn(spec["w_shape"], device="cuda").to(dtype).contiguous(memory_format=cl)
     args = (None, tuple(spec["stride"]), tuple(spec["padding"]), tuple(spec["dilation"]), spec["groups"])
     call = lambda: autocutlass.conv2d(x, w, *args)
+elif spec.get("op") == "grouped_mm":
+    from autocutlass.ops.grouped.evaluation import offsets
+    e, t = spec["w_storage"][0], spec["x_shape"][0]
+    x = torch.randn(spec["x_shape"], device="cuda").to(dtype)
+    w = torch.randn(spec["w_storage"], device="cuda").to(dtype)
+    w = w.transpose(-2, -1) if spec["w_transposed"] else w
+    offs = offsets(t, e, spec["routing"], device="cuda")
+    call = lambda: autocutlass.grouped_mm(x, w, offs)
 else:
     if spec["tf32"]:
         torch.backends.cuda.matmul.fp32_precision = "tf32"
@@ -483,7 +575,8 @@ t4 = time.perf_counter()
 call()
 torch.cuda.synchronize()
 t5 = time.perf_counter()
-kcs = [m for m in (sys.modules.get(f"autocutlass.kernels.{f}.compile") for f in ("hopper_gemm", "hopper_conv")) if m]
+kcs = [m for m in (sys.modules.get(f"autocutlass.kernels.{f}.compile") for f in ("hopper_gemm", "hopper_conv",
+                                                                                  "hopper_grouped")) if m]
 print(json.dumps({
     "import_torch_s": t1 - t0, "import_autocutlass_s": t2 - t1, "setup_s": t3 - t2,
     "first_call_s": t4 - t3, "second_call_s": t5 - t4, "stats": autocutlass.stats().as_dict(),
@@ -492,11 +585,11 @@ print(json.dumps({
     "dsl_imported": "cutlass" in sys.modules, "optuna_imported": "optuna" in sys.modules,
 }))
 """
-"""A fresh process's first and second call of one case (``OperandSpec.as_dict()`` or
-``ConvOperandSpec.as_dict()``, op 'conv2d', in argv[1]); kernels compiled and loaded from disk
-are summed over the kernel families it imported; whether it imported the CuTe DSL and Optuna
-(serving from the kernel cache needs neither). ``benchmarks/probes/cold_start.py`` breaks the
-first call down further."""
+"""A fresh process's first and second call of one case (``OperandSpec.as_dict()``,
+``ConvOperandSpec.as_dict()`` (op 'conv2d') or ``GroupedOperandSpec.as_dict()`` (op 'grouped_mm')
+in argv[1]); kernels compiled and loaded from disk are summed over the kernel families it imported;
+whether it imported the CuTe DSL and Optuna (serving from the kernel cache needs neither).
+``benchmarks/probes/cold_start.py`` breaks the first call down further."""
 
 def _measure_first_call(cases: Sequence[BenchCase], rows: Sequence[Mapping[str, Any]], settings: Any,
                         policy: str) -> dict[str, Any] | None:  # fmt: skip

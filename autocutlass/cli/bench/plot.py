@@ -7,7 +7,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from autocutlass.cli.bench.report import OP_BASELINES, doc_baselines, geomean_title, row_ops
+from autocutlass.cli.bench.report import (
+    OP_BASELINES,
+    doc_baselines,
+    geomean_title,
+    row_ops,
+)
 
 _MARKERS = {"autocutlass": ("o", "tab:blue"), "torch": ("x", "tab:orange"), "compile": ("^", "tab:green"),
             "cudnn_benchmark": ("s", "tab:red"), "cudnn_default": ("v", "tab:purple")}  # fmt: skip

@@ -4,7 +4,10 @@ no GPU): everything here runs on CPU from what ``measure`` hands over or from a 
 
 Each op has its baselines (``OP_BASELINES``): a GEMM is compared with torch.matmul (fp8: torch._scaled_mm)
 and optionally torch.compile, a conv2d with ``F.conv2d`` (cuDNN) under
-``torch.backends.cudnn.benchmark = True`` and under False (PyTorch's default heuristic). A row
+``torch.backends.cudnn.benchmark = True`` and under False (PyTorch's default heuristic), a grouped
+GEMM with ``torch._grouped_mm`` and with a loop of ``torch.matmul`` per expert. A grouped row's
+bytes (TB/s, intensity, roofline) are those its routing moves: x, the output and the weights of
+the experts that received rows (``Measured.bytes_moved``), not every expert's. A row
 holds ``ratio_vs_<baseline>`` for its op's baselines; a shapes file may mix ops.
 
 A ratio is the median of the per-round ratios baseline_ms / autocutlass_ms (> 1: autocutlass is
@@ -53,6 +56,8 @@ OP_BASELINES: dict[str, tuple[Baseline, ...]] = {
              Baseline("compile", "torch.compile", "compile", optional=True)),
     "conv2d": (Baseline("cudnn_benchmark", "cuDNN benchmark", "cuDNN bench"),
                Baseline("cudnn_default", "cuDNN default", "cuDNN default")),
+    "grouped_mm": (Baseline("grouped_mm", "torch._grouped_mm", "_grouped_mm"),
+                   Baseline("loop", "a matmul loop per expert", "loop")),
 }  # fmt: skip
 """Per op, its baselines, the primary first (its ratio column also carries the row's status)."""
 PRIMARY = frozenset(bases[0] for bases in OP_BASELINES.values())
@@ -148,6 +153,9 @@ class Measured:
     output_poisoned: bool | None = None
     """Whether the verified output was NaN-poisoned memory (a GEMM's ``out``: always; conv2d, which
     allocates its output: whether it got the poisoned block back from the allocator)."""
+    bytes_moved: int | None = None
+    """The bytes the case must move as measured (grouped GEMM: under its routing); None: the
+    problem's ``min_bytes``."""
 
 
 def _tflops(flops: int, ms: float | None) -> float | None:
@@ -161,7 +169,8 @@ def _tbps(nbytes: int, ms: float | None) -> float | None:
 def case_row(case: BenchCase, roofs: Roofs, measured: Measured | None) -> dict[str, Any]:
     """The JSON row of one case; ``measured`` None: skipped (``case.skip`` says why)."""
     p = case.problem
-    mem = is_memory_bound(p, roofs)
+    nbytes = p.min_bytes if measured is None or measured.bytes_moved is None else measured.bytes_moved
+    mem = is_memory_bound(p, roofs, nbytes)
     row: dict[str, Any] = {
         "name": case.name,
         "problem": p.describe(),
@@ -169,13 +178,15 @@ def case_row(case: BenchCase, roofs: Roofs, measured: Measured | None) -> dict[s
         "operands": case.spec.as_dict(),
         "flops": p.flops,
         "min_bytes": p.min_bytes,
-        "intensity": intensity(p),
+        "intensity": intensity(p, nbytes),
         "ridge": roofs.ridge(p),
         "memory_bound": mem,
         "headline": "TB/s" if mem else "TFLOP/s",
         "compute_roof_tflops": roofs.compute_tflops(p),
-        "attainable_tflops": roofs.attainable_tflops(p),
+        "attainable_tflops": roofs.attainable_tflops(p, nbytes),
     }
+    if nbytes != p.min_bytes:
+        row["bytes_moved"] = nbytes
     ratio_keys = [f"ratio_vs_{b.name}" for b in OP_BASELINES[p.op]]
     if measured is None:
         row.update(status="skipped", note=case.skip or "not measured", path=None, **dict.fromkeys(ratio_keys),
@@ -205,9 +216,9 @@ def case_row(case: BenchCase, roofs: Roofs, measured: Measured | None) -> dict[s
         rounds_ms=measured.rounds_ms,
         ms=ms,
         tflops={side: _tflops(p.flops, v) for side, v in ms.items()},
-        tbps={side: _tbps(p.min_bytes, v) for side, v in ms.items()},
+        tbps={side: _tbps(nbytes, v) for side, v in ms.items()},
         **{key: round_ratio(measured.rounds_ms.get(key.removeprefix("ratio_vs_"), []), ours) for key in ratio_keys},
-        roof_fraction=None if ours_tflops is None else ours_tflops / roofs.attainable_tflops(p),
+        roof_fraction=None if ours_tflops is None else ours_tflops / roofs.attainable_tflops(p, nbytes),
     )
     if measured.fallback_reason is not None:
         row["fallback_reason"] = measured.fallback_reason
@@ -240,6 +251,7 @@ def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 _WHAT = {
     "gemm": "autocutlass.matmul vs torch.matmul (cuBLAS) [and torch.compile]",
     "conv2d": "autocutlass.conv2d vs F.conv2d (cuDNN, torch.backends.cudnn.benchmark True and False)",
+    "grouped_mm": "autocutlass.grouped_mm vs torch._grouped_mm and a torch.matmul loop per expert",
 }
 _CALLS = {
     "gemm": (
@@ -253,10 +265,17 @@ _CALLS = {
         "their output; the first call's output and a second call's (in the block of a NaN-filled tensor just "
         "freed: output_poisoned says whether the allocator handed that block back) verified"
     ),
+    "grouped_mm": (
+        "grouped cases: autocutlass called as autocutlass.grouped_mm(x, w, offs) and torch as "
+        "torch._grouped_mm(x, w, offs) (both allocate their output; verified like conv2d's), the loop as "
+        "torch.matmul(x[rows], w[e], out=out[rows]) per expert with rows (the routing's sizes read on the host "
+        "once, before timing); x (T, K), w stored (E, N, K) and used transposed, offs int32 of the case's routing"
+    ),
 }
 _TF32 = {
     "gemm": "fp32 cases run with torch.backends.cuda.matmul.fp32_precision = 'tf32' on every side",
     "conv2d": "fp32 conv2d cases run with torch.backends.cudnn.allow_tf32 = True on every side",
+    "grouped_mm": "grouped cases are bf16 (no tf32)",
 }
 
 

@@ -10,6 +10,9 @@ never part of the fingerprint: a new routing of the same shapes is the same prob
 batch); it is rounded up to a power of two (at least 16). E, N, K, dtypes, layouts, alignments
 and the epilogue are fixed by the layer and stay exact. ``neighbour_key`` drops T; the nearest
 tuned T (log2 distance, ties to the larger) serves a bucket never tuned.
+
+``ROUTINGS`` names the routings the evaluation and the benchmark can build (``evaluation.offsets``);
+like any routing, they are inputs of a problem, not part of it.
 """
 
 from __future__ import annotations
@@ -28,6 +31,11 @@ from autocutlass.ops.types import (
     check_alignments,
     check_dims,
 )
+
+
+ROUTINGS = ("balanced", "skewed", "empty-even", "one-expert")
+"""How the T rows are spread over the E experts (``ops.grouped.evaluation.expert_sizes``):
+T // E each; Zipf(1.2) sizes (seeded); every even expert empty; all rows to one expert."""
 
 
 @dataclass(frozen=True)
