@@ -344,6 +344,22 @@ def _tracing() -> bool:
 _RANK = {"exact": 0, "bucket": 1, "nearest": 2}
 """How well a stored record matches the problem looked up (smaller is better)."""
 
+NEAREST_MAX_LOG2 = 3.0
+"""A nearest-neighbour record serves (as a hit under ``cached``, as the stand-in otherwise) only
+when its run-time dimension (GEMM's M, conv's N*P*Q, grouped GEMM's T) is within 2**this of the
+problem's (``OpProblem.neighbour_distance``): a config tuned for 8192 rows served a one-row decode
+GEMM with 16 CTAs at half torch's speed (Llama-3-8B decode on an H200, 2026-11-23); the family's
+default, which knows M, serves instead, and the problem is recorded for ``tune --pending``. A far
+record still seeds the tuning."""
+
+
+def _too_far(problem: OpProblem, stored: _Stored) -> bool:
+    theirs = getattr(stored.record, "problem", None)
+    if stored.rank != _RANK["nearest"] or theirs is None:
+        return False
+    return float(problem.neighbour_distance(theirs)[0]) > NEAREST_MAX_LOG2
+
+
 PRIORS = 4
 """Winners of the nearest tuned problems of the same kernel class a tuning starts from (seeds),
 beside the nearest own record and a sibling GPU's (``Store.class_winners``)."""
@@ -592,15 +608,27 @@ class Dispatcher:
         if pol is Policy.HEURISTIC:
             return _Choice(first, self._default_config(first, problem))
         info = self._device_info(device_index)
+        hard_key = info.hard_key(first.source_hash())
         found = self._stored(problem, families, info, sibling=False)
+        if found is not None and _too_far(problem, found):
+            self._log_once("db", f"the nearest tuned problem to {problem.describe()} "
+                           f"({found.record.problem.describe()}) is too far away to serve it; the default config "
+                           f"does, and the problem is recorded for autocutlass tune --pending")  # fmt: skip
+            seed_only: _Stored | None = found
+            found = None
+        else:
+            seed_only = None
         if found is not None and (pol is Policy.CACHED or found.rank < _RANK["nearest"]):
             self._n.db_hits += 1
+            if found.rank == _RANK["nearest"]:  # a stand-in: tune --pending should tune the problem itself
+                self._record_miss(problem, hard_key)
             return _Choice(found.family, found.config)
-        hard_key = info.hard_key(first.source_hash())
         self._record_miss(problem, hard_key)
         sibling = self._stored(problem, families, info, sibling=True)
+        if sibling is not None and _too_far(problem, sibling):
+            sibling = None
         priors = self._priors(problem, hard_key) if pol in (Policy.TUNE, Policy.BACKGROUND) else []
-        seeds = [c.record.config for c in (found, sibling, *priors) if c is not None and c.family is first]
+        seeds = [c.record.config for c in (found, sibling, *priors, seed_only) if c is not None and c.family is first]
         memo, waits_for = _Memo.KEEP, None
         if pol is Policy.TUNE and may_tune:
             tuned = self._tune(problem, first, hard_key, info, seeds)

@@ -153,6 +153,8 @@ class Record:
     source: str
     sibling: bool = False
     hard_key: HardKey = HARD_KEY
+    problem: Any = None
+    """The problem the record was tuned for (None: not compared)."""
 
 
 @dataclass

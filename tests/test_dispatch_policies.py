@@ -3,6 +3,7 @@ database failures, fallbacks, strict mode, thread safety. CPU tensors play GPU t
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 
@@ -107,6 +108,33 @@ def test_cached_policy_never_tunes() -> None:
     close(calls(rig.dispatcher).linear(x, w), x @ w.t())
     assert rig.tuner.calls == [] and rig.family.launches[-1].config == FakeConfig(128)
     assert len(rig.store.misses) == 1 and rig.dispatcher.stats().misses_recorded == 1
+
+
+def test_a_far_nearest_record_serves_nothing_but_seeds_the_tuning() -> None:
+    """A record tuned for 8192 rows must not serve a one-row call (it ran decode at half speed):
+    the default serves and the miss is recorded; a near one serves under cached, and is recorded
+    too, so that tune --pending tunes the problem itself."""
+    x, w = t(1, 64), t(96, 64)
+    probe = make_rig(Policy.CACHED)
+    calls(probe.dispatcher).linear(x, w)
+    mine = probe.store.lookups[0]
+    far = Record("fake", {"tile": 256}, "nearest", problem=dataclasses.replace(mine, m=8192))
+    near = Record("fake", {"tile": 256}, "nearest", problem=dataclasses.replace(mine, m=4))
+
+    rig = make_rig(Policy.CACHED, store=FakeStore(fallback=far))
+    close(calls(rig.dispatcher).linear(x, w), x @ w.t())
+    assert rig.family.launches[-1].config == FakeConfig(128)  # seeds[0], not the far record
+    assert len(rig.store.misses) == 1 and rig.dispatcher.stats().db_hits == 0
+
+    rig = make_rig(Policy.CACHED, store=FakeStore(fallback=near))
+    close(calls(rig.dispatcher).linear(x, w), x @ w.t())
+    assert rig.family.launches[-1].config == FakeConfig(256)
+    assert len(rig.store.misses) == 1 and rig.dispatcher.stats().db_hits == 1
+
+    rig = make_rig(Policy.TUNE, store=FakeStore(fallback=far), tuner=FakeTuner(result={}))
+    calls(rig.dispatcher).linear(x, w)
+    assert rig.tuner.seeds and {"tile": 256} in rig.tuner.seeds[0]  # still the tuning's first guess
+    assert rig.family.launches[-1].config == FakeConfig(128)  # tuning found nothing: the default
 
 
 def test_heuristic_policy_never_reads_the_database() -> None:
