@@ -113,8 +113,8 @@ CLOSE_GRACE_S = 5.0
 
 def close_all(workers: Sequence[IsolatedWorker]) -> None:
     """Close ``workers`` at once: every child is asked to exit first, then each is waited for
-    within one shared grace period (a child's interpreter takes about a second to exit with the
-    DSL loaded; one after the other, a dozen compile children took over ten seconds)."""
+    within one shared grace period: one after the other, each child that lingers costs up to the
+    whole grace period, and a worker with two GPUs closes a dozen compile children."""
     for w in workers:
         w.ask_to_exit()
     deadline = time.monotonic() + CLOSE_GRACE_S
