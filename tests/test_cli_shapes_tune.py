@@ -54,7 +54,8 @@ def test_tune_a_conv_shapes_file(shapes: Path, tmp_path: Path, capsys: pytest.Ca
 
     assert run_tune(ns, make_evaluator=make, store=store) == 0
     rows = {r["name"]: r for r in json.loads(out_json.read_text())}
-    assert list(rows) == ["c3x3", "c1x1", "stem"]
+    assert list(rows) == ["c3x3", "c3x3/dgrad", "c1x1", "stem"]
+    assert rows["c3x3/dgrad"]["config"] is None and "no kernel family serves it" in rows["c3x3/dgrad"]["note"]
     assert rows["c3x3"]["family"] == "hopper_conv" and rows["c3x3"]["trials"] == 4 and rows["c3x3"]["vs_torch"] > 1
     assert rows["c1x1"]["family"] == "hopper_gemm" and rows["c1x1"]["trials"] == 4  # pointwise: a GEMM
     assert rows["stem"]["config"] is None and "no kernel family serves it" in rows["stem"]["note"]

@@ -7,6 +7,7 @@ per fingerprint for what falls back, and torch.compile training with no graph br
 from __future__ import annotations
 
 import dataclasses
+import math
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -294,3 +295,29 @@ def test_training_under_compile_runs_our_kernels(monkeypatch: pytest.MonkeyPatch
 
 def test_front_ends_are_named_after_their_ops() -> None:
     assert (CONV2D_DGRAD.name, CONV2D_WGRAD.name) == ("conv2d_dgrad", "conv2d_wgrad")
+
+
+# ---- evaluation: what the search verifies and times ------------------------------------------
+@pytest.mark.parametrize("direction", ["dgrad", "wgrad"])
+def test_evaluation_verifies_backward_runners(direction: str) -> None:
+    from autocutlass.ops.conv import evaluation as ev
+
+    p = ConvProblem(direction, n=2, h=9, w=7, c=16, k=24, r=3, s=3, stride_h=2, pad_h=1, pad_w=1, dil_w=2)
+    inputs = ev.make_inputs(p, device="cpu", seed=1)
+    assert bool(inputs.output.isnan().all()) and inputs.output.is_contiguous(memory_format=CL)
+    ref = ev.reference(p, inputs)
+    geo = ([p.stride_h, p.stride_w], [p.pad_h, p.pad_w], [p.dil_h, p.dil_w], 1)
+    fe = CONV2D_DGRAD if direction == "dgrad" else CONV2D_WGRAD
+
+    def right(dy: torch.Tensor, other: torch.Tensor, out: torch.Tensor) -> None:
+        out.copy_(fe.torch_entry(None)(dy, other, list(out.shape), *geo))
+
+    def half(dy: torch.Tensor, other: torch.Tensor, out: torch.Tensor) -> None:  # leaves half unwritten
+        right(dy, other, out)
+        out[: out.shape[0] // 2].fill_(math.nan)
+
+    assert ev.verify(right, p, inputs, ref) == (True, None)
+    ok, why = ev.verify(half, p, inputs, ref)
+    assert not ok and "NaN" in (why or "")
+    baseline = ev.torch_baseline(p, inputs)()
+    assert ev.check_output(p, baseline, ref)[0]
