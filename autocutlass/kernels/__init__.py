@@ -12,6 +12,7 @@ from typing import Any
 
 from autocutlass.kernels.base import GemmRunner, KernelFamily
 from autocutlass.kernels.hopper_conv import HopperConvFamily
+from autocutlass.kernels.hopper_conv_dgrad import HopperConvDgradFamily
 from autocutlass.kernels.hopper_gemm import HopperGemmFamily
 from autocutlass.settings import current
 
@@ -19,10 +20,15 @@ __all__ = [
     "GemmRunner", "KernelFamily", "families_for", "family_names", "get_family", "source_hashes", "unsupported_reason",
 ]  # fmt: skip
 
-_FAMILIES: dict[str, type[KernelFamily]] = {"hopper_gemm": HopperGemmFamily, "hopper_conv": HopperConvFamily}
+_FAMILIES: dict[str, type[KernelFamily]] = {
+    "hopper_gemm": HopperGemmFamily,
+    "hopper_conv": HopperConvFamily,
+    "hopper_conv_dgrad": HopperConvDgradFamily,
+}
 """Families by name, in preference order: where several serve a problem (a pointwise convolution
-is a GEMM for hopper_gemm and an implicit GEMM with a 1x1 filter for hopper_conv), a miss is
-tuned under the first, and the stored records of all are looked up."""
+is a GEMM for hopper_gemm and an implicit GEMM with a 1x1 filter for hopper_conv; a pointwise
+dgrad a GEMM and a forward convolution for hopper_conv_dgrad), a miss is tuned under the first,
+and the stored records of all are looked up."""
 
 
 def family_names() -> list[str]:
