@@ -17,6 +17,8 @@ AUTOCUTLASS_STRICT         1: raise UnsupportedProblem instead of falling back t
 AUTOCUTLASS_TUNE_TRIALS    trial budget of an on-line (miss-policy) tuning                16
 AUTOCUTLASS_TUNE_SECONDS   wall-clock budget of an on-line tuning                         60
 AUTOCUTLASS_LOG            log level of the ``autocutlass`` logger                        WARNING
+AUTOCUTLASS_CONV_WGRAD     1: serve conv2d wgrad with the implicit-GEMM wgrad kernel       0
+                           (``hopper_conv_wgrad``; off until validated on a GPU)
 =========================  =============================================================  ===========================
 """
 
@@ -96,6 +98,9 @@ class Settings:
     tune_trials: int
     tune_seconds: int
     log_level: str
+    conv_wgrad_kernel: bool = False
+    """``AUTOCUTLASS_CONV_WGRAD``: the ``hopper_conv_wgrad`` family serves conv2d wgrad problems
+    (off by default: its kernel is compiled in CI but not yet validated on a GPU)."""
 
     @property
     def kernel_cache_dir(self) -> Path:
@@ -128,6 +133,7 @@ class Settings:
             tune_trials=_int(e, "AUTOCUTLASS_TUNE_TRIALS", 16, minimum=1),
             tune_seconds=_int(e, "AUTOCUTLASS_TUNE_SECONDS", 60, minimum=1),
             log_level=_log_level(e, "AUTOCUTLASS_LOG"),
+            conv_wgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_WGRAD"),
         )
 
 
