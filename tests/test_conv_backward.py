@@ -7,21 +7,21 @@ per fingerprint for what falls back, and torch.compile training with no graph br
 from __future__ import annotations
 
 import dataclasses
-import math
 import logging
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from _dispatch_fakes import make_rig
 from torch import nn
 from torch._dynamo.testing import AotEagerAndRecordGraphs, CompileCounterWithBackend
 from torch._dynamo.utils import counters
 from torch.autograd import gradcheck, gradgradcheck
 from torch.library import opcheck
 
-from _dispatch_fakes import make_rig
 import autocutlass
 from autocutlass import api, torch_ops  # noqa: F401  (registers the ops)
 from autocutlass.ops.conv.backward import CONV2D_DGRAD, CONV2D_WGRAD
@@ -60,13 +60,13 @@ def r(*shape: int, dtype: torch.dtype = torch.float32, grad: bool = False, cl: b
 
 # ---- gradients through the fallback, in float64 ----------------------------------------------
 GEOMETRIES = {
-    "3x3 s1 p1": dict(stride=1, padding=1),
-    "3x3 s2 p1": dict(stride=2, padding=1),
-    "3x3 s2 p0 odd input": dict(stride=2, padding=0),
-    "3x3 dil2 p2": dict(stride=1, padding=2, dilation=2),
-    "2x3 s(2,1) p(1,0) dil(1,2)": dict(stride=(2, 1), padding=(1, 0), dilation=(1, 2)),
-    "same uneven": dict(padding="same", dilation=(1, 2)),
-    "valid": dict(padding="valid"),
+    "3x3 s1 p1": {"stride": 1, "padding": 1},
+    "3x3 s2 p1": {"stride": 2, "padding": 1},
+    "3x3 s2 p0 odd input": {"stride": 2, "padding": 0},
+    "3x3 dil2 p2": {"stride": 1, "padding": 2, "dilation": 2},
+    "2x3 s(2,1) p(1,0) dil(1,2)": {"stride": (2, 1), "padding": (1, 0), "dilation": (1, 2)},
+    "same uneven": {"padding": "same", "dilation": (1, 2)},
+    "valid": {"padding": "valid"},
 }
 
 
@@ -150,7 +150,7 @@ def test_ops_raise_for_inconsistent_shapes() -> None:
 
 
 # ---- problems, keys and lowerings ------------------------------------------------------------
-def _layer(direction: str, **kw) -> ConvProblem:  # noqa: ANN003
+def _layer(direction: str, **kw) -> ConvProblem:
     return ConvProblem(direction, n=kw.pop("n", 32), h=14, w=14, c=256, k=512, r=kw.pop("r", 3), s=kw.pop("s", 3),
                        pad_h=kw.pop("pad_h", 1), pad_w=kw.pop("pad_w", 1), **kw)  # fmt: skip
 
@@ -168,7 +168,7 @@ def test_each_direction_is_its_own_fingerprint() -> None:
 
 
 def test_pointwise_backward_lowers_to_gemms() -> None:
-    kw = dict(r=1, s=1, pad_h=0, pad_w=0)
+    kw = {"r": 1, "s": 1, "pad_h": 0, "pad_w": 0}
     d = _layer("dgrad", **kw).gemm_lowering()
     w = _layer("wgrad", **kw).gemm_lowering()
     assert d is not None and w is not None
@@ -202,7 +202,7 @@ def test_backward_is_three_dispatcher_calls_fingerprinted_per_direction(monkeypa
     x, w, b = r(2, 32, 4, 6, dtype=BF, grad=True, cl=True), r(48, 32, 1, 1, dtype=BF, grad=True, cl=True), r(48, dtype=BF, grad=True)
     dy = r(2, 48, 4, 6, dtype=BF, cl=True)
     autocutlass.conv2d(x, w, b).backward(dy)
-    fwd, dgrad, wgrad = rig.family.launches
+    _fwd, dgrad, wgrad = rig.family.launches
     assert rig.dispatcher.stats().fallbacks == 0
     assert (dgrad.problem.m, dgrad.problem.n, dgrad.problem.k) == (48, 32, 48)
     assert (wgrad.problem.m, wgrad.problem.n, wgrad.problem.k, wgrad.problem.a_major) == (48, 32, 48, Major.COL)

@@ -19,7 +19,11 @@ from autocutlass.kernels.hopper_conv import HopperConvConfig as C
 from autocutlass.kernels.hopper_conv import HopperConvFamily
 from autocutlass.kernels.hopper_conv.sources import SOURCE_FILES as FPROP_SOURCES
 from autocutlass.kernels.hopper_conv_dgrad import HopperConvDgradFamily, sources
-from autocutlass.kernels.hopper_conv_dgrad.lowering import fprop_problem, transformed_weight, unsupported
+from autocutlass.kernels.hopper_conv_dgrad.lowering import (
+    fprop_problem,
+    transformed_weight,
+    unsupported,
+)
 from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
 from autocutlass.ops.types import DType, Epilogue
 
@@ -38,12 +42,12 @@ FAMILY = HopperConvDgradFamily()
 
 # ---- the mapping -----------------------------------------------------------------------------
 @pytest.mark.parametrize("geo", [
-    dict(r=3, s=3, pad_h=1, pad_w=1),
-    dict(r=3, s=3, pad_h=0, pad_w=0),
-    dict(r=5, s=3, pad_h=4, pad_w=2, dil_h=2, dil_w=2),
-    dict(r=1, s=7, pad_h=0, pad_w=3),
-    dict(r=3, s=3, pad_h=2, pad_w=1, dil_h=3),
-    dict(r=1, s=1, pad_h=0, pad_w=0),
+    {"r": 3, "s": 3, "pad_h": 1, "pad_w": 1},
+    {"r": 3, "s": 3, "pad_h": 0, "pad_w": 0},
+    {"r": 5, "s": 3, "pad_h": 4, "pad_w": 2, "dil_h": 2, "dil_w": 2},
+    {"r": 1, "s": 7, "pad_h": 0, "pad_w": 3},
+    {"r": 3, "s": 3, "pad_h": 2, "pad_w": 1, "dil_h": 3},
+    {"r": 1, "s": 1, "pad_h": 0, "pad_w": 0},
 ])  # fmt: skip
 def test_stride_one_dgrad_is_a_forward_convolution(geo: dict[str, int]) -> None:
     p = dgrad(n=2, h=11, w=9, c=8, k=16, **geo)
@@ -110,7 +114,7 @@ def test_space_seeds_and_check_are_the_forward_problems(problem: ConvProblem) ->
 def test_registry_serves_each_direction_with_its_families(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AUTOCUTLASS_CONV_WGRAD", raising=False)  # the wgrad kernel: off by default
     assert family_names() == ["hopper_gemm", "hopper_conv", "hopper_conv_dgrad", "hopper_conv_wgrad"]
-    names = lambda p: [f.name for f in families_for(p)]  # noqa: E731
+    names = lambda p: [f.name for f in families_for(p)]
     assert names(dgrad()) == ["hopper_conv_dgrad"]
     assert names(dgrad(r=1, s=1, pad_h=0, pad_w=0)) == ["hopper_gemm", "hopper_conv_dgrad"]  # a GEMM too
     assert names(dgrad(stride_h=2, stride_w=2)) == []  # strided: cuDNN

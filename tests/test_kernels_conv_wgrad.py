@@ -17,7 +17,11 @@ import torch.nn.functional as F
 
 from autocutlass.device import KERNELS_DIR, source_hash
 from autocutlass.kernels import families_for, get_family, source_hashes
-from autocutlass.kernels.hopper_conv_wgrad import GATE_REASON, HopperConvWgradFamily, balanced_splits
+from autocutlass.kernels.hopper_conv_wgrad import (
+    GATE_REASON,
+    HopperConvWgradFamily,
+    balanced_splits,
+)
 from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradConfig as C
 from autocutlass.kernels.hopper_conv_wgrad.check import check
 from autocutlass.kernels.hopper_conv_wgrad.compile import compile_key
@@ -45,11 +49,11 @@ def test_implicit_gemm_dimensions() -> None:
 
 
 @pytest.mark.parametrize("geo", [
-    dict(r=3, s=3, pad_h=1, pad_w=1),
-    dict(r=3, s=3, stride_h=2, stride_w=2, pad_h=1, pad_w=1),
-    dict(r=5, s=3, pad_h=4, pad_w=2, dil_h=2, dil_w=2),
-    dict(r=1, s=7, pad_h=0, pad_w=3),
-    dict(r=3, s=2, stride_w=3, pad_h=0, pad_w=1),
+    {"r": 3, "s": 3, "pad_h": 1, "pad_w": 1},
+    {"r": 3, "s": 3, "stride_h": 2, "stride_w": 2, "pad_h": 1, "pad_w": 1},
+    {"r": 5, "s": 3, "pad_h": 4, "pad_w": 2, "dil_h": 2, "dil_w": 2},
+    {"r": 1, "s": 7, "pad_h": 0, "pad_w": 3},
+    {"r": 3, "s": 2, "stride_w": 3, "pad_h": 0, "pad_w": 1},
 ])  # fmt: skip
 def test_the_batched_gemm_over_taps_is_the_weight_gradient(geo: dict[str, int]) -> None:
     """dw[k, r, s, c] = sum over output pixels i of dy[i, k] * im2col_(r, s)(x)[i, c]: each tap's

@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from autocutlass.kernels.hopper_conv.config import HopperConvConfig
 from autocutlass.kernels.hopper_conv.runner import HopperConvRunner
-from autocutlass.kernels.hopper_conv_dgrad.lowering import fprop_problem, transformed_weight
+from autocutlass.kernels.hopper_conv_dgrad.lowering import (
+    fprop_problem,
+    transformed_weight,
+)
 
 if TYPE_CHECKING:
     from autocutlass.ops.conv.problem import ConvProblem

@@ -109,7 +109,7 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
         out += [
             c(tm, tn, tk, cm, cn, 0, coop, ras, 1, sk, False, Store.TMA)
             for tm, tn, tk, (cm, cn), ras, sk in itertools.product(TILE_M, TILE_N, TILE_K, CLUSTERS, tuple(Raster),
-                                                                  SPLIT_K[1:])  # fmt: skip
+                                                                  SPLIT_K[1:])
         ]
         out += [
             c(tm, tn, tk, cm, cn, 0, coop, ras, 1, 1, True, Store.TMA)

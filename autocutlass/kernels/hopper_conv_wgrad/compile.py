@@ -68,7 +68,10 @@ def _compile(plan: WgradPlan) -> Any:
     from cutlass import cute
     from cutlass.cute.runtime import make_fake_stream, make_fake_tensor
 
-    from autocutlass.kernels.hopper_conv_wgrad.kernel import CUTLASS_DTYPES, HopperConvWgradKernel
+    from autocutlass.kernels.hopper_conv_wgrad.kernel import (
+        CUTLASS_DTYPES,
+        HopperConvWgradKernel,
+    )
 
     g = plan.gemm
     io = CUTLASS_DTYPES[g.a_dtype]

@@ -15,7 +15,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig, Raster, Schedule, SplitMode, Store
+from autocutlass.kernels.hopper_gemm.config import (
+    HopperGemmConfig,
+    Raster,
+    Schedule,
+    SplitMode,
+    Store,
+)
 
 __all__ = [
     "CLUSTERS", "SPLIT_K", "SWIZZLE", "TILE_K", "TILE_M", "TILE_N", "HopperConvWgradConfig", "Raster", "Schedule",
