@@ -250,7 +250,8 @@ _CALLS = {
         "torch.backends.cudnn.benchmark (autocutlass: False, as a fallback would run) before its call; dgrad and "
         "wgrad cases ('<name>/dgrad', '<name>/wgrad'): autocutlass as the conv2d_dgrad / conv2d_wgrad dispatcher "
         "calls of conv2d's backward on channels_last dy and w (or x), cuDNN as aten.convolution_backward with that "
-        "one output in its mask (what autograd runs); all allocate "
+        "one output in its mask (what autograd runs; hopper_conv_dgrad's flipped filter is computed by the first "
+        "call and reused, the weight not changing); all allocate "
         "their output; the first call's output and a second call's (in the block of a NaN-filled tensor just "
         "freed: output_poisoned says whether the allocator handed that block back) verified"
     ),
