@@ -62,6 +62,14 @@ def test_only_selects_cases_with_their_directions_or_one_direction() -> None:
                                               "sd-640@32/dgrad", "sd-640@32/wgrad"]  # fmt: skip
     one = load_shapes(CONV_SUITE, ["sd-640@32/wgrad"])
     assert [(c.name, c.problem.direction) for c in one.cases] == [("sd-640@32/wgrad", ConvDirection.WGRAD)]
+    fprops = load_shapes(CONV_SUITE, ["*/fprop"])
+    raw = json.loads(CONV_SUITE.read_text())["cases"]
+    assert [c.name for c in fprops.cases] == [c["name"] for c in raw]
+    mixed = load_shapes(CONV_SUITE, ["*/wgrad", "rn50-stem"])
+    assert len(mixed.cases) == len(raw) + 2 and {c.problem.direction for c in mixed.cases if c.name != "rn50-stem"} \
+        >= {ConvDirection.WGRAD}  # fmt: skip
+    with pytest.raises(ValueError, match="no case named \\*/bprop"):
+        load_shapes(CONV_SUITE, ["*/bprop"])
     with pytest.raises(ValueError, match="no case named nope"):
         load_shapes(CONV_SUITE, ["nope"])
 

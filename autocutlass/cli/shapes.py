@@ -12,7 +12,7 @@ fields:
   (TF32 inputs, fp32 output, as ``autocutlass.conv2d`` serves float32 tensors). Each listed
   direction (``SERVED_DIRECTIONS``: fprop, dgrad, wgrad) becomes a ``ConvProblem``: fprop named
   as the case, the others ``<name>/dgrad`` and ``<name>/wgrad`` (``--only <name>`` selects all of
-  a case's directions, ``--only <name>/wgrad`` one). A direction no kernel family computes is
+  a case's directions, ``--only <name>/wgrad`` one, ``--only '*/wgrad'`` every case's wgrad). A direction no kernel family computes is
   still a problem (``tune`` reports it unserved, ``bench`` times torch's fallback against cuDNN);
   ``Shapes.skipped`` lists directions left out (none today).
 
@@ -121,13 +121,23 @@ def load_shapes(path: str | Path, only: Sequence[str] | None = None) -> Shapes:
             what = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
             raise ValueError(f"shapes file {p}, case {i} ({name!r}): {what}") from None
     if only:
-        unknown = [n for n in only if n not in names]
+        every = {f"*/{d.value}" for d in ConvDirection}
+        unknown = [n for n in only if n not in names and n not in every]
         if unknown:
             raise ValueError(f"shapes file {p} has no case named {', '.join(unknown)}; "
-                             f"it has: {', '.join(sorted(names))}")  # fmt: skip
-        cases = [c for c in cases if c.name in only or c.name.split("/")[0] in only]
-        skipped = [s for s in skipped if s.name in only or conv_case_name(s.name, ConvDirection(s.direction)) in only]
+                             f"it has: {', '.join(sorted(names))} (and */fprop, */dgrad, */wgrad)")  # fmt: skip
+        cases = [c for c in cases if _selected(c.name, getattr(c.problem, "direction", None), only)]
+        skipped = [s for s in skipped if _selected(conv_case_name(s.name, ConvDirection(s.direction)),
+                                                   ConvDirection(s.direction), only)]  # fmt: skip
     return Shapes(cases, skipped)
+
+
+def _selected(name: str, direction: ConvDirection | None, only: Sequence[str]) -> bool:
+    """Whether ``only`` names the case (``<name>``: all its directions; ``<name>/<direction>``: one)
+    or, for a conv case, its direction in every case (``*/fprop``, ``*/dgrad``, ``*/wgrad``)."""
+    if name in only or name.split("/")[0] in only:
+        return True
+    return direction is not None and f"*/{direction.value}" in only
 
 
 def conv_case_name(name: str, direction: ConvDirection) -> str:
