@@ -207,9 +207,10 @@ def conv2d(
     per reason; ``AUTOCUTLASS_STRICT=1`` raises ``UnsupportedProblem``); invalid calls raise as
     ``F.conv2d`` does. See ``autocutlass.ops.conv.frontend``.
 
-    Differentiable: a pointwise conv's dgrad and wgrad are autocutlass GEMMs, any other conv's
-    backward is ``aten.convolution_backward``; while autograd records, the activation runs after
-    the kernel, in torch (as in ``linear``)."""
+    Differentiable: dX and dW are autocutlass calls of their own (``torch.ops.autocutlass.conv2d_dgrad``
+    and ``conv2d_wgrad``: conv2d problems of directions 'dgrad' and 'wgrad', served by our kernels
+    where a family computes them, by ``aten.convolution_backward`` otherwise), db sums dY; while
+    autograd records, the activation runs after the kernel, in torch (as in ``linear``)."""
     try:
         graph = _COMPILING() or _CUDA_AUTOCAST() or _GRAD() and (
             x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)

@@ -17,6 +17,11 @@ eager entry point serves and runs torch for everything else, CPU tensors include
   residual)``; ``padding_mode`` 'same'/'valid' replaces ``padding`` when given.
 * ``grouped_mm(Tensor x, Tensor w, Tensor? offs, Tensor? bias, ScalarType? out_dtype, str? activation)
   -> Tensor``: ``act(torch._grouped_mm(x, w, offs) + bias[group])`` (``autocutlass.grouped_mm``).
+* ``conv2d_dgrad(Tensor grad_output, Tensor weight, SymInt[] input_size, int[] stride, int[] padding,
+  int[] dilation, int groups) -> Tensor``: dX of a convolution (``torch.nn.grad.conv2d_input``);
+  ``conv2d_wgrad(Tensor grad_output, Tensor input, SymInt[] weight_size, ...) -> Tensor``: dW
+  (``torch.nn.grad.conv2d_weight``). Explicit symmetric padding; the result is channels_last when
+  grad_output or the other operand is, else contiguous. conv2d's backward.
 
 Out variants mutate only ``out`` and return nothing (a custom op may not return an alias of an
 input; the public function returns ``out``). ``linear`` and ``conv2d`` have none: their entry points
@@ -58,18 +63,24 @@ fingerprinted, tuned and recorded like any call (dA and dB are other layouts of 
   rows); batched: batched; dbias sums dY's rows per group. dY is cast to the operands' dtype (an
   ``out_dtype=float32`` call) and copied with padded rows when its row stride is not a 16-byte
   multiple (``torch._grouped_mm``'s rule). Gradients flow to x, w and bias, never to offs.
-* conv2d: a pointwise conv (1x1, stride 1, no padding, one group) is a GEMM in NHWC, so its
-  dgrad dX = dY_nhwc W and wgrad dW = dY_nhwc^T X_nhwc are our GEMMs (dX comes back channels_last)
-  and db sums dY; any other conv uses ``aten.convolution_backward`` (padding 'same' that pads
-  unevenly is padded explicitly first). d(residual) = dZ.
+* conv2d: dX = ``conv2d_dgrad(dZ, W)`` and dW = ``conv2d_wgrad(dZ, X)``, two dispatcher calls
+  fingerprinted as conv2d problems of directions 'dgrad' and 'wgrad' (served by the kernel
+  families that compute them, e.g. a pointwise layer's as GEMMs, dX = dY_nhwc W and dW =
+  dY_nhwc^T X_nhwc; the rest by ``aten.convolution_backward`` with one logged reason per
+  fingerprint); db = dZ summed over N, H, W (torch); d(residual) = dZ. A channels_last forward's
+  dZ is made channels_last first; padding 'same' that pads unevenly pads X explicitly first and
+  crops dX. The dgrad and wgrad ops are differentiable in turn (both are bilinear: their
+  derivatives are a conv2d and the other backward op), so double backward runs our ops too.
 
 **The fused activation under autograd**: the epilogue writes one tensor, act(Z); silu's and gelu's
 derivatives need Z itself, which the output cannot give back. So when autograd records a call
 with an activation, the public ``linear``/``conv2d`` run the op *without* the activation and apply
 it outside the kernel with torch (``F.silu`` etc.), whose autograd saves Z: one extra elementwise
 pass over the output, which Inductor fuses into neighbouring pointwise work under torch.compile,
-instead of a second GEMM. (Keeping Z from the kernel would need a second output the epilogue does
-not have.) Inference and no-grad calls keep the fused epilogue. The op itself, called directly
+instead of a second GEMM or convolution. (Keeping Z from the kernel would need a second output
+the epilogue does not have, and the elementwise pass costs less than recomputing Z.) conv2d's
+residual stays fused while autograd records: its gradient is dZ itself, so autograd keeps
+nothing of it. Inference and no-grad calls keep the fused epilogue. The op itself, called directly
 with an activation while autograd records, stays correct: its backward recomputes Z with one
 more GEMM.
 
@@ -91,6 +102,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from autocutlass import api
 from autocutlass.ops.conv import frontend as conv_fe
+from autocutlass.ops.conv.backward import CONV2D_DGRAD, CONV2D_WGRAD, grad_output_format
 from autocutlass.ops.conv.frontend import CONV2D, ConvCall
 from autocutlass.ops.gemm import frontend as gemm_fe
 from autocutlass.ops.gemm.entries import GEMM, LINEAR, MATMUL, SCALED_MM
@@ -272,6 +284,50 @@ def _(x: Tensor, w: Tensor, offs: Tensor | None, bias: Tensor | None, out_dtype:
     return _empty_like_meta(r, x.device)
 
 
+# ---- conv2d backward: dgrad and wgrad ---------------------------------------------------------
+_GRAD_ARGS = "int[] stride, int[] padding, int[] dilation, int groups"
+
+
+def _grad_result(y: Tensor, dy: Tensor, other: Tensor) -> Tensor:
+    fmt = grad_output_format(dy, other)
+    return y if y.is_contiguous(memory_format=fmt) else y.contiguous(memory_format=fmt)
+
+
+def _grad_fake(fe: Any, dy: Tensor, other: Tensor, size: Sequence[Any], stride: Sequence[int],
+               padding: Sequence[int], dilation: Sequence[int], groups: int) -> Tensor:  # fmt: skip
+    call = fe.make_call(dy, other, size, stride, padding, dilation, groups) if all(
+        isinstance(i, int) for i in size) else None  # symbolic sizes: validated when the graph runs
+    if call is not None:
+        _validated(fe.expected, call)
+    return torch.empty(list(size), dtype=dy.dtype, device=dy.device, memory_format=grad_output_format(dy, other))
+
+
+@_define("conv2d_dgrad", f"(Tensor grad_output, Tensor weight, SymInt[] input_size, {_GRAD_ARGS}) -> Tensor")
+def _conv2d_dgrad(grad_output: Tensor, weight: Tensor, input_size: list[int], stride: list[int], padding: list[int],
+                  dilation: list[int], groups: int) -> Tensor:  # fmt: skip
+    y = api.dispatcher().call(CONV2D_DGRAD, grad_output, weight, input_size, stride, padding, dilation, groups)
+    return _grad_result(y, grad_output, weight)
+
+
+@_conv2d_dgrad.register_fake
+def _(grad_output: Tensor, weight: Tensor, input_size: list[Any], stride: list[int], padding: list[int],
+      dilation: list[int], groups: int) -> Tensor:  # fmt: skip
+    return _grad_fake(CONV2D_DGRAD, grad_output, weight, input_size, stride, padding, dilation, groups)
+
+
+@_define("conv2d_wgrad", f"(Tensor grad_output, Tensor input, SymInt[] weight_size, {_GRAD_ARGS}) -> Tensor")
+def _conv2d_wgrad(grad_output: Tensor, input: Tensor, weight_size: list[int], stride: list[int], padding: list[int],
+                  dilation: list[int], groups: int) -> Tensor:  # fmt: skip
+    y = api.dispatcher().call(CONV2D_WGRAD, grad_output, input, weight_size, stride, padding, dilation, groups)
+    return _grad_result(y, grad_output, input)
+
+
+@_conv2d_wgrad.register_fake
+def _(grad_output: Tensor, input: Tensor, weight_size: list[Any], stride: list[int], padding: list[int],
+      dilation: list[int], groups: int) -> Tensor:  # fmt: skip
+    return _grad_fake(CONV2D_WGRAD, grad_output, input, weight_size, stride, padding, dilation, groups)
+
+
 # ---- autograd ---------------------------------------------------------------------------------
 def _product(a: Tensor, b: Tensor, alpha: float = 1.0) -> Tensor:
     """``alpha * a @ b`` by our own ops (``matmul``, or ``gemm`` to scale in the epilogue)."""
@@ -408,30 +464,17 @@ def _conv_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     ctx.conv = (list(stride), list(padding), padding_mode, list(dilation), groups)
 
 
-def _is_pointwise(w: Tensor, stride: Sequence[int], padding: Sequence[int], padding_mode: str | None,
-                  groups: int) -> bool:  # fmt: skip
-    no_pad = padding_mode is not None or all(p == 0 for p in padding)  # 'same'/'valid' pad 1x1 by nothing
-    return w.dim() == 4 and w.shape[2] == 1 and w.shape[3] == 1 and all(s == 1 for s in stride) and no_pad and groups == 1
-
-
 def conv2d_grads(dz: Tensor, x: Tensor, w: Tensor, bias_shape: Any, conv: tuple[Any, ...], need: Sequence[bool]
                  ) -> tuple[Any, Any, Any]:  # fmt: skip
-    """(dX, dW, db) of Z = F.conv2d(X, W, b, ...): our GEMMs for a pointwise conv, else aten's."""
+    """(dX, dW, db) of Z = F.conv2d(X, W, b, ...): dX by ``conv2d_dgrad``, dW by ``conv2d_wgrad``
+    (each an autocutlass op: fingerprinted as its own conv2d direction, served by our kernels or
+    by ``aten.convolution_backward``), db = dZ summed over N, H, W. A channels_last forward's dZ
+    is made channels_last first (one copy only when it is not: e.g. the expanded ones of
+    ``y.sum().backward()``), so that the kernels can read it."""
     stride, padding, padding_mode, dilation, groups = conv
-    if x.dim() == 4 and _is_pointwise(w, stride, padding, padding_mode, groups):
-        n, c, h, wd = x.shape
-        k = w.shape[0]
-        g = dz.permute(0, 2, 3, 1).reshape(-1, k)  # (N*H*W, K): a view when dZ is channels_last
-        dx = dw = db = None
-        if need[0]:
-            dx = _product(g, w.reshape(k, c)).reshape(n, h, wd, c).permute(0, 3, 1, 2)  # channels_last
-        if need[1]:
-            dw = _product(g.mT, x.permute(0, 2, 3, 1).reshape(-1, c)).reshape(k, c, 1, 1)
-        if need[2] and bias_shape is not None:
-            db = g.sum(0).sum_to_size(bias_shape)
-        return dx, dw, db
-    mask = [bool(need[0]), bool(need[1]), bool(need[2]) and bias_shape is not None]
-    bias_sizes = None if bias_shape is None else list(bias_shape)
+    unbatched = x.dim() == 3
+    if unbatched:  # F.conv2d's unbatched (C, H, W) input: the ops take 4-D tensors
+        x, dz = x.unsqueeze(0), dz.unsqueeze(0)
     if padding_mode == "valid":
         padding = [0, 0]
     crop = None
@@ -443,12 +486,22 @@ def conv2d_grads(dz: Tensor, x: Tensor, w: Tensor, bias_shape: Any, conv: tuple[
             crop = (lh, lw, x.shape[-2], x.shape[-1])
             x = F.pad(x, (lw, rw, lh, rh))
             padding = [0, 0]
-    dx, dw, db = torch.ops.aten.convolution_backward(dz, x, w, bias_sizes, stride, padding, dilation, False, [0, 0],
-                                                     groups, mask)  # fmt: skip
-    if crop is not None and dx is not None:
-        top, left, h, wd = crop
-        dx = dx[..., top : top + h, left : left + wd]
-    return dx, dw, (db if mask[2] else None)
+    if conv2d_output_format(x, w) is _CL and not dz.is_contiguous(memory_format=_CL):
+        dz = dz.contiguous(memory_format=_CL)
+    stride, padding, dilation = list(stride), list(padding), list(dilation)
+    dx = dw = db = None
+    if need[0]:
+        dx = torch.ops.autocutlass.conv2d_dgrad(dz, w, list(x.shape), stride, padding, dilation, groups)
+        if crop is not None:
+            top, left, h, wd = crop
+            dx = dx[..., top : top + h, left : left + wd]
+        if unbatched:
+            dx = dx.squeeze(0)
+    if need[1]:
+        dw = torch.ops.autocutlass.conv2d_wgrad(dz, x, list(w.shape), stride, padding, dilation, groups)
+    if need[2] and bias_shape is not None:
+        db = dz.sum((0, 2, 3)).sum_to_size(bias_shape)
+    return dx, dw, db
 
 
 def _conv_backward(ctx: Any, dy: Tensor) -> tuple[Any, ...]:
@@ -530,11 +583,51 @@ def _grouped_backward(ctx: Any, dy: Tensor) -> tuple[Any, ...]:
     return dx, dw, None, db, None, None
 
 
+def _dgrad_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    dy, w, _size, stride, padding, dilation, groups = inputs
+    ctx.save_for_backward(dy, w)
+    ctx.geometry = (list(stride), list(padding), list(dilation), groups)
+
+
+def _dgrad_backward(ctx: Any, g: Tensor) -> tuple[Any, ...]:
+    """dX = dgrad(dY, W) is bilinear: <G, dX> = <conv(G, W), dY>, so d/d(dY) = conv(G, W) and
+    d/dW = wgrad(dY, G) (double backward through our own ops)."""
+    dy, w = ctx.saved_tensors
+    stride, padding, dilation, groups = ctx.geometry
+    need = ctx.needs_input_grad
+    if need[0] or need[1]:
+        g = g.contiguous(memory_format=_CL) if conv2d_output_format(dy, w) is _CL else g
+    ddy = torch.ops.autocutlass.conv2d(g, w, None, stride, padding, None, dilation, groups, None, None) if need[0] else None
+    dw = torch.ops.autocutlass.conv2d_wgrad(dy, g, list(w.shape), stride, padding, dilation, groups) if need[1] else None
+    return ddy, dw, None, None, None, None, None
+
+
+def _wgrad_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    dy, x, _size, stride, padding, dilation, groups = inputs
+    ctx.save_for_backward(dy, x)
+    ctx.geometry = (list(stride), list(padding), list(dilation), groups)
+
+
+def _wgrad_backward(ctx: Any, g: Tensor) -> tuple[Any, ...]:
+    """dW = wgrad(dY, X) is bilinear: <G, dW> = <conv(X, G), dY>, so d/d(dY) = conv(X, G) and
+    d/dX = dgrad(dY, G)."""
+    dy, x = ctx.saved_tensors
+    stride, padding, dilation, groups = ctx.geometry
+    need = ctx.needs_input_grad
+    if need[0] or need[1]:
+        g = g.contiguous(memory_format=_CL) if conv2d_output_format(dy, x) is _CL else g
+    ddy = torch.ops.autocutlass.conv2d(x, g, None, stride, padding, None, dilation, groups, None, None) if need[0] else None
+    dx = torch.ops.autocutlass.conv2d_dgrad(dy, g, list(x.shape), stride, padding, dilation, groups) if need[1] else None
+    return ddy, dx, None, None, None, None, None
+
+
 _matmul.register_autograd(_matmul_backward, setup_context=_matmul_setup)
 _linear.register_autograd(_linear_backward, setup_context=_linear_setup)
 _gemm.register_autograd(_gemm_backward, setup_context=_gemm_setup)
 _conv2d.register_autograd(_conv_backward, setup_context=_conv_setup)
 _grouped_mm.register_autograd(_grouped_backward, setup_context=_grouped_setup)
+_conv2d_dgrad.register_autograd(_dgrad_backward, setup_context=_dgrad_setup)
+_conv2d_wgrad.register_autograd(_wgrad_backward, setup_context=_wgrad_setup)
 
 
 # ---- autocast ---------------------------------------------------------------------------------

@@ -75,8 +75,8 @@ def cases(shapes: Path) -> dict[str, BenchCase]:
 def test_conv_cases_and_their_operands(shapes: Path) -> None:
     suite = bench_suite(shapes)
     by = {c.name: c for c in suite.cases}
-    assert list(by) == ["sd", "stem", "tf32", "gemm"] and all(c.skip is None for c in suite.cases)
-    assert [(s.name, s.direction) for s in suite.skipped] == [("sd", "dgrad"), ("sd", "wgrad"), ("tf32", "wgrad")]
+    assert list(by) == ["sd", "sd/dgrad", "sd/wgrad", "stem", "tf32", "tf32/wgrad", "gemm"]
+    assert all(c.skip is None for c in suite.cases) and suite.skipped == []
     sd, stem, tf = by["sd"].spec, by["stem"].spec, by["tf32"].spec
     assert isinstance(sd, ConvOperandSpec) and isinstance(by["gemm"].spec, OperandSpec)
     assert (sd.x_shape, sd.w_shape, sd.out_shape) == ((8, 64, 14, 14), (128, 64, 3, 3), (8, 128, 14, 14))
@@ -90,16 +90,26 @@ def test_conv_cases_and_their_operands(shapes: Path) -> None:
     assert json.loads(json.dumps(d)) == d
     assert sd.describe() == ("x(8,64,14,14) * w(128,64,3,3) stride (1,1) pad (1,1) dil (1,1) -> bfloat16(8,128,14,14) "
                              "channels_last")  # fmt: skip
+    dg, wg = by["sd/dgrad"].spec, by["sd/wgrad"].spec
+    assert isinstance(dg, ConvOperandSpec) and isinstance(wg, ConvOperandSpec)
+    assert (dg.direction, dg.out_shape, dg.y_shape) == ("dgrad", (8, 64, 14, 14), (8, 128, 14, 14))
+    assert (wg.direction, wg.out_shape, wg.y_shape) == ("wgrad", (128, 64, 3, 3), (8, 128, 14, 14))
+    assert dg.as_dict()["direction"] == "dgrad" and "direction" not in d
+    assert wg.describe().startswith("wgrad: dy(8,128,14,14) * x(8,64,14,14) ") and "-> dw bfloat16(128,64,3,3)" in wg.describe()
 
 
-@pytest.mark.parametrize("name", ["sd", "stem", "tf32"])
+@pytest.mark.parametrize("name", ["sd", "stem", "tf32", "sd/dgrad", "tf32/wgrad"])
 def test_conv_operand_spec_matches_make_inputs(shapes: Path, name: str) -> None:
     """The first-call child builds operands from the spec; the bench builds them with make_inputs."""
     case = cases(shapes)[name]
     x = make_inputs(case.problem, device="cpu")
     spec = case.spec
-    assert tuple(x.x.shape) == spec.x_shape and tuple(x.w.shape) == spec.w_shape and tuple(x.y.shape) == spec.out_shape
+    assert tuple(x.x.shape) == spec.x_shape and tuple(x.w.shape) == spec.w_shape
+    assert tuple(x.output.shape) == spec.out_shape and tuple(x.y.shape) == (spec.y_shape or spec.out_shape)
     assert x.x.is_contiguous(memory_format=torch.channels_last) and x.w.is_contiguous(memory_format=torch.channels_last)
+    assert x.output.dtype == getattr(torch, spec.out_dtype) and bool(x.output.isnan().all())
+    if spec.direction != "fprop":
+        return
     assert x.x.dtype == getattr(torch, spec.dtype) and x.y.dtype == getattr(torch, spec.out_dtype)
     p = case.problem
     ref = torch.nn.functional.conv2d(x.x.float(), x.w.float(), None, spec.stride, spec.padding, spec.dilation)
@@ -109,8 +119,7 @@ def test_conv_operand_spec_matches_make_inputs(shapes: Path, name: str) -> None:
 def test_conv_skip_reasons() -> None:
     p = ConvProblem(ConvDirection.FPROP, 2, 8, 8, 16, 16, 3, 3, pad_h=1, pad_w=1)
     assert conv_skip_reason(p) is None
-    wgrad = ConvProblem(ConvDirection.WGRAD, 2, 8, 8, 16, 16, 3, 3)
-    assert "no conv2d wgrad kernel yet" in (conv_skip_reason(wgrad) or "")
+    assert conv_skip_reason(ConvProblem(ConvDirection.WGRAD, 2, 8, 8, 16, 16, 3, 3)) is None  # measured, any direction
     assert conv_skip_reason(ConvProblem(ConvDirection.FPROP, 2, 8, 8, 16, 16, 1, 1, x_dtype=DType.E4M3)) == (
         "F.conv2d has no e4m3 convolution to compare with")  # fmt: skip
     epi = ConvProblem(ConvDirection.FPROP, 2, 8, 8, 16, 16, 1, 1, epilogue=Epilogue(bias=True))
@@ -150,9 +159,14 @@ def synthetic_rows(shapes: Path) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+SKIPPED = [Skipped("sd", "dgrad", "no conv2d dgrad evaluation"), Skipped("sd", "wgrad", "no conv2d wgrad evaluation"),
+           Skipped("tf32", "wgrad", "no conv2d wgrad evaluation")]  # fmt: skip
+"""Directions a shapes file might list without being measured (none since dgrad and wgrad are)."""
+
+
 def synthetic_doc(shapes: Path, *, gemm: bool = True) -> dict[str, Any]:
     rows = [r for r in synthetic_rows(shapes) if gemm or r["name"] != "gemm"]
-    skipped = bench_suite(shapes).skipped
+    skipped = SKIPPED
     meta = {"gpu": "NVIDIA H200", "date": "2026-11-24", "versions": {"torch": "2.13.0"}, "settings": {"rounds": 3}}
     return assemble_report(meta=meta, roofs=ROOFS, rows=rows, host_overhead=None, first_call=None, skipped=skipped)
 
@@ -171,9 +185,9 @@ def test_conv_rows_carry_both_cudnn_ratios(shapes: Path) -> None:
     assert tf["compute_roof_tflops"] == 400.0 and tf["ratio_vs_cudnn_benchmark"] == pytest.approx(0.9)
     assert wrong["status"] == "FAILED" and wrong["ms"] == {} and wrong["ratio_vs_cudnn_default"] is None
     assert "fallback_reason" not in sd and "output_poisoned" not in rows["gemm"]
-    skipped = case_row(BenchCase("w", wrong_problem := ConvProblem(ConvDirection.WGRAD, 2, 8, 8, 16, 16, 3, 3),
-                                 conv_operand_spec(wrong_problem)), ROOFS, None)  # fmt: skip
-    assert skipped["status"] == "skipped" and "wgrad" in skipped["note"]
+    skipped = case_row(BenchCase("w", fp8 := ConvProblem(ConvDirection.WGRAD, 2, 8, 8, 16, 16, 3, 3, x_dtype=DType.E4M3),
+                                 conv_operand_spec(fp8)), ROOFS, None)  # fmt: skip
+    assert skipped["status"] == "skipped" and "e4m3" in skipped["note"]
     assert skipped["ratio_vs_cudnn_benchmark"] is None and skipped["ratio_vs_cudnn_default"] is None
 
 
@@ -202,12 +216,11 @@ def test_a_fallback_counts_at_one_not_at_its_measured_ratio(shapes: Path) -> Non
 
 def test_documents_say_what_was_compared(shapes: Path) -> None:
     conv = synthetic_doc(shapes, gemm=False)
-    assert conv["what"] == ("autocutlass.conv2d vs F.conv2d (cuDNN, torch.backends.cudnn.benchmark True and False), "
-                            "side by side in one process")  # fmt: skip
+    assert conv["what"] == ("autocutlass.conv2d (and its dgrad / wgrad) vs F.conv2d (and aten.convolution_backward) "
+                            "(cuDNN, torch.backends.cudnn.benchmark True and False), side by side in one process")  # fmt: skip
     assert "autocutlass.conv2d(x, w, None, stride, padding, dilation, groups)" in conv["protocol"]
     assert "matmul(a, b, out=d)" not in conv["protocol"] and "cudnn.allow_tf32" in conv["tf32"]
-    assert conv["skipped_directions"][0] == {"name": "sd", "direction": "dgrad",
-                                             "reason": "no conv2d dgrad kernel yet (autocutlass computes fprop only)"}
+    assert conv["skipped_directions"][0] == {"name": "sd", "direction": "dgrad", "reason": "no conv2d dgrad evaluation"}
     assert "vs_torch" not in conv["geomean"]
     mixed = synthetic_doc(shapes)
     assert mixed["what"].startswith("autocutlass.matmul vs torch.matmul (cuBLAS) [and torch.compile]; "
@@ -249,10 +262,8 @@ def test_footer_lists_fallbacks_with_reasons_skipped_directions_and_the_geomeans
     lines = footer_lines(doc)
     assert any(line.startswith("stem: fallback: ") and line.endswith("C=3") for line in lines)
     assert any(line.startswith("wrong: FAILED: wrong result: 12 output elements") for line in lines)
-    assert ("not measured: dgrad of 1 case(s) (sd): no conv2d dgrad kernel yet (autocutlass computes fprop only)"
-            in lines)  # fmt: skip
-    assert ("not measured: wgrad of 2 case(s) (sd, tf32): no conv2d wgrad kernel yet (autocutlass computes fprop "
-            "only)") in lines  # fmt: skip
+    assert "not measured: dgrad of 1 case(s) (sd): no conv2d dgrad evaluation" in lines
+    assert "not measured: wgrad of 2 case(s) (sd, tf32): no conv2d wgrad evaluation" in lines
     last = lines[-1]
     assert last == geomean_line(doc)
     b, d = (1.2 * 0.9) ** 0.5, (1.5 * 1.0) ** 0.5
@@ -351,6 +362,19 @@ def test_measure_a_conv_case_on_cpu(shapes: Path, fake_timer: list[tuple[int, bo
     assert row["ratio_vs_cudnn_benchmark"] == 1.25 and row["ratio_vs_cudnn_default"] == 2.0
 
 
+@pytest.mark.parametrize("name", ["sd/dgrad", "sd/wgrad", "tf32/wgrad"])
+def test_measure_a_backward_case_on_cpu(shapes: Path, fake_timer: list[tuple[int, bool, bool]], name: str) -> None:
+    """dgrad / wgrad: the dispatcher's conv2d_dgrad / conv2d_wgrad against aten.convolution_backward,
+    verified against the float32 gradient, then the same interleaved rounds."""
+    case = cases(shapes)[name]
+    m = measure._measure_case(case, ("torch",), 3, 0, "tune", device="cpu")
+    assert m.verified and m.why is None and m.path == "FALLBACK" and m.error is None and m.fallback_reason, m
+    assert [(i, bench) for i, _, bench in fake_timer] == [(0, False), (1, True), (2, False), (2, False), (1, True),
+                                                          (0, False), (0, False), (1, True), (2, False)]  # fmt: skip
+    assert m.rounds_ms == {"autocutlass": [1.0] * 3, "cudnn_benchmark": [1.25] * 3, "cudnn_default": [2.0] * 3}
+    assert case_row(case, ROOFS, m)["operands"]["direction"] == case.problem.direction.value
+
+
 def test_measure_fails_a_wrong_conv_result(shapes: Path, fake_timer: list[tuple[int, bool, bool]],
                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     real = autocutlass.conv2d
@@ -417,12 +441,14 @@ def test_skipped_is_plain_data() -> None:
 # ---- on a GPU ----------------------------------------------------------------------------------
 @pytest.mark.gpu
 def test_bench_a_tiny_conv_suite_on_the_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A 3x3 layer (hopper_conv), a pointwise one (hopper_gemm) and the 3-channel stem (falls back),
-    under policy 'heuristic' (no database, default configs)."""
+    """A 3x3 layer (fprop hopper_conv, dgrad hopper_conv_dgrad, wgrad cuDNN while the wgrad kernel is
+    off), a pointwise one (all three directions on hopper_gemm) and the 3-channel stem (every
+    direction falls back), under policy 'heuristic' (no database, default configs)."""
     monkeypatch.setenv("AUTOCUTLASS_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("AUTOCUTLASS_SHIPPED_DBS", "off")
     monkeypatch.setenv("AUTOCUTLASS_DB", str(tmp_path / "db.sqlite"))
     monkeypatch.delenv("AUTOCUTLASS_STRICT", raising=False)
+    monkeypatch.delenv("AUTOCUTLASS_CONV_WGRAD", raising=False)
     autocutlass.reset()
     f = tmp_path / "conv.json"
     f.write_text(json.dumps({"cases": [
@@ -438,14 +464,18 @@ def test_bench_a_tiny_conv_suite_on_the_gpu(tmp_path: Path, monkeypatch: pytest.
     assert rc == 0
     doc = json.loads((out / "bench.json").read_text())
     rows = {r["name"]: r for r in doc["cases"]}
-    for name in ("c3x3", "c1x1"):
+    served = ("c3x3", "c3x3/dgrad", "c1x1", "c1x1/dgrad", "c1x1/wgrad")
+    for name in served:
         r = rows[name]
         assert r["status"] == "ok" and r["verified"] and r["path"] == "heuristic" and r["output_poisoned"], r
         assert len(r["rounds_ms"]["cudnn_benchmark"]) == len(r["rounds_ms"]["cudnn_default"]) == 2
         assert r["ratio_vs_cudnn_benchmark"] > 0 and r["ratio_vs_cudnn_default"] > 0
-    assert rows["stem"]["status"] == "fallback" and "hopper_conv" in rows["stem"]["fallback_reason"]
+    fallbacks = ("c3x3/wgrad", "stem", "stem/dgrad", "stem/wgrad")
+    for name in fallbacks:
+        assert rows[name]["status"] == "fallback" and rows[name]["verified"], rows[name]
+    assert "hopper_conv" in rows["stem"]["fallback_reason"]
     g = doc["geomean"]
-    assert g["vs_cudnn_benchmark_cases"] == 2 and g["vs_cudnn_benchmark_with_fallbacks_cases"] == 3
-    assert g["fallbacks"] == {"stem": rows["stem"]["fallback_reason"]}
-    assert len(doc["skipped_directions"]) == 6 and doc["versions"]["cudnn"]
+    assert g["vs_cudnn_benchmark_cases"] == len(served) and g["vs_cudnn_benchmark_with_fallbacks_cases"] == 9
+    assert set(g["fallbacks"]) == set(fallbacks)
+    assert "skipped_directions" not in doc and doc["versions"]["cudnn"]
     assert (out / "bench.png").stat().st_size > 10_000

@@ -1,6 +1,6 @@
-"""Shapes files (``autocutlass.cli.shapes``): GEMM and conv2d cases, conv directions that are
-skipped, one-line errors naming the case and the field, and conv problems equal to what the
-conv2d front-end plans for the same tensors (so that ``tune`` records what ``bench`` looks up)."""
+"""Shapes files (``autocutlass.cli.shapes``): GEMM and conv2d cases (a problem per direction),
+one-line errors naming the case and the field, and conv problems equal to what the
+conv2d front-ends (forward and backward) plan for the same tensors (so that ``tune`` records what ``bench`` looks up)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from autocutlass.cli.shapes import SERVED_DIRECTIONS, Case, Shapes, is_conv_case, load_cases, load_shapes
+from autocutlass.ops.conv.backward import CONV2D_DGRAD, CONV2D_WGRAD
 from autocutlass.ops.conv.frontend import CONV2D, ConvPlan
 from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
 from autocutlass.ops.gemm.problem import GemmProblem
@@ -32,21 +33,22 @@ def write(tmp_path: Path, cases: list[Any]) -> Path:
 
 
 # ---- the public conv suite ---------------------------------------------------------------------
-def test_the_conv_suite_loads_as_fprop_problems() -> None:
+def test_the_conv_suite_loads_as_problems_of_every_direction() -> None:
     shapes = load_shapes(CONV_SUITE)
     raw = json.loads(CONV_SUITE.read_text())["cases"]
-    assert [c.name for c in shapes.cases] == [c["name"] for c in raw]
-    for case, src in zip(shapes.cases, raw, strict=True):
-        p = case.problem
-        assert isinstance(p, ConvProblem) and p.direction is ConvDirection.FPROP
-        assert (p.n, p.c, p.h, p.w, p.k, p.r, p.s) == tuple(src[f] for f in ("N", "C", "H", "W", "K", "R", "S"))
-        assert [p.stride_h, p.stride_w] == src["stride"] and [p.pad_h, p.pad_w] == src["pad"]
-        assert [p.dil_h, p.dil_w] == src["dilation"] and p.groups == 1 and p.epilogue.is_plain
-        assert p.x_dtype.value == p.w_dtype.value == p.y_dtype.value == src["dtype"]
-    # every case lists dgrad and wgrad: each is skipped with the reason
-    assert [(s.name, s.direction) for s in shapes.skipped] == [(c["name"], d) for c in raw for d in ("dgrad", "wgrad")]
-    assert all("no conv2d" in s.reason and "kernel yet" in s.reason for s in shapes.skipped)
-    assert load_cases(CONV_SUITE) == shapes.cases and SERVED_DIRECTIONS == (ConvDirection.FPROP,)
+    assert [c.name for c in shapes.cases] == [n for c in raw for n in (c["name"], c["name"] + "/dgrad", c["name"] + "/wgrad")]
+    for i, src in enumerate(raw):
+        directions = [c.problem.direction for c in shapes.cases[3 * i : 3 * i + 3]]
+        assert directions == [ConvDirection.FPROP, ConvDirection.DGRAD, ConvDirection.WGRAD]
+        for case in shapes.cases[3 * i : 3 * i + 3]:
+            p = case.problem
+            assert isinstance(p, ConvProblem)
+            assert (p.n, p.c, p.h, p.w, p.k, p.r, p.s) == tuple(src[f] for f in ("N", "C", "H", "W", "K", "R", "S"))
+            assert [p.stride_h, p.stride_w] == src["stride"] and [p.pad_h, p.pad_w] == src["pad"]
+            assert [p.dil_h, p.dil_w] == src["dilation"] and p.groups == 1 and p.epilogue.is_plain
+            assert p.x_dtype.value == p.w_dtype.value == p.y_dtype.value == src["dtype"]
+    assert shapes.skipped == [] and load_cases(CONV_SUITE) == shapes.cases
+    assert SERVED_DIRECTIONS == (ConvDirection.FPROP, ConvDirection.DGRAD, ConvDirection.WGRAD)
 
 
 def test_the_stem_keeps_its_two_byte_channel_alignment() -> None:
@@ -54,10 +56,20 @@ def test_the_stem_keeps_its_two_byte_channel_alignment() -> None:
     assert (stem.c, stem.align_x, stem.align_w, stem.align_y) == (3, 2, 2, 16)  # 3 bf16 channels: 6-byte pixels
 
 
-def test_only_selects_cases_and_their_skipped_directions() -> None:
+def test_only_selects_cases_with_their_directions_or_one_direction() -> None:
     shapes = load_shapes(CONV_SUITE, ["sd-640@32", "rn50-stem"])
-    assert [c.name for c in shapes.cases] == ["rn50-stem", "sd-640@32"]
-    assert {s.name for s in shapes.skipped} == {"rn50-stem", "sd-640@32"} and len(shapes.skipped) == 4
+    assert [c.name for c in shapes.cases] == ["rn50-stem", "rn50-stem/dgrad", "rn50-stem/wgrad", "sd-640@32",
+                                              "sd-640@32/dgrad", "sd-640@32/wgrad"]  # fmt: skip
+    one = load_shapes(CONV_SUITE, ["sd-640@32/wgrad"])
+    assert [(c.name, c.problem.direction) for c in one.cases] == [("sd-640@32/wgrad", ConvDirection.WGRAD)]
+    fprops = load_shapes(CONV_SUITE, ["*/fprop"])
+    raw = json.loads(CONV_SUITE.read_text())["cases"]
+    assert [c.name for c in fprops.cases] == [c["name"] for c in raw]
+    mixed = load_shapes(CONV_SUITE, ["*/wgrad", "rn50-stem"])
+    assert len(mixed.cases) == len(raw) + 2 and {c.problem.direction for c in mixed.cases if c.name != "rn50-stem"} \
+        >= {ConvDirection.WGRAD}  # fmt: skip
+    with pytest.raises(ValueError, match="no case named \\*/bprop"):
+        load_shapes(CONV_SUITE, ["*/bprop"])
     with pytest.raises(ValueError, match="no case named nope"):
         load_shapes(CONV_SUITE, ["nope"])
 
@@ -78,20 +90,21 @@ def test_conv_fields_and_defaults(tmp_path: Path) -> None:
 
 
 def test_fp32_conv_runs_tf32_inputs_into_fp32(tmp_path: Path) -> None:
-    (case,) = load_cases(write(tmp_path, [{**CONV, "dtype": "fp32"}]))
+    case, *_ = load_cases(write(tmp_path, [{**CONV, "dtype": "fp32"}]))
     p = case.problem
     assert p.x_dtype is p.w_dtype is DType.TF32 and p.y_dtype is DType.FP32 and p.acc_dtype is DType.FP32
     assert (p.align_x, p.align_y) == (16, 16)
 
 
-def test_a_case_of_backward_directions_only_gives_no_problem(tmp_path: Path) -> None:
+def test_a_case_of_backward_directions_only(tmp_path: Path) -> None:
     shapes = load_shapes(write(tmp_path, [{**CONV, "directions": ["wgrad"]}]), ["c"])
-    assert shapes.cases == [] and [(s.name, s.direction) for s in shapes.skipped] == [("c", "wgrad")]
+    assert [(c.name, c.problem.direction) for c in shapes.cases] == [("c/wgrad", ConvDirection.WGRAD)]
+    assert shapes.skipped == []
 
 
 def test_mixed_files_hold_gemm_and_conv_cases(tmp_path: Path) -> None:
-    f = write(tmp_path, [{"name": "g", "M": 64, "N": 32, "K": 16, "dtype": "bf16", "layout": "nt"}, CONV,
-                         {"M": 8, "N": 8, "K": 8, "dtype": "fp32"}])  # fmt: skip
+    f = write(tmp_path, [{"name": "g", "M": 64, "N": 32, "K": 16, "dtype": "bf16", "layout": "nt"},
+                         {**CONV, "directions": ["fprop"]}, {"M": 8, "N": 8, "K": 8, "dtype": "fp32"}])  # fmt: skip
     shapes = load_shapes(f)
     assert [(c.name, c.problem.op) for c in shapes.cases] == [("g", "gemm"), ("c", "conv2d"), ("case2", "gemm")]
     g = shapes.cases[0].problem
@@ -171,23 +184,28 @@ def _planned(p: ConvProblem) -> ConvProblem:
     cl = torch.channels_last
     x = torch.empty((p.n, p.c, p.h, p.w), dtype=dt, memory_format=cl)
     w = torch.empty((p.k, p.c // p.groups, p.r, p.s), dtype=dt, memory_format=cl)
-    call = CONV2D.make_call(x, w, None, (p.stride_h, p.stride_w), (p.pad_h, p.pad_w), (p.dil_h, p.dil_w), p.groups,
-                            None, None)  # fmt: skip
+    dy = torch.empty((p.n, p.k, p.p, p.q), dtype=dt, memory_format=cl)
+    geo = ((p.stride_h, p.stride_w), (p.pad_h, p.pad_w), (p.dil_h, p.dil_w), p.groups)
     with torch.backends.cudnn.flags(enabled=True, allow_tf32=True):
-        plan = CONV2D.plan(call, _Hopper())
+        if p.direction is ConvDirection.FPROP:
+            plan = CONV2D.plan(CONV2D.make_call(x, w, None, *geo, None, None), _Hopper())
+        elif p.direction is ConvDirection.DGRAD:
+            plan = CONV2D_DGRAD.plan(CONV2D_DGRAD.make_call(dy, w, x.shape, *geo), _Hopper())
+        else:
+            plan = CONV2D_WGRAD.plan(CONV2D_WGRAD.make_call(dy, x, w.shape, *geo), _Hopper())
     assert isinstance(plan, ConvPlan), plan
     return plan.problem
 
 
 @pytest.mark.parametrize("name", [c["name"] for c in json.loads(CONV_SUITE.read_text())["cases"]])
 def test_suite_problems_equal_the_front_ends_plan(name: str) -> None:
-    (case,) = load_cases(CONV_SUITE, [name])
-    planned = _planned(case.problem)
-    assert planned == case.problem and planned.key() == case.problem.key()
+    for case in load_cases(CONV_SUITE, [name]):
+        planned = _planned(case.problem)
+        assert planned == case.problem and planned.key() == case.problem.key(), case.name
 
 
 @pytest.mark.parametrize("change", [{"dtype": "fp32"}, {"dtype": "fp16", "C": 12, "K": 20}, {"groups": 2},
                                     {"stride": [2, 1], "pad": [0, 2], "dilation": [1, 2]}])  # fmt: skip
 def test_other_problems_equal_the_front_ends_plan(tmp_path: Path, change: dict[str, Any]) -> None:
-    (case,) = load_cases(write(tmp_path, [{**CONV, **change}]))
-    assert _planned(case.problem) == case.problem
+    for case in load_cases(write(tmp_path, [{**CONV, **change}])):
+        assert _planned(case.problem) == case.problem, case.name

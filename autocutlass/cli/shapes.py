@@ -9,9 +9,12 @@ fields:
   "stride"?, "pad"?, "dilation"? (each an int or [h, w]; 1, 0, 1), "groups"? (1), "dtype",
   "directions"? (["fprop"])}``, e.g. ``benchmarks/shapes-conv.json``: x is (N, C, H, W) in
   channels_last, the filter (K, C/groups, R, S). dtype bf16 or fp16 (inputs and output), or fp32
-  (TF32 inputs, fp32 output, as ``autocutlass.conv2d`` serves float32 tensors). Each served
-  direction (``SERVED_DIRECTIONS``: fprop) becomes a ``ConvProblem`` named as the case; the
-  others are listed in ``Shapes.skipped`` with the reason (no kernel computes them yet).
+  (TF32 inputs, fp32 output, as ``autocutlass.conv2d`` serves float32 tensors). Each listed
+  direction (``SERVED_DIRECTIONS``: fprop, dgrad, wgrad) becomes a ``ConvProblem``: fprop named
+  as the case, the others ``<name>/dgrad`` and ``<name>/wgrad`` (``--only <name>`` selects all of
+  a case's directions, ``--only <name>/wgrad`` one, ``--only '*/wgrad'`` every case's wgrad). A direction no kernel family computes is
+  still a problem (``tune`` reports it unserved, ``bench`` times torch's fallback against cuDNN);
+  ``Shapes.skipped`` lists directions left out (none today).
 
 * **grouped GEMM** (``torch._grouped_mm``), any case with ``E``: ``{"name", "E", "T", "N", "K",
   "dtype", "routing"? ("balanced"), "w_layout"? ("nk")}``, e.g. ``benchmarks/shapes-grouped.json``:
@@ -20,10 +23,11 @@ fields:
   (``ops.grouped.problem.ROUTINGS``: how the rows are spread over the experts, which the problem
   leaves out: tune tunes the problem, bench runs the routing). dtype bf16 or fp16.
 
-A conv case's ``ConvProblem`` is the one ``autocutlass.conv2d`` plans for fresh channels_last
-tensors of those shapes (no bias, no residual): its alignments follow C and K as the front-end's
-do, so what ``tune`` records is what ``bench`` (and a model) looks up; likewise a grouped case's
-``GroupedGemmProblem`` is the one ``autocutlass.grouped_mm`` plans for fresh tensors.
+A conv case's ``ConvProblem`` is the one ``autocutlass.conv2d`` (and its backward,
+``ops.conv.backward``) plans for fresh channels_last tensors of those shapes (no bias, no
+residual): its alignments follow C and K as the front-ends' do, so what ``tune`` records is what
+``bench`` (and a model) looks up; likewise a grouped case's ``GroupedGemmProblem`` is the one
+``autocutlass.grouped_mm`` plans for fresh tensors.
 
 Pure Python (no torch). A malformed case is a ``ValueError`` of one line naming the file, the
 case (index and name) and the field.
@@ -44,13 +48,13 @@ from autocutlass.ops.gemm.problem import problem_from_case
 from autocutlass.ops.grouped.problem import ROUTINGS, GroupedGemmProblem
 from autocutlass.ops.types import DType, Major
 
-__all__ = ["CONV_FIELDS", "GROUPED_FIELDS", "SERVED_DIRECTIONS", "Case", "Shapes", "Skipped", "load_cases",
-           "load_shapes"]  # fmt: skip
+__all__ = ["CONV_FIELDS", "GROUPED_FIELDS", "SERVED_DIRECTIONS", "Case", "Shapes", "Skipped", "conv_case_name",
+           "load_cases", "load_shapes"]  # fmt: skip
 
 CONV_FIELDS = ("C", "H", "W", "R", "S")
 """A case with any of these fields is a conv2d case (a GEMM case has M, N, K)."""
-SERVED_DIRECTIONS = (ConvDirection.FPROP,)
-"""conv2d directions some kernel family computes; the others are skipped with a note."""
+SERVED_DIRECTIONS = (ConvDirection.FPROP, ConvDirection.DGRAD, ConvDirection.WGRAD)
+"""conv2d directions that become problems (each has an evaluation); others would be skipped with a note."""
 _CONV_DTYPES = {"bf16": (DType.BF16, DType.BF16), "fp16": (DType.FP16, DType.FP16), "fp32": (DType.TF32, DType.FP32)}
 """Shapes-file dtype -> (x and w dtype, y dtype), as ``autocutlass.conv2d`` plans torch dtypes."""
 TMA_ALIGN = 16
@@ -124,7 +128,9 @@ def load_shapes(path: str | Path, only: Sequence[str] | None = None) -> Shapes:
                 raise TypeError(f"expected an object, got {type(case).__name__}")
             if is_conv_case(case):
                 problems, left_out = conv_problems(case)
-                cases += [Case(name, prob) for prob in problems]
+                cases += [Case(conv_case_name(name, prob.direction), prob) for prob in problems]
+                names += [conv_case_name(name, prob.direction) for prob in problems
+                          if prob.direction is not ConvDirection.FPROP]  # fmt: skip
                 skipped += [Skipped(name, d, why) for d, why in left_out]
             elif is_grouped_case(case):
                 problem, routing = grouped_problem(case)
@@ -135,13 +141,29 @@ def load_shapes(path: str | Path, only: Sequence[str] | None = None) -> Shapes:
             what = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
             raise ValueError(f"shapes file {p}, case {i} ({name!r}): {what}") from None
     if only:
-        unknown = [n for n in only if n not in names]
+        every = {f"*/{d.value}" for d in ConvDirection}
+        unknown = [n for n in only if n not in names and n not in every]
         if unknown:
             raise ValueError(f"shapes file {p} has no case named {', '.join(unknown)}; "
-                             f"it has: {', '.join(sorted(names))}")  # fmt: skip
-        cases = [c for c in cases if c.name in only]
-        skipped = [s for s in skipped if s.name in only]
+                             f"it has: {', '.join(sorted(names))} (and */fprop, */dgrad, */wgrad)")  # fmt: skip
+        cases = [c for c in cases if _selected(c.name, getattr(c.problem, "direction", None), only)]
+        skipped = [s for s in skipped if _selected(conv_case_name(s.name, ConvDirection(s.direction)),
+                                                   ConvDirection(s.direction), only)]  # fmt: skip
     return Shapes(cases, skipped)
+
+
+def _selected(name: str, direction: ConvDirection | None, only: Sequence[str]) -> bool:
+    """Whether ``only`` names the case (``<name>``: all its directions; ``<name>/<direction>``: one)
+    or, for a conv case, its direction in every case (``*/fprop``, ``*/dgrad``, ``*/wgrad``)."""
+    if name in only or name.split("/")[0] in only:
+        return True
+    return direction is not None and f"*/{direction.value}" in only
+
+
+def conv_case_name(name: str, direction: ConvDirection) -> str:
+    """The name a conv case's direction is shown and selected under: the case's for fprop,
+    ``<name>/dgrad`` and ``<name>/wgrad`` for the backward directions."""
+    return name if direction is ConvDirection.FPROP else f"{name}/{direction.value}"
 
 
 def is_conv_case(case: Mapping[str, Any]) -> bool:
@@ -208,8 +230,7 @@ def conv_problems(case: Mapping[str, Any]) -> tuple[list[ConvProblem], list[tupl
                           f"the filter's reach exceeds the padded input: the output would be {base.p}x{base.q} "
                           f"(H={h}, W={w}, R={r}, S={s}, pad={list(pad)}, dilation={list(dil)})")  # fmt: skip
     served = [dataclasses.replace(base, direction=d) for d in directions if d in SERVED_DIRECTIONS]
-    left_out = [(d.value, f"no conv2d {d.value} kernel yet (autocutlass computes fprop only)")
-                for d in directions if d not in SERVED_DIRECTIONS]  # fmt: skip
+    left_out = [(d.value, f"no conv2d {d.value} evaluation") for d in directions if d not in SERVED_DIRECTIONS]
     return served, left_out
 
 

@@ -121,7 +121,8 @@ def add_tune_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Arg
                       help=f"with --worker: seconds between heartbeats (default {DEFAULT_HEARTBEAT_S}); a worker "
                            f"silent for {GRACE_PER_HEARTBEAT}x that is taken for dead. Use one value per campaign")
     tune.add_argument("--only", metavar="NAME", action="append", default=None,
-                      help="with --shapes: only the case of this name (repeatable)")  # fmt: skip
+                      help="with --shapes: only the case of this name (repeatable); conv cases: NAME/dgrad, "
+                           "NAME/wgrad for one direction, '*/fprop' (or dgrad, wgrad) for that direction of every case")  # fmt: skip
     tune.add_argument("--trials", type=positive_int, default=None, metavar="N",
                       help="candidates to evaluate per problem (default 64 unless --timeout or --exhaustive)")  # fmt: skip
     tune.add_argument("--timeout", type=positive_float, default=None, metavar="S",

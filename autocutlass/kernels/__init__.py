@@ -12,6 +12,8 @@ from typing import Any
 
 from autocutlass.kernels.base import GemmRunner, KernelFamily
 from autocutlass.kernels.hopper_conv import HopperConvFamily
+from autocutlass.kernels.hopper_conv_dgrad import HopperConvDgradFamily
+from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradFamily
 from autocutlass.kernels.hopper_gemm import HopperGemmFamily
 from autocutlass.kernels.hopper_grouped import HopperGroupedFamily
 from autocutlass.settings import Settings, current
@@ -21,11 +23,17 @@ __all__ = [
 ]  # fmt: skip
 
 _FAMILIES: dict[str, type[KernelFamily]] = {
-    "hopper_gemm": HopperGemmFamily, "hopper_conv": HopperConvFamily, "hopper_grouped": HopperGroupedFamily,
-}  # fmt: skip
+    "hopper_gemm": HopperGemmFamily,
+    "hopper_conv": HopperConvFamily,
+    "hopper_conv_dgrad": HopperConvDgradFamily,
+    "hopper_conv_wgrad": HopperConvWgradFamily,
+    "hopper_grouped": HopperGroupedFamily,
+}
 """Families by name, in preference order: where several serve a problem (a pointwise convolution
-is a GEMM for hopper_gemm and an implicit GEMM with a 1x1 filter for hopper_conv), a miss is
-tuned under the first, and the stored records of all are looked up."""
+is a GEMM for hopper_gemm and an implicit GEMM with a 1x1 filter for hopper_conv; a pointwise
+dgrad a GEMM and a forward convolution for hopper_conv_dgrad; a pointwise wgrad a GEMM and an
+implicit-GEMM wgrad for hopper_conv_wgrad, which is off by default until validated on a GPU), a
+miss is tuned under the first, and the stored records of all are looked up."""
 
 GATES: dict[str, tuple[str, str]] = {
     "hopper_grouped": ("grouped_kernels", "AUTOCUTLASS_GROUPED_KERNELS"),

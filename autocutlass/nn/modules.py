@@ -46,8 +46,9 @@ class Linear(nn.Linear):
 class Conv2d(nn.Conv2d):
     """``nn.Conv2d`` whose forward is ``autocutlass.conv2d(...)`` (padding modes other than 'zeros'
     pad first, as ``nn.Conv2d`` does): the same parameters and state_dict keys. autocutlass
-    serves pointwise convolutions of channels_last tensors and runs ``F.conv2d`` for the others;
-    differentiable (a pointwise layer's dgrad and wgrad are autocutlass GEMMs)."""
+    serves channels_last bf16/fp16 convolutions (pointwise ones as GEMMs, the others with its
+    implicit-GEMM kernels) and runs ``F.conv2d`` for the others; differentiable (dgrad and wgrad
+    are autocutlass calls of their own: ``autocutlass.conv2d``'s backward)."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         if self.padding_mode != "zeros":

@@ -69,7 +69,9 @@ def add_bench_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Ar
                                             "F.conv2d (cuDNN) and torch._grouped_mm",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("--shapes", required=True, metavar="FILE.json", help="cases, in the benchmark-suite format")
-    p.add_argument("--only", metavar="NAME", action="append", default=None, help="only the case of this name (repeatable)")
+    p.add_argument("--only", metavar="NAME", action="append", default=None,
+                   help="only the case of this name (repeatable); conv cases: NAME/dgrad, NAME/wgrad for one "
+                        "direction, '*/fprop' (or dgrad, wgrad) for that direction of every case")  # fmt: skip
     p.add_argument("--vs", type=_baselines, default=("torch",), metavar="torch[,compile]",
                    help="GEMM baselines: torch.matmul (always), and torch.compile(mode='max-autotune-no-cudagraphs'); "
                         "conv2d cases always run against cuDNN with benchmark mode on and off")  # fmt: skip

@@ -105,7 +105,9 @@ def skip_reason(problem: GemmProblem) -> str | None:
 @dataclass(frozen=True)
 class ConvOperandSpec:
     """How a conv2d case's operands are allocated: x (N, C, H, W) and the filter (K, C/groups, R, S),
-    both channels_last, convolved into a new channels_last y (N, K, P, Q)."""
+    both channels_last, convolved into a new channels_last y (N, K, P, Q) (fprop); for dgrad dy
+    (like y) and the filter into a new dx (like x); for wgrad dy and x into a new dw (like the
+    filter). ``out_shape`` is the computed tensor's shape."""
 
     x_shape: tuple[int, int, int, int]
     w_shape: tuple[int, int, int, int]
@@ -119,36 +121,48 @@ class ConvOperandSpec:
     out_dtype: str
     tf32: bool
     """fp32 operands: run with ``torch.backends.cudnn.allow_tf32`` (autocutlass serves them only then)."""
+    direction: str = "fprop"
+    y_shape: tuple[int, int, int, int] | None = None
+    """The forward's output shape (dy's, for dgrad and wgrad); None for fprop (it is ``out_shape``)."""
 
     def describe(self) -> str:
         geo = f"stride {_dims(self.stride)} pad {_dims(self.padding)} dil {_dims(self.dilation)}"
         geo += f" groups {self.groups}" if self.groups != 1 else ""
-        return (f"x{_dims(self.x_shape)} * w{_dims(self.w_shape)} {geo} -> {self.out_dtype}{_dims(self.out_shape)}"
-                f" channels_last" + (" (tf32)" if self.tf32 else ""))  # fmt: skip
+        tail = " channels_last" + (" (tf32)" if self.tf32 else "")
+        if self.direction == "dgrad":
+            return f"dgrad: dy{_dims(self.y_shape or ())} * w{_dims(self.w_shape)} {geo} -> dx {self.out_dtype}{_dims(self.out_shape)}{tail}"
+        if self.direction == "wgrad":
+            return f"wgrad: dy{_dims(self.y_shape or ())} * x{_dims(self.x_shape)} {geo} -> dw {self.out_dtype}{_dims(self.out_shape)}{tail}"
+        return f"x{_dims(self.x_shape)} * w{_dims(self.w_shape)} {geo} -> {self.out_dtype}{_dims(self.out_shape)}{tail}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"op": "conv2d", "x_shape": list(self.x_shape), "w_shape": list(self.w_shape),
-                "out_shape": list(self.out_shape), "stride": list(self.stride), "padding": list(self.padding),
-                "dilation": list(self.dilation), "groups": self.groups, "dtype": self.dtype,
-                "out_dtype": self.out_dtype, "tf32": self.tf32, "memory_format": "channels_last"}  # fmt: skip
+        d = {"op": "conv2d", "x_shape": list(self.x_shape), "w_shape": list(self.w_shape),
+             "out_shape": list(self.out_shape), "stride": list(self.stride), "padding": list(self.padding),
+             "dilation": list(self.dilation), "groups": self.groups, "dtype": self.dtype,
+             "out_dtype": self.out_dtype, "tf32": self.tf32, "memory_format": "channels_last"}  # fmt: skip
+        if self.direction != "fprop":
+            d["direction"] = self.direction
+            d["y_shape"] = list(self.y_shape or ())
+        return d
 
 
 def conv_operand_spec(problem: ConvProblem) -> ConvOperandSpec:
-    """The operands of a conv2d fprop ``problem`` (those of ``autocutlass.ops.conv.evaluation.make_inputs``)."""
+    """The operands of a conv2d ``problem`` (those of ``autocutlass.ops.conv.evaluation.make_inputs``)."""
     p = problem
+    x, w, y = (p.n, p.c, p.h, p.w), (p.k, p.c // p.groups, p.r, p.s), (p.n, p.k, p.p, p.q)
+    out = {ConvDirection.FPROP: y, ConvDirection.DGRAD: x, ConvDirection.WGRAD: w}[p.direction]
     return ConvOperandSpec(
-        x_shape=(p.n, p.c, p.h, p.w), w_shape=(p.k, p.c // p.groups, p.r, p.s), out_shape=(p.n, p.k, p.p, p.q),
+        x_shape=x, w_shape=w, out_shape=out,
         stride=(p.stride_h, p.stride_w), padding=(p.pad_h, p.pad_w), dilation=(p.dil_h, p.dil_w), groups=p.groups,
         dtype=_TORCH_DTYPE_NAMES[p.x_dtype], out_dtype=_TORCH_DTYPE_NAMES[p.y_dtype], tf32=p.x_dtype is DType.TF32,
+        direction=p.direction.value, y_shape=None if p.direction is ConvDirection.FPROP else y,
     )  # fmt: skip
 
 
 def conv_skip_reason(problem: ConvProblem) -> str | None:
-    """Why a conv2d case cannot be benchmarked against F.conv2d at all, or None."""
+    """Why a conv2d case cannot be benchmarked against cuDNN at all, or None."""
     if min(problem.n, problem.c, problem.k, problem.p, problem.q) <= 0:
         return "empty problem (a zero dimension)"
-    if problem.direction is not ConvDirection.FPROP:
-        return f"no conv2d {problem.direction.value} kernel yet (autocutlass computes fprop only)"
     if problem.x_dtype not in (DType.BF16, DType.FP16, DType.TF32):
         return f"F.conv2d has no {problem.x_dtype.value} convolution to compare with"
     if not problem.epilogue.is_plain:

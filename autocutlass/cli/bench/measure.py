@@ -281,7 +281,10 @@ class _GemmSides:
 
 class _ConvSides:
     """``autocutlass.conv2d(x, w, None, stride, padding, dilation, groups)`` on channels_last
-    operands (``ops.conv.evaluation.make_inputs``) against ``F.conv2d`` with
+    operands (``ops.conv.evaluation.make_inputs``; dgrad and wgrad: the dispatcher's
+    ``conv2d_dgrad`` / ``conv2d_wgrad`` front-ends, what ``torch.ops.autocutlass.conv2d_dgrad``
+    / ``conv2d_wgrad`` run in a backward, against ``aten.convolution_backward`` with that one output
+    in its mask, what autograd runs) against ``F.conv2d`` with
     ``torch.backends.cudnn.benchmark`` True and False, each side setting the flag before its call
     (autocutlass: False, PyTorch's default, which a fallback runs under). conv2d allocates its
     output: ``poison`` fills a tensor of the output's size with NaN and frees it, so that the
@@ -297,23 +300,42 @@ class _ConvSides:
         import autocutlass
         from autocutlass.ops.conv import evaluation
 
+        from autocutlass.ops.conv.backward import CONV2D_DGRAD, CONV2D_WGRAD
+        from autocutlass.ops.conv.problem import ConvDirection
+
         self.problem = p = case.problem
         self.spec = case.spec
         self.device = device
         x = evaluation.make_inputs(p, device=device, seed=0)
         self.ref = evaluation.reference(p, x)
-        xs, ws = x.x, x.w
+        xs, ws, ys = x.x, x.w, x.y
         args = (None, (p.stride_h, p.stride_w), (p.pad_h, p.pad_w), (p.dil_h, p.dil_w), p.groups)
         cudnn = torch.backends.cudnn
+        if p.direction is ConvDirection.FPROP:
+            def call() -> object:
+                return autocutlass.conv2d(xs, ws, *args)
+
+            def baseline() -> object:
+                return F.conv2d(xs, ws, *args)
+        else:  # dY is ys; the computed tensor's buffer (xs or ws) is read by neither side
+            fe, other = (CONV2D_DGRAD, ws) if p.direction is ConvDirection.DGRAD else (CONV2D_WGRAD, xs)
+            grad_args = (list(case.spec.out_shape), [p.stride_h, p.stride_w], [p.pad_h, p.pad_w], [p.dil_h, p.dil_w],
+                         p.groups)  # fmt: skip
+
+            def call() -> object:
+                return autocutlass.api.dispatcher().call(fe, ys, other, *grad_args)
+
+            def baseline() -> object:
+                return evaluation.convolution_backward(p, ys, xs, ws)
 
         def ours() -> object:
             cudnn.benchmark = False
-            return autocutlass.conv2d(xs, ws, *args)
+            return call()
 
         def theirs(benchmark: bool) -> Callable[[], object]:
             def run() -> object:
                 cudnn.benchmark = benchmark
-                return F.conv2d(xs, ws, *args)
+                return baseline()
 
             return run
 
@@ -550,6 +572,13 @@ if spec.get("op") == "conv2d":
     w = torch.randn(spec["w_shape"], device="cuda").to(dtype).contiguous(memory_format=cl)
     args = (None, tuple(spec["stride"]), tuple(spec["padding"]), tuple(spec["dilation"]), spec["groups"])
     call = lambda: autocutlass.conv2d(x, w, *args)
+    direction = spec.get("direction", "fprop")
+    if direction != "fprop":
+        from autocutlass.ops.conv.backward import CONV2D_DGRAD, CONV2D_WGRAD
+        dy = torch.randn(spec["y_shape"], device="cuda").to(dtype).contiguous(memory_format=cl)
+        fe, other = (CONV2D_DGRAD, w) if direction == "dgrad" else (CONV2D_WGRAD, x)
+        grad_args = (spec["out_shape"], spec["stride"], spec["padding"], spec["dilation"], spec["groups"])
+        call = lambda: autocutlass.api.dispatcher().call(fe, dy, other, *grad_args)
 elif spec.get("op") == "grouped_mm":
     from autocutlass.ops.grouped.evaluation import offsets
     e, t = spec["w_storage"][0], spec["x_shape"][0]
@@ -576,7 +605,7 @@ call()
 torch.cuda.synchronize()
 t5 = time.perf_counter()
 kcs = [m for m in (sys.modules.get(f"autocutlass.kernels.{f}.compile") for f in ("hopper_gemm", "hopper_conv",
-                                                                                  "hopper_grouped")) if m]
+                                                                                  "hopper_conv_wgrad", "hopper_grouped")) if m]
 print(json.dumps({
     "import_torch_s": t1 - t0, "import_autocutlass_s": t2 - t1, "setup_s": t3 - t2,
     "first_call_s": t4 - t3, "second_call_s": t5 - t4, "stats": autocutlass.stats().as_dict(),

@@ -250,7 +250,8 @@ def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 _WHAT = {
     "gemm": "autocutlass.matmul vs torch.matmul (cuBLAS) [and torch.compile]",
-    "conv2d": "autocutlass.conv2d vs F.conv2d (cuDNN, torch.backends.cudnn.benchmark True and False)",
+    "conv2d": "autocutlass.conv2d (and its dgrad / wgrad) vs F.conv2d (and aten.convolution_backward) (cuDNN, "
+              "torch.backends.cudnn.benchmark True and False)",
     "grouped_mm": "autocutlass.grouped_mm vs torch._grouped_mm and a torch.matmul loop per expert",
 }
 _CALLS = {
@@ -261,7 +262,11 @@ _CALLS = {
     "conv2d": (
         "conv2d cases: autocutlass called as autocutlass.conv2d(x, w, None, stride, padding, dilation, groups) on "
         "channels_last x and w, cuDNN as F.conv2d with the same arguments, each side setting "
-        "torch.backends.cudnn.benchmark (autocutlass: False, as a fallback would run) before its call; all allocate "
+        "torch.backends.cudnn.benchmark (autocutlass: False, as a fallback would run) before its call; dgrad and "
+        "wgrad cases ('<name>/dgrad', '<name>/wgrad'): autocutlass as the conv2d_dgrad / conv2d_wgrad dispatcher "
+        "calls of conv2d's backward on channels_last dy and w (or x), cuDNN as aten.convolution_backward with that "
+        "one output in its mask (what autograd runs; hopper_conv_dgrad's flipped filter is computed by the first "
+        "call and reused, the weight not changing); all allocate "
         "their output; the first call's output and a second call's (in the block of a NaN-filled tensor just "
         "freed: output_poisoned says whether the allocator handed that block back) verified"
     ),

@@ -63,8 +63,24 @@ SWAP_AB_MIN_N = 256
 STREAM_K_MIN_K = 512
 """Problems with at least this K (and few output tiles, as for split-K) also get stream-K
 configs: with fewer K blocks per tile, the partial sums cost as much as the tiles."""
+LONG_K_MIN = 4096
+LONG_K_RATIO = 16
+"""``reduction_heavy``'s thresholds."""
 BALANCED_SPLITS_MAX = 2
 BALANCE_MIN = 0.95
+
+
+def _tiles_128(problem: GemmProblem) -> int:
+    return -(-problem.m // 128) * -(-problem.n // 128) * problem.l
+
+
+def reduction_heavy(problem: GemmProblem) -> bool:
+    """Fewer 128x128 output tiles than half the SMs and K >= LONG_K_MIN, with M > 128 or K at least
+    LONG_K_RATIO times M and N (a pointwise convolution's wgrad, K = N*H*W pixels; not a decode
+    GEMM, whose own seeds split K): its seeds start with stream-K and workspace split-K."""
+    if _tiles_128(problem) >= budgets.SM_COUNT_SM90 // 2 or problem.k < LONG_K_MIN:
+        return False
+    return problem.m > 128 or problem.k >= LONG_K_RATIO * max(problem.m, problem.n)
 
 
 def swap_candidate(problem: GemmProblem) -> bool:
@@ -248,6 +264,14 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
                 c(256, 128, 64), c(256, 128, 64, cluster_m=2, swizzle=4), c(256, 128, 64, cluster_n=2, swizzle=4),
                 c(128, 256, 64), c(128, 256, 64, cluster_n=2), c(128, 128, 64, schedule=pp, cluster_m=2),
             ]
+        if reduction_heavy(problem):
+            # Reduction-heavy with few output tiles (a pointwise convolution's wgrad: K = N*H*W
+            # pixels, e.g. 256 x 64 outputs over 100352 pixels): the tiles alone leave most SMs
+            # idle, so the K loop is shared: stream-K (every SM the same share), then split-K
+            # through the workspace (deterministic either way).
+            splits = max(2, min(max(SPLIT_K), budgets.SM_COUNT_SM90 // _tiles_128(problem)))
+            guesses = [c(128, 128, 64, stream_k=True), c(128, 64, 64, stream_k=True),
+                       c(128, 128, 64, split_k=splits, split_mode=SplitMode.WORKSPACE)] + guesses  # fmt: skip
         if 64 < problem.m <= 128:
             # 128 tokens: 64x64 tiles in 2x1 clusters (two token halves share each weight tile by
             # multicast; 128 CTAs) storing straight from registers. The H200 winner on

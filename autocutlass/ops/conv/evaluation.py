@@ -1,11 +1,18 @@
 """How the search evaluates a conv2d candidate: random channels_last inputs, a NaN-poisoned
-output, a float32 reference (``F.conv2d`` with TF32 off, then residual, bias and activation),
-the tolerance of the coarsest dtype, and cuDNN as the baseline.
+output, a float32 reference (TF32 off), the tolerance of the coarsest dtype, and cuDNN as the
+baseline, for each direction:
 
-Runners follow the conv calling convention of ``ops.conv.problem.GemmLowering``:
-``runner(x, w, y, *, bias=None, residual=None, alpha=1.0, beta=0.0)`` with channels_last tensors
-of logical shapes (N, C, H, W), (K, C/groups, R, S) and (N, K, P, Q). The residual enters with
-beta = 1, as ``autocutlass.conv2d``'s does.
+* fprop: y = act(conv(x, w) + residual + bias), reference ``F.conv2d``;
+* dgrad: dx from dy and w, reference ``aten.convolution_backward`` (its input gradient);
+* wgrad: dw from dy and x, reference ``aten.convolution_backward`` (its weight gradient).
+
+Runners follow the conv calling convention (``ops.conv.problem.GemmLowering``):
+``runner(a, b, out, *, bias=None, residual=None, alpha=1.0, beta=0.0)`` with channels_last
+tensors: (x, w, y) for fprop, of logical shapes (N, C, H, W), (K, C/groups, R, S) and
+(N, K, P, Q), whose residual enters with beta = 1 as ``autocutlass.conv2d``'s does; (dy, w, dx)
+for dgrad and (dy, x, dw) for wgrad, called as ``runner(a, b, out)`` (the backward directions
+have a plain epilogue). The baseline of a backward direction is what autograd runs for it:
+``aten.convolution_backward`` with that one output in its mask.
 """
 
 from __future__ import annotations
@@ -32,16 +39,23 @@ _CL = torch.channels_last
 
 @dataclass(frozen=True)
 class ConvInputs:
-    """x, w and the poisoned y of one problem, plus bias and residual when its epilogue reads them."""
+    """The forward's x, w and y of one problem (the computed one of the three NaN-poisoned: y for
+    fprop, dx = ``x`` for dgrad, dw = ``w`` for wgrad; ``y`` is dy in the backward directions), plus
+    bias and residual when an fprop epilogue reads them."""
 
     x: torch.Tensor
     w: torch.Tensor
     y: torch.Tensor
     bias: torch.Tensor | None
     residual: torch.Tensor | None
+    direction: ConvDirection = ConvDirection.FPROP
 
     @property
     def output(self) -> torch.Tensor:
+        if self.direction is ConvDirection.DGRAD:
+            return self.x
+        if self.direction is ConvDirection.WGRAD:
+            return self.w
         return self.y
 
     @property
@@ -49,36 +63,50 @@ class ConvInputs:
         return 0.0 if self.residual is None else 1.0
 
     def poison(self) -> None:
-        self.y.fill_(math.nan)
+        self.output.fill_(math.nan)
 
     def run(self, runner: Any) -> None:
-        runner(self.x, self.w, self.y, bias=self.bias, residual=self.residual, alpha=1.0, beta=self.beta)
-
-
-def _check_served(problem: ConvProblem) -> None:
-    if problem.direction is not ConvDirection.FPROP:
-        raise ValueError(f"no evaluation for conv2d {problem.direction.value} yet")
+        if self.direction is ConvDirection.DGRAD:
+            runner(self.y, self.w, self.x)
+        elif self.direction is ConvDirection.WGRAD:
+            runner(self.y, self.x, self.w)
+        else:
+            runner(self.x, self.w, self.y, bias=self.bias, residual=self.residual, alpha=1.0, beta=self.beta)
 
 
 def make_inputs(problem: ConvProblem, *, device: torch.device | str, seed: int = 0) -> ConvInputs:
-    """Standard-normal x and w (w scaled by 1/sqrt(C*R*S) so outputs stay near unit size),
-    channels_last, in the problem's dtypes; y NaN."""
-    _check_served(problem)
+    """Standard-normal operands, channels_last, in the problem's dtypes, the computed tensor NaN:
+    w scaled by 1/sqrt(C*R*S) (fprop outputs and dgrad's dx stay near unit size), dy of a wgrad
+    by 1/sqrt(N*P*Q) (so dw, a sum over every output pixel, does too)."""
     gen = torch.Generator(device=device).manual_seed(seed)
     p = problem
+    d = p.direction
 
     def rnd(shape: tuple[int, ...], scale: float = 1.0) -> torch.Tensor:
         return torch.randn(shape, generator=gen, dtype=torch.float32, device=device) * scale
 
+    def nan(shape: tuple[int, ...], dt: torch.dtype) -> torch.Tensor:
+        return torch.full(shape, math.nan, dtype=dt, device=device).contiguous(memory_format=_CL)
+
     fan_in = (p.c // p.groups) * p.r * p.s
-    x = rnd((p.n, p.c, p.h, p.w)).to(torch_dtype(p.x_dtype)).contiguous(memory_format=_CL)
-    w = rnd((p.k, p.c // p.groups, p.r, p.s), 1 / math.sqrt(fan_in)).to(torch_dtype(p.w_dtype))
-    w = w.contiguous(memory_format=_CL)
-    out_dt = torch_dtype(p.y_dtype)
-    y = torch.full((p.n, p.k, p.p, p.q), math.nan, dtype=out_dt, device=device).contiguous(memory_format=_CL)
-    bias = rnd((p.k,)).to(out_dt) if p.epilogue.bias else None
-    residual = rnd((p.n, p.k, p.p, p.q)).to(out_dt).contiguous(memory_format=_CL) if p.epilogue.with_c else None
-    return ConvInputs(x, w, y, bias, residual)
+    in_dt, out_dt = torch_dtype(p.x_dtype), torch_dtype(p.y_dtype)
+    x_shape, w_shape, y_shape = (p.n, p.c, p.h, p.w), (p.k, p.c // p.groups, p.r, p.s), (p.n, p.k, p.p, p.q)
+    if d is ConvDirection.DGRAD:
+        x = nan(x_shape, out_dt)
+    else:
+        x = rnd(x_shape).to(in_dt).contiguous(memory_format=_CL)
+    if d is ConvDirection.WGRAD:
+        w = nan(w_shape, out_dt)
+    else:
+        w = rnd(w_shape, 1 / math.sqrt(fan_in)).to(torch_dtype(p.w_dtype)).contiguous(memory_format=_CL)
+    if d is ConvDirection.FPROP:
+        y = nan(y_shape, out_dt)
+        bias = rnd((p.k,)).to(out_dt) if p.epilogue.bias else None
+        residual = rnd(y_shape).to(out_dt).contiguous(memory_format=_CL) if p.epilogue.with_c else None
+        return ConvInputs(x, w, y, bias, residual)
+    scale = 1 / math.sqrt(max(p.n * p.p * p.q, 1)) if d is ConvDirection.WGRAD else 1.0
+    y = rnd(y_shape, scale).to(in_dt).contiguous(memory_format=_CL)
+    return ConvInputs(x, w, y, None, None, d)
 
 
 def _conv(problem: ConvProblem, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -86,8 +114,27 @@ def _conv(problem: ConvProblem, x: torch.Tensor, w: torch.Tensor, bias: torch.Te
     return F.conv2d(x, w, bias, (p.stride_h, p.stride_w), (p.pad_h, p.pad_w), (p.dil_h, p.dil_w), p.groups)
 
 
+def _geometry(p: ConvProblem) -> tuple[list[int], list[int], list[int]]:
+    return [p.stride_h, p.stride_w], [p.pad_h, p.pad_w], [p.dil_h, p.dil_w]
+
+
+def convolution_backward(problem: ConvProblem, dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """The problem's gradient by ``aten.convolution_backward`` (dx for dgrad, dw for wgrad): what
+    autograd runs for a convolution (the computed tensor's operand is read for its shape only)."""
+    dgrad = problem.direction is ConvDirection.DGRAD
+    stride, pad, dil = _geometry(problem)
+    grads = torch.ops.aten.convolution_backward(dy, x, w, None, stride, pad, dil, False, [0, 0], problem.groups,
+                                                [dgrad, not dgrad, False])  # fmt: skip
+    return grads[0] if dgrad else grads[1]
+
+
 def reference(problem: ConvProblem, inputs: ConvInputs) -> torch.Tensor:
-    """act(conv(x, w) + residual + bias) in float32 with TF32 off."""
+    """fprop: act(conv(x, w) + residual + bias); dgrad / wgrad: the gradient; in float32 with TF32 off."""
+    if problem.direction is not ConvDirection.FPROP:
+        x = torch.zeros_like(inputs.x, dtype=torch.float32) if problem.direction is ConvDirection.DGRAD else inputs.x.float()
+        w = torch.zeros_like(inputs.w, dtype=torch.float32) if problem.direction is ConvDirection.WGRAD else inputs.w.float()
+        with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+            return convolution_backward(problem, inputs.y.float(), x, w)
     with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
         out = _conv(problem, inputs.x.float(), inputs.w.float(), None)
     if inputs.residual is not None:
@@ -109,13 +156,17 @@ def verify(runner: Any, problem: ConvProblem, inputs: ConvInputs, ref: torch.Ten
     """Poison y, run ``runner`` once, wait, compare with ``ref``."""
     inputs.poison()
     inputs.run(runner)
-    synchronize(inputs.y)
-    return check_output(problem, inputs.y, ref)
+    synchronize(inputs.output)
+    return check_output(problem, inputs.output, ref)
 
 
 def torch_baseline(problem: ConvProblem, inputs: ConvInputs) -> Any:
-    """``F.conv2d`` on the same channels_last operands (cuDNN), then what a user would write for
-    the residual, the bias-free epilogue and the activation."""
+    """fprop: ``F.conv2d`` on the same channels_last operands (cuDNN), then what a user would write
+    for the residual, the bias-free epilogue and the activation; dgrad / wgrad:
+    ``aten.convolution_backward`` with that one output (what autograd runs)."""
+    if problem.direction is not ConvDirection.FPROP:
+        dy, x, w = inputs.y, inputs.x, inputs.w
+        return lambda: convolution_backward(problem, dy, x, w)
     x, w, bias, res, act = inputs.x, inputs.w, inputs.bias, inputs.residual, problem.epilogue.activation
     if res is None and act.value == "none":
         return lambda: _conv(problem, x, w, bias)

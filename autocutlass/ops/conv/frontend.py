@@ -14,7 +14,7 @@ Three outcomes, as for the GEMM ops:
    logged once per reason (raised as ``UnsupportedProblem`` under ``AUTOCUTLASS_STRICT=1``). The
    front-end plans calls on a cc 9.0 GPU with channels_last x and weight; bf16, fp16, or fp32
    through TF32 when ``torch.backends.cudnn.allow_tf32`` allows it (PyTorch's default for
-   convolutions); no autograd; a bias that is a contiguous, 16-byte aligned (K,) vector of x's
+   convolutions); no autograd (the custom op records it: ``torch_ops``); a bias that is a contiguous, 16-byte aligned (K,) vector of x's
    dtype; a residual of the output's shape and dtype in channels_last; symmetric padding. Which
    geometries are served is the kernel families' call (``kernels.families_for``): the GEMM
    family serves pointwise convolutions (1x1, stride 1, no padding, one group: in NHWC exactly a
@@ -182,7 +182,8 @@ def plan(call: ConvCall, ctx: PlanContext) -> ConvPlan | Unsupported:
     if x.dtype is torch.float32 and not torch.backends.cudnn.allow_tf32:
         return Unsupported("float32 needs TF32, which torch.backends.cudnn.allow_tf32 forbids now")
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, w, bias, res)):
-        return Unsupported("an input requires grad; autocutlass's conv2d has no backward yet (use torch.no_grad())")
+        return Unsupported("an input requires grad: autograd records conv2d through torch.ops.autocutlass.conv2d "
+                           "(autocutlass.conv2d does), not through the dispatcher")
     if y.numel() == 0 or x.numel() == 0:
         return Unsupported("the output or the input is empty")
     n, c, h, wd = x.shape

@@ -6,11 +6,17 @@ Pure Python, no torch. Conventions (PyTorch's, in NHWC memory):
   w is (K, C/groups, R, S), also channels_last (K, R, S, C); the output y is (N, K, P, Q) with
   P = (H + 2*pad_h - dil_h*(R-1) - 1) // stride_h + 1 and Q likewise.
 * ``direction``: ``fprop`` computes y from x and w; ``dgrad`` dx from dy and w; ``wgrad`` dw
-  from dy and x. The fields always describe the forward convolution (x, w, y shapes); the
-  direction says which of the three tensors is computed.
+  from dy and x. The fields always describe the forward convolution (x, w, y shapes, and the
+  forward's dtypes and alignments: a gradient has the dtype and alignment of the tensor it is
+  the gradient of, dx those of x, dy those of y, dw those of w); the direction says which of the
+  three tensors is computed. ``x_dtype`` is what the tensor cores read (TF32 for float32
+  tensors), ``y_dtype`` the storage of a float32 layer's tensors (FP32), so an fp32 layer's three
+  directions share (TF32, TF32, FP32) as its fprop does.
 * The epilogue applies to the computed tensor: ``with_c`` adds a residual of its shape (times
-  beta), ``bias`` one value per output channel, then the activation.
-* As an implicit GEMM (fprop): M = N*P*Q output pixels, N_gemm = K, K_gemm = C*R*S.
+  beta), ``bias`` one value per output channel, then the activation. The backward directions
+  are planned with a plain epilogue (db is a reduction of dy, not part of a kernel).
+* As implicit GEMMs: fprop M = N*P*Q output pixels, N_gemm = K, K_gemm = C*R*S; dgrad M = N*H*W
+  input pixels, N_gemm = C, K_gemm = K*R*S; wgrad M = K, N_gemm = C*R*S, K_gemm = N*P*Q.
 
 **Bucket rule** (``ConvProblem.bucket``): the batch N is what varies at run time (a server's
 batch, a training run's last batch); it is rounded up to a power of two (at least 1). The
@@ -143,50 +149,84 @@ class ConvProblem(ProblemFields):
                 f"{tail} {self.x_dtype.value}")  # fmt: skip
 
     # ---- the GEMM view ---------------------------------------------------------------------
+    def has_pointwise_geometry(self) -> bool:
+        """1x1 filter, stride 1, no padding, one group (any direction): in NHWC every direction of
+        such a convolution is exactly a GEMM."""
+        return (self.r, self.s, self.stride_h, self.stride_w, self.pad_h, self.pad_w, self.groups) == (1, 1, 1, 1, 0, 0, 1)
+
     def is_pointwise(self) -> bool:
-        """A 1x1 fprop with stride 1, no padding, one group: in NHWC exactly a GEMM."""
-        return (
-            self.direction is ConvDirection.FPROP
-            and (self.r, self.s, self.stride_h, self.stride_w, self.pad_h, self.pad_w, self.groups) == (1, 1, 1, 1, 0, 0, 1)
-        )  # fmt: skip
+        """A pointwise fprop (``has_pointwise_geometry``): in NHWC exactly a GEMM."""
+        return self.direction is ConvDirection.FPROP and self.has_pointwise_geometry()
 
     def gemm_lowering(self) -> GemmLowering | None:
-        """This convolution as a GEMM, or None when it is not one (``is_pointwise``)."""
-        if not self.is_pointwise():
+        """This convolution as a GEMM, or None when it is not one (``has_pointwise_geometry``).
+
+        fprop: y (NHW, K) = x (NHW, C) @ w^T (C, K); dgrad: dx (NHW, C) = dy (NHW, K) @ w (K, C);
+        wgrad: dw (K, C) = dy^T (K, NHW) @ x (NHW, C), whose GEMM K is the N*H*W pixels (long:
+        split-K and stream-K are in the GEMM family's space for it)."""
+        if not self.has_pointwise_geometry():
             return None
-        gemm = GemmProblem(
-            m=self.n * self.h * self.w, n=self.k, k=self.c,
-            a_dtype=self.x_dtype, b_dtype=self.w_dtype, d_dtype=self.y_dtype, acc_dtype=self.acc_dtype,
-            c_dtype=self.y_dtype if self.epilogue.with_c else None,
-            a_major=Major.ROW, b_major=Major.COL,
-            align_a=self.align_x, align_b=self.align_w, align_c=self.align_y, align_d=self.align_y,
-            epilogue=self.epilogue,
-        )  # fmt: skip
-        return GemmLowering(gemm)
+        pixels = self.n * self.h * self.w
+        io, out = self.x_dtype, self.y_dtype  # the tensor cores' operand dtype, the results' storage
+        if self.direction is ConvDirection.FPROP:
+            gemm = GemmProblem(
+                m=pixels, n=self.k, k=self.c,
+                a_dtype=self.x_dtype, b_dtype=self.w_dtype, d_dtype=self.y_dtype, acc_dtype=self.acc_dtype,
+                c_dtype=self.y_dtype if self.epilogue.with_c else None,
+                a_major=Major.ROW, b_major=Major.COL,
+                align_a=self.align_x, align_b=self.align_w, align_c=self.align_y, align_d=self.align_y,
+                epilogue=self.epilogue,
+            )  # fmt: skip
+        elif self.direction is ConvDirection.DGRAD:
+            gemm = GemmProblem(
+                m=pixels, n=self.c, k=self.k, a_dtype=io, b_dtype=self.w_dtype, d_dtype=out, acc_dtype=self.acc_dtype,
+                c_dtype=out if self.epilogue.with_c else None, a_major=Major.ROW, b_major=Major.ROW,
+                align_a=self.align_y, align_b=self.align_w, align_c=self.align_x, align_d=self.align_x,
+                epilogue=self.epilogue,
+            )  # fmt: skip
+        else:
+            gemm = GemmProblem(
+                m=self.k, n=self.c, k=pixels, a_dtype=io, b_dtype=self.x_dtype, d_dtype=out, acc_dtype=self.acc_dtype,
+                c_dtype=out if self.epilogue.with_c else None, a_major=Major.COL, b_major=Major.ROW,
+                align_a=self.align_y, align_b=self.align_x, align_c=self.align_w, align_d=self.align_w,
+                epilogue=self.epilogue,
+            )  # fmt: skip
+        return GemmLowering(gemm, self.direction)
 
 
 @dataclass(frozen=True)
 class GemmLowering:
-    """A pointwise NHWC convolution seen as ``gemm``: A = x as (N*H*W, C), B = w as (C, K)
-    (K-contiguous: ``w.view(K, C).t()``), D = y as (N*H*W, K), C = the residual like D.
+    """A pointwise NHWC convolution seen as ``gemm`` (``ConvProblem.gemm_lowering``):
 
-    ``runner`` adapts a GEMM runner to the conv runner convention
-    ``runner(x, w, y, *, bias=None, residual=None, alpha=1.0, beta=0.0)``. Its tensors must be
+    * fprop: A = x as (N*H*W, C), B = w as (C, K) (K-contiguous: ``w.view(K, C).t()``), D = y as
+      (N*H*W, K), C = the residual like D;
+    * dgrad: A = dy as (N*H*W, K), B = w as (K, C) (row-major: the weight's own rows), D = dx as
+      (N*H*W, C);
+    * wgrad: A = dy^T as (K, N*H*W) (K-contiguous, i.e. column-major), B = x as (N*H*W, C),
+      D = dw as (K, C), row-major like the channels_last weight.
+
+    ``runner`` adapts a GEMM runner to the conv runner convention (``ops.conv.evaluation``)
+    ``runner(a, b, out, *, bias=None, residual=None, alpha=1.0, beta=0.0)``, (a, b, out) being
+    (x, w, y) for fprop, (dy, w, dx) for dgrad and (dy, x, dw) for wgrad. Its tensors must be
     channels_last-contiguous with logical shapes (N, C, H, W), (K, C, 1, 1), (N, K, H, W) (the
-    conv2d front-end's memo key holds their strides, so dispatch only ever passes such tensors):
-    each becomes its GEMM operand by one ``as_strided``, and the weight's view is kept while the
-    same weight (object and storage) comes back, as the GEMM front-ends do."""
+    conv front-ends' memo keys hold their strides, so dispatch only ever passes such tensors):
+    each becomes its GEMM operand by one ``as_strided``, and the weight's view (fprop and dgrad:
+    b is the weight) is kept while the same weight (object and storage) comes back, as the GEMM
+    front-ends do."""
 
     gemm: GemmProblem
+    direction: ConvDirection = ConvDirection.FPROP
 
     def runner(self, gemm_runner: Any) -> Any:
-        m, n, k = self.gemm.m, self.gemm.n, self.gemm.k
-        a_shape, a_stride = (m, k), (k, 1)
-        b_shape, b_stride = (k, n), (1, k)
+        g = self.gemm
+        m, n, k = g.m, g.n, g.k
+        a_shape, a_stride = (m, k), ((k, 1) if g.a_major is Major.ROW else (1, m))
+        b_shape, b_stride = (k, n), ((1, k) if g.b_major is Major.COL else (n, 1))
         d_shape, d_stride = (m, n), (n, 1)
+        cache_b = self.direction is not ConvDirection.WGRAD  # b is the weight
         w_seen: tuple[Any, Any, int] = (None, None, 0)  # (weight, its view, its data_ptr), swapped whole
 
-        def run(x: Any, w: Any, y: Any, *, bias: Any = None, residual: Any = None, alpha: float = 1.0,
+        def run(a: Any, w: Any, y: Any, *, bias: Any = None, residual: Any = None, alpha: float = 1.0,
                 beta: float = 0.0) -> None:  # fmt: skip
             nonlocal w_seen
             seen, ptr = w_seen, w.data_ptr()
@@ -194,9 +234,10 @@ class GemmLowering:
                 b = seen[1]
             else:
                 b = w.as_strided(b_shape, b_stride)
-                w_seen = (w, b, ptr)
+                if cache_b:
+                    w_seen = (w, b, ptr)
             c = None if residual is None else residual.as_strided(d_shape, d_stride)
-            gemm_runner(x.as_strided(a_shape, a_stride), b, y.as_strided(d_shape, d_stride), c=c, bias=bias,
+            gemm_runner(a.as_strided(a_shape, a_stride), b, y.as_strided(d_shape, d_stride), c=c, bias=bias,
                         alpha=alpha, beta=beta)  # fmt: skip
 
         return run

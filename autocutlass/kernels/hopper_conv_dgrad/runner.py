@@ -1,0 +1,55 @@
+"""The dgrad runner: the fprop family's runner on dy and the transformed filter.
+
+Calling convention (conv dgrad): ``runner(dy, w, dx, **_)`` with torch CUDA tensors, all
+channels_last: dy (N, K, P, Q), w (K, C, R, S), dx (N, C, H, W) written, never read.
+
+The transformed filter w' (``lowering.transformed_weight``: two small copies) is kept for the
+last weight seen, keyed by the weight object, its storage address and its version counter
+(``Tensor._version``, which every in-place update through autograd-visible ops bumps, e.g.
+``torch.optim``'s steps): a dgrad called again with an unchanged weight (gradient accumulation,
+several backward passes) reuses it. Writes through ``.data`` do not bump the version; a weight
+updated that way between two backward passes of one step would be read stale, so the cache
+holds one weight only and is bypassed while a CUDA graph is captured (the capture then records
+the transform itself, so each replay transforms the weight it reads).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from autocutlass.kernels.hopper_conv.config import HopperConvConfig
+from autocutlass.kernels.hopper_conv.runner import HopperConvRunner
+from autocutlass.kernels.hopper_conv_dgrad.lowering import (
+    fprop_problem,
+    transformed_weight,
+)
+
+if TYPE_CHECKING:
+    from autocutlass.ops.conv.problem import ConvProblem
+
+
+class DgradRunner:
+    """Conv dgrad runner for one (config, kernel class); see the module docstring."""
+
+    def __init__(self, config: HopperConvConfig, problem: ConvProblem, cache_dir: Path | None) -> None:
+        self.config = config
+        self.problem = problem
+        self.fprop = HopperConvRunner(config, fprop_problem(problem), cache_dir)
+        self._seen: tuple[Any, int, int, Any] = (None, 0, -1, None)  # (weight, data_ptr, version, w')
+
+    def weight(self, w: Any) -> Any:
+        """w' of ``w``: the kept one while ``w`` is the same weight at the same version."""
+        import torch
+
+        seen = self._seen
+        ptr, version = w.data_ptr(), w._version
+        if w is seen[0] and ptr == seen[1] and version == seen[2]:
+            return seen[3]
+        wt = transformed_weight(w)
+        if not (w.is_cuda and torch.cuda.is_current_stream_capturing()):
+            self._seen = (w, ptr, version, wt)
+        return wt
+
+    def __call__(self, dy: Any, w: Any, dx: Any, **_: Any) -> None:
+        self.fprop(dy, self.weight(w), dx)

@@ -1,0 +1,107 @@
+"""The Hopper implicit-GEMM conv2d wgrad family's config: one frozen dataclass, its axes, and
+canonical (de)serialisation.
+
+The axes mean what they mean in the GEMM family (``hopper_gemm.config``), applied to the
+implicit GEMM of a weight gradient, batched over the filter taps: per tap (r, s), M = K output
+channels, N = C input channels, K = N*P*Q output pixels (``plan.implicit_gemm``). ``tile_k`` is
+pixels per K block. The reduction over pixels is long and the output tiles are few, so it is
+split: ``split_k`` serial splits (summed in split order through a turnstile) or ``stream_k``
+(every CTA the same share of (tile, K block) iterations, cut tiles summed in K order); both are
+bitwise deterministic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from autocutlass.kernels.hopper_gemm.config import (
+    HopperGemmConfig,
+    Raster,
+    Schedule,
+    SplitMode,
+    Store,
+)
+
+__all__ = [
+    "CLUSTERS", "SPLIT_K", "SWIZZLE", "TILE_K", "TILE_M", "TILE_N", "HopperConvWgradConfig", "Raster", "Schedule",
+    "Store",
+]  # fmt: skip
+
+TILE_M = (64, 128, 256)
+"""Output channels (K) per CTA tile."""
+TILE_N = (64, 128, 192, 256)
+"""Input channels (C) of one filter tap per CTA tile: whole 64-channel (128-byte) im2col boxes."""
+TILE_K = (64, 128)
+"""Output pixels per K block."""
+CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
+"""(cluster_m, cluster_n): cluster_n > 1 multicasts the dy tile to the CTAs of one cluster row,
+cluster_m > 1 the im2col activation tile to the CTAs of one cluster column."""
+SWIZZLE = (1, 2, 4, 8)
+SPLIT_K = (1, 2, 3, 4, 6, 8, 12, 16)
+"""The pixel loop split among this many CTAs per output tile (serial, in split order)."""
+
+
+@dataclass(frozen=True, order=True)
+class HopperConvWgradConfig:
+    tile_m: int = 128
+    tile_n: int = 128
+    tile_k: int = 64
+    cluster_m: int = 1
+    cluster_n: int = 1
+    stages: int = 0
+    schedule: Schedule = Schedule.COOPERATIVE
+    raster: Raster = Raster.ALONG_M
+    swizzle: int = 1
+    split_k: int = 1
+    stream_k: bool = False
+    store: Store = Store.TMA
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "schedule", Schedule(self.schedule))
+        object.__setattr__(self, "raster", Raster(self.raster))
+        object.__setattr__(self, "store", Store(self.store))
+        for name in ("tile_m", "tile_n", "tile_k", "cluster_m", "cluster_n", "stages", "swizzle", "split_k"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise TypeError(f"HopperConvWgradConfig.{name} must be int, got {v!r}")
+        if not isinstance(self.stream_k, bool):
+            raise TypeError(f"HopperConvWgradConfig.stream_k must be bool, got {self.stream_k!r}")
+
+    @property
+    def cluster_size(self) -> int:
+        return self.cluster_m * self.cluster_n
+
+    def gemm_config(self) -> HopperGemmConfig:
+        """The GEMM family's config with the same parameters: the wgrad kernel reuses the GEMM
+        kernel's consumers, split-K, stream-K and epilogue, which read it."""
+        return HopperGemmConfig(
+            tile_m=self.tile_m, tile_n=self.tile_n, tile_k=self.tile_k, cluster_m=self.cluster_m,
+            cluster_n=self.cluster_n, stages=self.stages, schedule=self.schedule, raster=self.raster,
+            swizzle=self.swizzle, split_k=self.split_k, store=self.store, split_mode=SplitMode.SERIAL,
+            stream_k=self.stream_k,
+        )  # fmt: skip
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["schedule"] = self.schedule.value
+        d["raster"] = self.raster.value
+        d["store"] = self.store.value
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> HopperConvWgradConfig:
+        known = {f: d[f] for f in cls.__dataclass_fields__ if f in d}
+        return cls(**known)
+
+    def short(self) -> str:
+        """Compact label: '128x128x64 c2x1 s0 coop m/1 sk8'."""
+        sched = "coop" if self.schedule is Schedule.COOPERATIVE else "pp"
+        ras = "m" if self.raster is Raster.ALONG_M else "n"
+        sk = f" sk{self.split_k}" if self.split_k != 1 else ""
+        sk += " streamk" if self.stream_k else ""
+        st = " direct" if self.store is Store.DIRECT else ""
+        return (
+            f"{self.tile_m}x{self.tile_n}x{self.tile_k} c{self.cluster_m}x{self.cluster_n}"
+            f" s{self.stages} {sched} {ras}/{self.swizzle}{sk}{st}"
+        )

@@ -1,0 +1,69 @@
+"""A frozen ``WgradPlan``: everything the wgrad kernel is compiled from, derived once from
+(config, problem).
+
+Pure Python (no cutlass import). The wgrad kernel is the GEMM kernel with another producer, so
+its plan is the GEMM family's ``Plan`` of the implicit GEMM (``implicit_gemm``) plus the filter
+size R x S, which is compile-time. Stride, padding and dilation are run-time arguments (the
+im2col descriptor is encoded at each launch); N, H, W, C and K are symbolic.
+
+The implicit GEMM, batched over the R*S filter taps (batch l = r*S + s):
+
+    dw[k, r, s, c] = sum over output pixels i = (n, p, q) of dy[i, k] * x_im2col(r, s)[i, c]
+
+A = dy^T (K x NPQ, M-major: dy is channels-contiguous), B = the im2col of x at tap (r, s)
+(NPQ x C, N-major: channels contiguous, exactly the box of output pixels x channels that the
+fprop kernel's im2col TMA loads at one filter offset), D = dw as (K, C) per tap: the
+channels_last filter (K, R, S, C) is (K, C) row-major matrices at offsets (r*S + s)*C.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from autocutlass.kernels import budgets
+from autocutlass.kernels.hopper_conv_wgrad.config import HopperConvWgradConfig
+from autocutlass.kernels.hopper_gemm.plan import Plan
+from autocutlass.kernels.hopper_gemm.plan import make_plan as make_gemm_plan
+from autocutlass.ops.gemm.problem import GemmProblem, Major
+
+if TYPE_CHECKING:
+    from autocutlass.ops.conv.problem import ConvProblem
+
+
+@dataclass(frozen=True)
+class WgradPlan:
+    """The wgrad kernel's compile-time parameters for one (config, kernel class)."""
+
+    gemm: Plan
+    """The implicit GEMM's plan (tiles, cluster, stages, schedule, split-K / stream-K, dtypes)."""
+    r: int
+    """Filter height (taps along H)."""
+    s: int
+    """Filter width (taps along W)."""
+
+
+def output_size(problem: ConvProblem) -> tuple[int, int]:
+    """(P, Q): the forward convolution's output height and width."""
+    p = (problem.h + 2 * problem.pad_h - problem.dil_h * (problem.r - 1) - 1) // problem.stride_h + 1
+    q = (problem.w + 2 * problem.pad_w - problem.dil_w * (problem.s - 1) - 1) // problem.stride_w + 1
+    return p, q
+
+
+def implicit_gemm(problem: ConvProblem) -> GemmProblem:
+    """The weight gradient as the batched GEMM the kernel runs (see the module docstring)."""
+    p, q = output_size(problem)
+    return GemmProblem(
+        m=problem.k, n=problem.c, k=max(problem.n * p * q, 0), l=problem.r * problem.s,
+        a_dtype=problem.x_dtype, b_dtype=problem.x_dtype, d_dtype=problem.w_dtype, acc_dtype=problem.acc_dtype,
+        a_major=Major.COL, b_major=Major.ROW,
+        align_a=problem.align_y, align_b=problem.align_x, align_d=problem.align_w,
+    )  # fmt: skip
+
+
+def make_plan(
+    config: HopperConvWgradConfig, problem: ConvProblem, smem_limit: int = budgets.SM90_SMEM_PER_BLOCK_OPTIN
+) -> WgradPlan:
+    """Derive the plan. Assumes ``check`` accepted the pair."""
+    return WgradPlan(gemm=make_gemm_plan(config.gemm_config(), implicit_gemm(problem), smem_limit), r=problem.r,
+                     s=problem.s)  # fmt: skip

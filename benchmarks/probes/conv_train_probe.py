@@ -1,0 +1,217 @@
+"""Training steps of convnets with every convolution through autocutlass (forward, dgrad, wgrad)
+against the same model in torch with ``torch.backends.cudnn.benchmark = True``.
+
+Models (random init, bf16, channels_last, built on the GPU; no torchvision needed):
+
+* ``resnet50``: ResNet-50 v1.5 (torchvision's layout: 7x7 stem, bottlenecks [3, 4, 6, 3] with the
+  stride on the 3x3, BatchNorm, ReLU), batch ``--batch`` (128) x 3 x 224 x 224, a 1000-way head;
+* ``unet``: a UNet-style stack of Stable Diffusion resnet blocks (GroupNorm, SiLU, 3x3 conv,
+  residual; 320 channels at 64x64, 640 at 32x32, 1280 at 16x16, with 3x3 stride-2 downsamplers and
+  1x1 channel projections), batch ``--unet-batch`` (8).
+
+``ours`` is a deep copy with every ``nn.Conv2d`` of 16-byte channel rows and one group swapped
+for ``autocutlass.nn.Conv2d`` (``--swap pointwise`` swaps only the pointwise ones, the library's
+default filter); the stem (3 input channels) stays torch's either way.
+
+(a) **Gradients** of one step (the same input and loss), ours against torch: the relative
+Frobenius error of every parameter's gradient (the largest and the median are reported).
+(b) **Time per training step** (forward, backward, SGD with momentum), ``--rounds`` interleaved
+rounds of ``--steps`` steps each (the order reversed every other round), CUDA-event timed,
+medians; images/s and the ratio.
+
+The miss policy is ``AUTOCUTLASS_POLICY`` (default here ``cached``: no tuning inside the timed
+steps; tune the suite first, or run once with ``tune``); the JSON records the dispatcher's
+counters (database hits, misses recorded, compiles, fallbacks) and the fallbacks' reasons, so a
+layer direction served by cuDNN is visible. ``AUTOCUTLASS_CONV_WGRAD=1`` turns the implicit-GEMM
+wgrad kernel on.
+
+GPU machine:
+    AUTOCUTLASS_POLICY=cached python benchmarks/probes/conv_train_probe.py --json OUT.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+
+def _resnet50(nn: Any) -> Any:
+    class Bottleneck(nn.Module):
+        def __init__(self, cin: int, width: int, stride: int) -> None:
+            super().__init__()
+            cout = width * 4
+            self.conv1, self.bn1 = nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width)
+            self.conv2, self.bn2 = nn.Conv2d(width, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width)
+            self.conv3, self.bn3 = nn.Conv2d(width, cout, 1, bias=False), nn.BatchNorm2d(cout)
+            self.relu = nn.ReLU(inplace=True)
+            self.down = None
+            if stride != 1 or cin != cout:
+                self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x: Any) -> Any:
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.relu(self.bn2(self.conv2(out)))
+            out = self.bn3(self.conv3(out))
+            return self.relu(out + (x if self.down is None else self.down(x)))
+
+    layers: list[Any] = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True),
+                         nn.MaxPool2d(3, 2, 1)]  # fmt: skip
+    cin = 64
+    for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        for i in range(blocks):
+            layers.append(Bottleneck(cin, width, stride if i == 0 else 1))
+            cin = width * 4
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, 1000)]
+    return nn.Sequential(*layers)
+
+
+def _unet(nn: Any) -> Any:
+    class ResBlock(nn.Module):
+        def __init__(self, cin: int, cout: int) -> None:
+            super().__init__()
+            self.n1, self.c1 = nn.GroupNorm(32, cin), nn.Conv2d(cin, cout, 3, padding=1)
+            self.n2, self.c2 = nn.GroupNorm(32, cout), nn.Conv2d(cout, cout, 3, padding=1)
+            self.act = nn.SiLU()
+            self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else None
+
+        def forward(self, x: Any) -> Any:
+            h = self.c1(self.act(self.n1(x)))
+            h = self.c2(self.act(self.n2(h)))
+            return h + (x if self.skip is None else self.skip(x))
+
+    return nn.Sequential(
+        nn.Conv2d(8, 320, 3, padding=1), ResBlock(320, 320), ResBlock(320, 320),
+        nn.Conv2d(320, 320, 3, 2, 1), ResBlock(320, 640), ResBlock(640, 640),
+        nn.Conv2d(640, 640, 3, 2, 1), ResBlock(640, 1280), ResBlock(1280, 1280),
+        nn.GroupNorm(32, 1280), nn.SiLU(), nn.Conv2d(1280, 8, 3, padding=1),
+    )  # fmt: skip
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--models", default="resnet50,unet")
+    ap.add_argument("--batch", type=int, default=128, help="ResNet-50 batch")
+    ap.add_argument("--unet-batch", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=5, help="training steps per timed round")
+    ap.add_argument("--swap", choices=["all", "pointwise"], default="all")
+    ns = ap.parse_args()
+    os.environ.setdefault("AUTOCUTLASS_POLICY", "cached")
+
+    import torch
+    from torch import nn
+
+    import autocutlass
+    from autocutlass import settings
+    from autocutlass.kernels import source_hashes
+
+    torch.backends.cudnn.benchmark = True
+    messages: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    logging.getLogger("autocutlass").addHandler(Collect(logging.WARNING))
+    s = settings.current()
+    result: dict[str, Any] = {
+        "device": torch.cuda.get_device_name(), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
+        "policy": s.policy.value, "db": str(s.db_url), "conv_wgrad_kernel": s.conv_wgrad_kernel,
+        "kernel_source_hashes": source_hashes(), "swap": ns.swap, "models": {},
+    }  # fmt: skip
+
+    def keep(m: Any, fqn: str) -> bool:
+        if ns.swap == "pointwise":
+            return autocutlass.nn.servable_conv2d(m, fqn)
+        return isinstance(m, nn.Conv2d) and m.groups == 1 and m.in_channels % 8 == 0 and m.out_channels % 8 == 0
+
+    for name in ns.models.split(","):
+        torch.manual_seed(0)
+        if name == "resnet50":
+            ref = _resnet50(nn)
+            shape, batch = (ns.batch, 3, 224, 224), ns.batch
+        else:
+            ref = _unet(nn)
+            shape, batch = (ns.unet_batch, 8, 64, 64), ns.unet_batch
+        ref = ref.to(device="cuda", dtype=torch.bfloat16, memory_format=torch.channels_last)
+        ours = autocutlass.swap_conv2d_(copy.deepcopy(ref), keep)
+        swapped = sum(type(m) is autocutlass.nn.Conv2d for m in ours.modules())
+        x = torch.randn(shape, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+
+        def loss_of(model: Any, x: Any = x) -> Any:
+            return model(x).float().square().mean()
+
+        # (a) gradients of one step (warm-up: compiles and loads our kernels)
+        before = autocutlass.stats().as_dict()
+        t0 = time.perf_counter()
+        loss_of(ours).backward()
+        torch.cuda.synchronize()
+        first_s = time.perf_counter() - t0
+        loss_of(ref).backward()
+        errs = []
+        for (pname, p), q in zip(ours.named_parameters(), ref.parameters(), strict=True):
+            if p.grad is not None and q.grad is not None:
+                e = float((p.grad.float() - q.grad.float()).norm() / q.grad.float().norm().clamp_min(1e-30))
+                errs.append((e, pname))
+        errs.sort()
+        after_warmup = autocutlass.stats().as_dict()
+
+        # (b) time per step
+        def stepper(model: Any) -> Any:
+            opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+
+            def run() -> float:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                for _ in range(ns.steps):
+                    opt.zero_grad(set_to_none=True)
+                    loss_of(model).backward()
+                    opt.step()
+                end.record()
+                end.synchronize()
+                return start.elapsed_time(end) / ns.steps
+
+            return run
+
+        sides = {"autocutlass": stepper(ours), "torch": stepper(ref)}
+        for f in sides.values():
+            f()  # warm-up: the optimizer's state, cuDNN's benchmark of the new shapes
+        ms: dict[str, list[float]] = {k: [] for k in sides}
+        for r in range(ns.rounds):
+            order = list(sides) if r % 2 == 0 else list(sides)[::-1]
+            for k in order:
+                ms[k].append(sides[k]())
+        med = {k: statistics.median(v) for k, v in ms.items()}
+        result["models"][name] = {
+            "batch": batch, "input": list(shape), "convs_swapped": swapped,
+            "grad_rel_err_max": errs[-1] if errs else None, "grad_rel_err_median": errs[len(errs) // 2][0] if errs else None,
+            "first_step_s": first_s, "ms_per_step": med, "rounds_ms": ms,
+            "images_per_s": {k: batch / (v * 1e-3) for k, v in med.items()},
+            "speedup_vs_torch": med["torch"] / med["autocutlass"],
+            "stats_warmup": {k: after_warmup[k] - before[k] for k in before},
+            "stats_after": autocutlass.stats().as_dict(),
+        }  # fmt: skip
+        print(f"{name}: {med['autocutlass']:.1f} ms vs torch {med['torch']:.1f} ms per step "
+              f"(x{med['torch'] / med['autocutlass']:.3f}); worst grad rel err {errs[-1] if errs else None}",
+              file=sys.stderr)  # fmt: skip
+        del ours, ref, x
+        torch.cuda.empty_cache()
+    result["fallback_reasons"] = sorted({m for m in messages if "served by torch" in m})
+    text = json.dumps(result, indent=1, default=str)
+    if ns.json:
+        with open(ns.json, "w") as fh:
+            fh.write(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,323 @@
+"""conv2d's backward on CPU: ``gradcheck``/``gradgradcheck`` in float64 through the torch fallback
+(strides, padding, dilation, bias, residual, activations), ``opcheck`` of the dgrad and wgrad ops,
+the dgrad/wgrad problems' keys and GEMM lowerings, the backward as separate dispatcher calls
+fingerprinted per direction (the dispatch fakes standing in for an sm_90 GPU), one logged reason
+per fingerprint for what falls back, and torch.compile training with no graph break."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from _dispatch_fakes import make_rig
+from torch import nn
+from torch._dynamo.testing import AotEagerAndRecordGraphs, CompileCounterWithBackend
+from torch._dynamo.utils import counters
+from torch.autograd import gradcheck, gradgradcheck
+from torch.library import opcheck
+
+import autocutlass
+from autocutlass import api, torch_ops  # noqa: F401  (registers the ops)
+from autocutlass.ops.conv.backward import CONV2D_DGRAD, CONV2D_WGRAD
+from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
+from autocutlass.ops.gemm.problem import GemmProblem, Major
+from autocutlass.ops.registry import problem_from_dict
+from autocutlass.settings import Policy
+
+ops = torch.ops.autocutlass
+BF, F64 = torch.bfloat16, torch.float64
+CL = torch.channels_last
+
+
+@pytest.fixture(autouse=True)
+def fresh_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in ("AUTOCUTLASS_POLICY", "AUTOCUTLASS_STRICT", "AUTOCUTLASS_LOG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AUTOCUTLASS_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("AUTOCUTLASS_SHIPPED_DBS", "off")
+    autocutlass.reset()
+    torch._dynamo.reset()
+    counters.clear()
+    logging.getLogger("autocutlass").setLevel(logging.ERROR)
+    yield
+    logging.getLogger("autocutlass").setLevel(logging.NOTSET)
+    torch._dynamo.reset()
+    autocutlass.reset()
+
+
+def r(*shape: int, dtype: torch.dtype = torch.float32, grad: bool = False, cl: bool = False) -> torch.Tensor:
+    t = torch.randn(*shape, dtype=dtype)
+    if cl:
+        t = t.contiguous(memory_format=CL)
+    return t.requires_grad_(grad)
+
+
+# ---- gradients through the fallback, in float64 ----------------------------------------------
+GEOMETRIES = {
+    "3x3 s1 p1": {"stride": 1, "padding": 1},
+    "3x3 s2 p1": {"stride": 2, "padding": 1},
+    "3x3 s2 p0 odd input": {"stride": 2, "padding": 0},
+    "3x3 dil2 p2": {"stride": 1, "padding": 2, "dilation": 2},
+    "2x3 s(2,1) p(1,0) dil(1,2)": {"stride": (2, 1), "padding": (1, 0), "dilation": (1, 2)},
+    "same uneven": {"padding": "same", "dilation": (1, 2)},
+    "valid": {"padding": "valid"},
+}
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same'")
+@pytest.mark.parametrize("cl", [False, True], ids=["nchw", "channels_last"])
+@pytest.mark.parametrize("name", sorted(GEOMETRIES))
+def test_gradcheck_through_the_fallback(name: str, cl: bool) -> None:
+    kw = GEOMETRIES[name]
+    rs = (2, 3) if "2x3" in name or "same" in name else (3, 3)
+    x, w, b = r(2, 4, 7, 6, dtype=F64, grad=True, cl=cl), r(3, 4, *rs, dtype=F64, grad=True, cl=cl), r(3, dtype=F64, grad=True)
+    y = autocutlass.conv2d(x.detach(), w.detach(), b.detach(), **kw)
+    res = r(*y.shape, dtype=F64, grad=True, cl=cl)
+    assert gradcheck(lambda x, w, b, res: autocutlass.conv2d(x, w, b, **kw, activation="silu", residual=res),
+                     (x, w, b, res))  # fmt: skip
+    assert gradcheck(lambda x, w: autocutlass.conv2d(x, w, **kw, activation="relu"), (x, w))
+    # the op called directly with its activation fused: its backward recomputes the pre-activation
+    assert gradcheck(lambda x, w, b: autocutlass.conv2d(x, w, b, **kw), (x, w, b))
+
+
+def test_gradgradcheck_through_our_ops() -> None:
+    """The dgrad and wgrad ops are differentiable (double backward: conv, dgrad and wgrad again)."""
+    x, w, b = r(2, 4, 6, 5, dtype=F64, grad=True, cl=True), r(3, 4, 3, 3, dtype=F64, grad=True, cl=True), r(3, dtype=F64, grad=True)
+    assert gradgradcheck(lambda x, w, b: autocutlass.conv2d(x, w, b, stride=2, padding=1, activation="gelu"), (x, w, b))
+    dy = r(2, 3, 3, 3, dtype=F64, grad=True, cl=True)
+    args = ([2, 2], [1, 1], [1, 1], 1)
+    assert gradcheck(lambda dy, w: ops.conv2d_dgrad(dy, w, [2, 4, 6, 5], *args), (dy, w))
+    assert gradcheck(lambda dy, x: ops.conv2d_wgrad(dy, x, [3, 4, 3, 3], *args), (dy, x))
+
+
+def test_unbatched_and_grouped_inputs() -> None:
+    x, w = r(4, 6, 5, dtype=F64, grad=True), r(6, 2, 3, 3, dtype=F64, grad=True)
+    assert gradcheck(lambda x, w: autocutlass.conv2d(x, w, padding=1, groups=2), (x, w))
+
+
+def test_gradients_match_torch_and_land_in_the_forward_layout() -> None:
+    x, w, b = r(2, 8, 9, 7, grad=True, cl=True), r(6, 8, 3, 3, grad=True, cl=True), r(6, grad=True)
+    y = autocutlass.conv2d(x, w, b, stride=2, padding=1, activation="relu")
+    y.sum().backward()  # dY is an expanded tensor of ones: made channels_last before the ops
+    xr, wr, br = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    F.relu(F.conv2d(xr, wr, br, stride=2, padding=1)).sum().backward()
+    for got, want in ((x.grad, xr.grad), (w.grad, wr.grad), (b.grad, br.grad)):
+        torch.testing.assert_close(got, want)
+    assert x.grad.is_contiguous(memory_format=CL) and w.grad.is_contiguous(memory_format=CL)
+
+
+# ---- the dgrad and wgrad ops -----------------------------------------------------------------
+OPCHECK = {
+    "dgrad cl": lambda: (ops.conv2d_dgrad.default, (r(2, 6, 4, 3, grad=True, cl=True), r(6, 8, 3, 3, grad=True, cl=True),
+                                                    [2, 8, 7, 5], [2, 2], [1, 1], [1, 1], 1)),
+    "dgrad nchw groups": lambda: (ops.conv2d_dgrad.default, (r(2, 6, 7, 3, grad=True), r(6, 4, 3, 3, grad=True),
+                                                             [2, 8, 7, 5], [1, 1], [1, 0], [1, 1], 2)),
+    "wgrad cl": lambda: (ops.conv2d_wgrad.default, (r(2, 6, 4, 3, grad=True, cl=True), r(2, 8, 7, 5, grad=True, cl=True),
+                                                    [6, 8, 3, 3], [2, 2], [1, 1], [1, 1], 1)),
+    "wgrad dilated": lambda: (ops.conv2d_wgrad.default, (r(1, 4, 5, 5, grad=True, cl=True), r(1, 8, 9, 9, grad=True, cl=True),
+                                                         [4, 8, 3, 3], [1, 1], [0, 0], [2, 2], 1)),
+}  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("case", sorted(OPCHECK))
+def test_opcheck(case: str) -> None:
+    op, args = OPCHECK[case]()
+    opcheck(op, args)
+
+
+def test_ops_compute_torch_nn_grad() -> None:
+    dy, w, x = r(2, 6, 4, 3, cl=True), r(6, 8, 3, 3, cl=True), r(2, 8, 7, 5, cl=True)
+    dx = ops.conv2d_dgrad(dy, w, [2, 8, 7, 5], [2, 2], [1, 1], [1, 1], 1)
+    dw = ops.conv2d_wgrad(dy, x, [6, 8, 3, 3], [2, 2], [1, 1], [1, 1], 1)
+    torch.testing.assert_close(dx, torch.nn.grad.conv2d_input(x.shape, w, dy, 2, 1))
+    torch.testing.assert_close(dw, torch.nn.grad.conv2d_weight(x, w.shape, dy, 2, 1))
+    assert dx.is_contiguous(memory_format=CL) and dw.is_contiguous(memory_format=CL)
+
+
+def test_ops_raise_for_inconsistent_shapes() -> None:
+    dy, w = r(2, 6, 4, 3, cl=True), r(6, 8, 3, 3, cl=True)
+    with pytest.raises(RuntimeError, match="grad_output has shape"):
+        ops.conv2d_dgrad(dy, w, [2, 8, 9, 9], [2, 2], [1, 1], [1, 1], 1)
+    with pytest.raises(RuntimeError, match="dtype"):
+        ops.conv2d_wgrad(dy, r(2, 8, 7, 5, cl=True).double(), [6, 8, 3, 3], [2, 2], [1, 1], [1, 1], 1)
+
+
+# ---- problems, keys and lowerings ------------------------------------------------------------
+def _layer(direction: str, **kw) -> ConvProblem:
+    return ConvProblem(direction, n=kw.pop("n", 32), h=14, w=14, c=256, k=512, r=kw.pop("r", 3), s=kw.pop("s", 3),
+                       pad_h=kw.pop("pad_h", 1), pad_w=kw.pop("pad_w", 1), **kw)  # fmt: skip
+
+
+def test_each_direction_is_its_own_fingerprint() -> None:
+    f, d, w = (_layer(x) for x in ("fprop", "dgrad", "wgrad"))
+    assert len({f.key(), d.key(), w.key()}) == 3 and len({f.bucket_key(), d.bucket_key(), w.bucket_key()}) == 3
+    assert len({f.neighbour_key(), d.neighbour_key(), w.neighbour_key()}) == 3
+    for p in (d, w):
+        assert problem_from_dict(p.as_dict()) == p and p.as_dict()["direction"] == p.direction.value
+        assert p.bucket() == dataclasses.replace(p, n=32) and _layer(p.direction, n=17).bucket_key() == p.bucket_key()
+        assert p.flops == f.flops and p.describe().startswith(f"conv2d {p.direction.value} ")
+        assert p.kernel_class_key() != f.kernel_class_key()
+    assert f.key() == _layer(ConvDirection.FPROP).key()  # fprop keys unchanged by the new directions
+
+
+def test_pointwise_backward_lowers_to_gemms() -> None:
+    kw = {"r": 1, "s": 1, "pad_h": 0, "pad_w": 0}
+    d = _layer("dgrad", **kw).gemm_lowering()
+    w = _layer("wgrad", **kw).gemm_lowering()
+    assert d is not None and w is not None
+    pixels = 32 * 14 * 14
+    assert d.gemm == GemmProblem(m=pixels, n=256, k=512, a_major=Major.ROW, b_major=Major.ROW)
+    assert w.gemm == GemmProblem(m=512, n=256, k=pixels, a_major=Major.COL, b_major=Major.ROW)
+    assert _layer("dgrad").gemm_lowering() is None and _layer("wgrad", stride_h=2, **kw).gemm_lowering() is None
+
+
+@pytest.mark.parametrize("direction", ["dgrad", "wgrad"])
+def test_lowering_adapter_presents_the_gemm_operands(direction: str) -> None:
+    p = ConvProblem(direction, n=2, h=3, w=5, c=16, k=24, r=1, s=1)
+    lowering = p.gemm_lowering()
+    assert lowering is not None
+    run = lowering.runner(lambda a, b, d, *, c=None, bias=None, alpha=1.0, beta=0.0: d.copy_(a @ b))
+    dy, w, x = r(2, 24, 3, 5, cl=True), r(24, 16, 1, 1, cl=True), r(2, 16, 3, 5, cl=True)
+    if direction == "dgrad":
+        out = torch.empty(2, 16, 3, 5).contiguous(memory_format=CL)
+        run(dy, w, out)
+        torch.testing.assert_close(out, torch.nn.grad.conv2d_input(x.shape, w, dy))
+    else:
+        out = torch.empty(24, 16, 1, 1).contiguous(memory_format=CL)
+        run(dy, x, out)
+        torch.testing.assert_close(out, torch.nn.grad.conv2d_weight(x, w.shape, dy))
+
+
+# ---- the backward through the dispatcher (fake GEMM family: serves pointwise layers) ----------
+def test_backward_is_three_dispatcher_calls_fingerprinted_per_direction(monkeypatch: pytest.MonkeyPatch) -> None:
+    rig = make_rig(Policy.CACHED)  # looks each problem up, records the misses, runs the default config
+    monkeypatch.setattr(api, "_default", rig.dispatcher)
+    x, w, b = r(2, 32, 4, 6, dtype=BF, grad=True, cl=True), r(48, 32, 1, 1, dtype=BF, grad=True, cl=True), r(48, dtype=BF, grad=True)
+    dy = r(2, 48, 4, 6, dtype=BF, cl=True)
+    autocutlass.conv2d(x, w, b).backward(dy)
+    _fwd, dgrad, wgrad = rig.family.launches
+    assert rig.dispatcher.stats().fallbacks == 0
+    assert (dgrad.problem.m, dgrad.problem.n, dgrad.problem.k) == (48, 32, 48)
+    assert (wgrad.problem.m, wgrad.problem.n, wgrad.problem.k, wgrad.problem.a_major) == (48, 32, 48, Major.COL)
+    looked_up = [p for p in rig.store.lookups if isinstance(p, ConvProblem)]
+    assert [p.direction.value for p in looked_up] == ["fprop", "dgrad", "wgrad"] and rig.store.misses == looked_up
+    assert all(p.epilogue.is_plain for p in looked_up[1:])
+    xr, wr, br = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    F.conv2d(xr, wr, br).backward(dy)
+    for got, want in ((x.grad, xr.grad), (w.grad, wr.grad), (b.grad, br.grad)):
+        torch.testing.assert_close(got, want, atol=0.05, rtol=0.02)
+
+
+def test_unserved_directions_run_torch_with_one_reason_per_fingerprint(monkeypatch: pytest.MonkeyPatch,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    rig = make_rig(Policy.HEURISTIC)
+    monkeypatch.setattr(api, "_default", rig.dispatcher)
+    logging.getLogger("autocutlass").setLevel(logging.WARNING)
+    x, w = r(2, 32, 6, 6, dtype=BF, grad=True, cl=True), r(48, 32, 3, 3, dtype=BF, grad=True, cl=True)
+    with caplog.at_level(logging.WARNING, logger="autocutlass"):
+        for _ in range(2):
+            autocutlass.conv2d(x, w, padding=1).float().sum().backward()
+    lines = [m for m in caplog.messages if "served by torch" in m]
+    assert len(lines) == 3, lines  # fprop, dgrad, wgrad: each once, though the step ran twice
+    assert any("conv2d_dgrad" in m and "conv2d dgrad 2x6x6x32 k48 3x3" in m for m in lines)
+    assert any("conv2d_wgrad" in m and "conv2d wgrad 2x6x6x32 k48 3x3" in m for m in lines)
+    xr, wr = (t.detach().clone().requires_grad_() for t in (x, w))
+    (2 * F.conv2d(xr, wr, padding=1).float().sum()).backward()
+    torch.testing.assert_close(x.grad, xr.grad, atol=0.05, rtol=0.02)
+    torch.testing.assert_close(w.grad, wr.grad, atol=0.5, rtol=0.02)
+
+
+# ---- torch.compile --------------------------------------------------------------------------
+class ConvNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(8, 16, 3, padding=1)
+        self.c2 = nn.Conv2d(16, 16, 3, stride=2, padding=1, bias=False)
+        self.c3 = nn.Conv2d(16, 8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = autocutlass.conv2d(x, self.c1.weight, self.c1.bias, padding=1, activation="relu")
+        h2 = autocutlass.conv2d(h, self.c2.weight, stride=2, padding=1)
+        return autocutlass.conv2d(h2, self.c3.weight, self.c3.bias, activation="silu", residual=h2[:, :8].contiguous(memory_format=CL))
+
+
+def _targets(gm: torch.fx.GraphModule) -> list[str]:
+    return [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+
+
+def test_training_compiles_whole_with_our_backward_ops() -> None:
+    model = ConvNet().to(memory_format=CL)
+    backend = AotEagerAndRecordGraphs()
+    compiled = torch.compile(model, backend=backend, fullgraph=True)
+    x = r(2, 8, 9, 9, grad=True, cl=True)
+    compiled(x).square().mean().backward()
+    assert not counters["graph_break"]
+    bw = _targets(backend.bw_graphs[0])
+    assert bw.count("autocutlass.conv2d_dgrad.default") == 3 and bw.count("autocutlass.conv2d_wgrad.default") == 3
+    ref = ConvNet().to(memory_format=CL)
+    ref.load_state_dict(model.state_dict())
+    xr = x.detach().clone().requires_grad_()
+    ref(xr).square().mean().backward()
+    torch.testing.assert_close(x.grad, xr.grad)
+    for (name, p), pr in zip(model.named_parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, pr.grad, msg=name)
+
+
+def test_a_new_batch_size_does_not_recompile_the_backward() -> None:
+    model = ConvNet().to(memory_format=CL)
+    cnt = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(model, backend=cnt, fullgraph=True, dynamic=True)
+    for batch in (2, 3, 5):
+        compiled(r(batch, 8, 9, 9, cl=True)).sum().backward()
+    assert cnt.frame_count == 1 and not counters["graph_break"]
+
+
+def test_training_under_compile_runs_our_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    rig = make_rig(Policy.HEURISTIC)
+    monkeypatch.setattr(api, "_default", rig.dispatcher)
+    conv = nn.Conv2d(32, 48, 1, dtype=BF).to(memory_format=CL)
+    compiled = torch.compile(lambda x: autocutlass.conv2d(x, conv.weight, conv.bias), backend="aot_eager", fullgraph=True)
+    x = r(2, 32, 4, 6, dtype=BF, grad=True, cl=True)
+    compiled(x).float().square().mean().backward()
+    assert rig.dispatcher.stats().fallbacks == 0 and len(rig.family.launches) == 3  # fprop, dgrad, wgrad
+    xr, wr, br = (t.detach().clone().requires_grad_() for t in (x, conv.weight, conv.bias))
+    F.conv2d(xr, wr, br).float().square().mean().backward()
+    for got, want in ((x.grad, xr.grad), (conv.weight.grad, wr.grad), (conv.bias.grad, br.grad)):
+        torch.testing.assert_close(got, want, atol=0.05, rtol=0.05)
+
+
+def test_front_ends_are_named_after_their_ops() -> None:
+    assert (CONV2D_DGRAD.name, CONV2D_WGRAD.name) == ("conv2d_dgrad", "conv2d_wgrad")
+
+
+# ---- evaluation: what the search verifies and times ------------------------------------------
+@pytest.mark.parametrize("direction", ["dgrad", "wgrad"])
+def test_evaluation_verifies_backward_runners(direction: str) -> None:
+    from autocutlass.ops.conv import evaluation as ev
+
+    p = ConvProblem(direction, n=2, h=9, w=7, c=16, k=24, r=3, s=3, stride_h=2, pad_h=1, pad_w=1, dil_w=2)
+    inputs = ev.make_inputs(p, device="cpu", seed=1)
+    assert bool(inputs.output.isnan().all()) and inputs.output.is_contiguous(memory_format=CL)
+    ref = ev.reference(p, inputs)
+    geo = ([p.stride_h, p.stride_w], [p.pad_h, p.pad_w], [p.dil_h, p.dil_w], 1)
+    fe = CONV2D_DGRAD if direction == "dgrad" else CONV2D_WGRAD
+
+    def right(dy: torch.Tensor, other: torch.Tensor, out: torch.Tensor) -> None:
+        out.copy_(fe.torch_entry(None)(dy, other, list(out.shape), *geo))
+
+    def half(dy: torch.Tensor, other: torch.Tensor, out: torch.Tensor) -> None:  # leaves half unwritten
+        right(dy, other, out)
+        out[: out.shape[0] // 2].fill_(math.nan)
+
+    assert ev.verify(right, p, inputs, ref) == (True, None)
+    ok, why = ev.verify(half, p, inputs, ref)
+    assert not ok and "NaN" in (why or "")
+    baseline = ev.torch_baseline(p, inputs)()
+    assert ev.check_output(p, baseline, ref)[0]

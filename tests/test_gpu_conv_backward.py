@@ -1,0 +1,263 @@
+"""conv2d's backward on the GPU (marker ``gpu``; skipped without CUDA).
+
+* dgrad on ``hopper_conv_dgrad`` (stride 1: the fprop kernel on dy and the flipped filter) and
+  on the GEMM family (pointwise layers), wgrad on the GEMM family (pointwise: split-K, stream-K)
+  and on ``hopper_conv_wgrad`` (the implicit-GEMM wgrad kernel, turned on here explicitly; off by
+  default until these tests pass): each against the float32 gradient on random data with a
+  NaN-poisoned output (``ops.conv.evaluation``, the tuner's own verification), over strides 1 and
+  2, dilation, padding, R != S and residues in every dimension;
+* determinism: split reductions give the same bits on two runs;
+* the dgrad runner's transformed filter follows an in-place weight update;
+* dispatch end to end: gradients of a small channels_last convnet's training step against torch,
+  which layers' directions ran our kernels and which fell back.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autocutlass.ops.conv.problem import ConvProblem
+from autocutlass.ops.types import DType
+
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("isolated_env")]
+
+BF16, FP16 = DType.BF16, DType.FP16
+
+
+def problem(direction: str, n: int, h: int, w: int, c: int, k: int, r: int, s: int, *,
+            stride: tuple[int, int] = (1, 1), pad: tuple[int, int] = (0, 0), dil: tuple[int, int] = (1, 1),
+            dt: DType = BF16) -> ConvProblem:  # fmt: skip
+    return ConvProblem(direction=direction, n=n, h=h, w=w, c=c, k=k, r=r, s=s, stride_h=stride[0], stride_w=stride[1],
+                       pad_h=pad[0], pad_w=pad[1], dil_h=dil[0], dil_w=dil[1], x_dtype=dt, w_dtype=dt, y_dtype=dt)  # fmt: skip
+
+
+def _verify(family: Any, config: Any, p: ConvProblem, seed: int = 0) -> tuple[Any, Any]:
+    """Compile, run once on NaN-poisoned output, compare with the float32 reference; returns
+    (runner, inputs) for further runs."""
+    import torch
+
+    from autocutlass.ops.conv import evaluation as ev
+
+    assert family.check(config, p) is None, family.check(config, p)
+    runner = family.compile(config, p)
+    inputs = ev.make_inputs(p, device=torch.device("cuda"), seed=seed)
+    ref = ev.reference(p, inputs)
+    ok, why = ev.verify(runner, p, inputs, ref)
+    assert ok, f"{config} on {p.describe()}: {why}"
+    return runner, inputs
+
+
+# ---- dgrad: the fprop kernel on dy and the flipped filter ----------------------------------------
+def _dgrad_family(tmp: Path) -> Any:
+    from autocutlass.kernels.hopper_conv_dgrad import HopperConvDgradFamily
+
+    return HopperConvDgradFamily(tmp)
+
+
+def _dgrad_cases() -> list[tuple[Any, ConvProblem]]:
+    from autocutlass.kernels.hopper_conv import HopperConvConfig as C
+
+    return [
+        # 3x3 pad 1: odd spatial size (N*H*W = 578, no multiple of 128), C = K = 64
+        (C(128, 64, 64), problem("dgrad", 2, 17, 17, 64, 64, 3, 3, pad=(1, 1))),
+        # K = 72 (the reduction's second channel block holds 8), C = 136 (a partial tile column)
+        (C(128, 128, 64), problem("dgrad", 3, 15, 13, 136, 72, 3, 3, pad=(1, 1))),
+        # no padding (dx's border gathers fewer taps); dilation 2 with pad 2; 5x3 (R != S)
+        (C(128, 64, 64, schedule="pingpong"), problem("dgrad", 2, 12, 14, 64, 64, 3, 3)),
+        (C(128, 96, 64, cluster_n=2), problem("dgrad", 2, 23, 31, 96, 64, 3, 3, pad=(2, 2), dil=(2, 2))),
+        (C(64, 128, 64), problem("dgrad", 2, 19, 21, 128, 64, 5, 3, pad=(2, 1))),
+        # 1x7 with tile_k 128; 2x2 cluster, tile_m 256; fp16; split-K (few tiles, long K*R*S)
+        (C(128, 128, 128, cluster_m=2), problem("dgrad", 2, 9, 33, 128, 128, 1, 7, pad=(0, 3))),
+        (C(256, 128, 64, cluster_m=2, cluster_n=2), problem("dgrad", 4, 21, 21, 128, 256, 3, 3, pad=(1, 1))),
+        (C(128, 128, 64), problem("dgrad", 2, 15, 15, 64, 64, 3, 3, pad=(1, 1), dt=FP16)),
+        (C(128, 128, 64, split_k=3), problem("dgrad", 2, 7, 7, 128, 512, 3, 3, pad=(1, 1))),
+        # direct store with residues; the ResNet stage-3 layer's shape
+        (C(64, 128, 64, store="direct"), problem("dgrad", 1, 7, 9, 72, 64, 3, 3, pad=(1, 1))),
+        (C(128, 128, 64, cluster_n=2, raster="along_n"), problem("dgrad", 32, 14, 14, 256, 256, 3, 3, pad=(1, 1))),
+    ]
+
+
+def test_dgrad_on_the_fprop_kernel(tmp_path: Path) -> None:
+    fam = _dgrad_family(tmp_path)
+    for config, p in _dgrad_cases():
+        _verify(fam, config, p)
+
+
+def test_dgrad_seeds_of_suite_layers(tmp_path: Path) -> None:
+    fam = _dgrad_family(tmp_path)
+    for p in (problem("dgrad", 32, 56, 56, 64, 64, 3, 3, pad=(1, 1)), problem("dgrad", 8, 32, 32, 640, 640, 3, 3, pad=(1, 1)),
+              problem("dgrad", 32, 7, 7, 512, 512, 3, 3, pad=(1, 1))):  # fmt: skip
+        _verify(fam, fam.seeds(p)[0], p)
+
+
+def test_dgrad_follows_an_in_place_weight_update(tmp_path: Path) -> None:
+    import torch
+
+    from autocutlass.ops.conv import evaluation as ev
+
+    fam = _dgrad_family(tmp_path)
+    config, p = _dgrad_cases()[0]
+    runner, inputs = _verify(fam, config, p)
+    with torch.no_grad():
+        inputs.w.mul_(-0.5)  # an optimizer step: the weight's version moves
+    ok, why = ev.verify(runner, p, inputs, ev.reference(p, inputs))
+    assert ok, why
+
+
+# ---- pointwise dgrad and wgrad: GEMMs ----------------------------------------------------------
+def test_pointwise_backward_on_the_gemm_family(tmp_path: Path) -> None:
+    from autocutlass.kernels.hopper_gemm import HopperGemmConfig as G
+    from autocutlass.kernels.hopper_gemm import HopperGemmFamily
+
+    fam = HopperGemmFamily(tmp_path)
+    cases = [
+        (G(128, 128, 64), problem("dgrad", 2, 17, 19, 136, 72, 1, 1)),
+        (G(128, 256, 64, cluster_m=2), problem("dgrad", 32, 14, 14, 1024, 256, 1, 1)),
+        (G(128, 64, 64), problem("wgrad", 2, 17, 19, 72, 136, 1, 1)),
+        (G(128, 128, 64, stream_k=True), problem("wgrad", 32, 14, 14, 1024, 256, 1, 1)),
+        (G(128, 64, 64, stream_k=True), problem("wgrad", 32, 56, 56, 64, 256, 1, 1)),
+        (G(128, 128, 64, split_k=8, split_mode="workspace"), problem("wgrad", 32, 14, 14, 1024, 256, 1, 1)),
+        (G(128, 128, 64, split_k=4), problem("wgrad", 8, 28, 28, 512, 128, 1, 1, dt=FP16)),
+    ]
+    for config, p in cases:
+        _verify(fam, config, p)
+    for p in (cases[1][1], cases[3][1], cases[4][1]):
+        _verify(fam, fam.seeds(p)[0], p)
+
+
+# ---- wgrad: the implicit-GEMM wgrad kernel -------------------------------------------------------
+def _wgrad_family(tmp: Path) -> Any:
+    from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradFamily
+
+    return HopperConvWgradFamily(tmp, enabled=True)
+
+
+def _wgrad_cases() -> list[tuple[Any, ConvProblem]]:
+    from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradConfig as W
+
+    return [
+        # 3x3 pad 1, C = K = 64, N*P*Q = 578 (no multiple of tile_k): one tile per tap
+        (W(64, 64, 64), problem("wgrad", 2, 17, 17, 64, 64, 3, 3, pad=(1, 1))),
+        (W(128, 64, 64), problem("wgrad", 2, 17, 17, 64, 64, 3, 3, pad=(1, 1))),
+        # two im2col boxes per tile (tile_n 128); C = 136 and K = 72 (partial tiles both ways)
+        (W(128, 128, 64), problem("wgrad", 2, 15, 13, 136, 72, 3, 3, pad=(1, 1))),
+        # stride 2; stride (2, 1) with a 5x3 filter; dilation 2; no padding; 1x7
+        (W(128, 128, 64), problem("wgrad", 3, 29, 29, 128, 128, 3, 3, stride=(2, 2), pad=(1, 1))),
+        (W(64, 128, 64), problem("wgrad", 2, 19, 21, 128, 64, 5, 3, stride=(2, 1), pad=(2, 1))),
+        (W(128, 64, 128), problem("wgrad", 2, 23, 31, 64, 128, 3, 3, pad=(2, 2), dil=(2, 2))),
+        (W(128, 64, 64), problem("wgrad", 2, 12, 14, 64, 128, 3, 3)),
+        (W(128, 128, 64), problem("wgrad", 2, 9, 33, 128, 128, 1, 7, pad=(0, 3))),
+        # the pixel loop split: serial (uneven), stream-K, with clusters (both multicasts)
+        (W(64, 64, 64, split_k=12), problem("wgrad", 8, 28, 28, 64, 64, 3, 3, pad=(1, 1))),
+        (W(64, 64, 64, stream_k=True), problem("wgrad", 8, 28, 28, 64, 64, 3, 3, pad=(1, 1))),
+        (W(128, 128, 64, split_k=3, cluster_m=2), problem("wgrad", 4, 14, 14, 256, 128, 3, 3, pad=(1, 1))),
+        (W(128, 128, 64, stream_k=True, cluster_n=2), problem("wgrad", 4, 14, 14, 128, 256, 3, 3, pad=(1, 1))),
+        (W(256, 128, 64, cluster_m=2, cluster_n=2, split_k=2), problem("wgrad", 4, 14, 14, 256, 512, 3, 3, pad=(1, 1))),
+        # ping-pong, direct store, raster along N with swizzle, fp16
+        (W(128, 128, 64, schedule="pingpong"), problem("wgrad", 2, 16, 16, 128, 128, 3, 3, pad=(1, 1))),
+        (W(64, 64, 64, store="direct"), problem("wgrad", 2, 9, 7, 64, 72, 3, 3, pad=(1, 1))),
+        (W(128, 128, 64, raster="along_n", swizzle=4), problem("wgrad", 2, 16, 16, 256, 256, 3, 3, pad=(1, 1))),
+        (W(128, 128, 64, stream_k=True), problem("wgrad", 2, 15, 15, 128, 128, 3, 3, pad=(1, 1), dt=FP16)),
+    ]
+
+
+@pytest.mark.parametrize("i", range(17))
+def test_wgrad_kernel(tmp_path: Path, i: int) -> None:
+    config, p = _wgrad_cases()[i]
+    _verify(_wgrad_family(tmp_path), config, p)
+
+
+def test_wgrad_seeds_of_suite_layers(tmp_path: Path) -> None:
+    fam = _wgrad_family(tmp_path)
+    for p in (problem("wgrad", 32, 56, 56, 64, 64, 3, 3, pad=(1, 1)), problem("wgrad", 8, 32, 32, 640, 640, 3, 3, pad=(1, 1)),
+              problem("wgrad", 32, 14, 14, 256, 256, 3, 3, pad=(1, 1)), problem("wgrad", 32, 56, 56, 128, 128, 3, 3,
+                                                                                  stride=(2, 2), pad=(1, 1))):  # fmt: skip
+        for config in fam.seeds(p)[:2]:
+            _verify(fam, config, p)
+
+
+# ---- determinism of the split reductions ---------------------------------------------------------
+def test_split_reductions_give_the_same_bits_twice(tmp_path: Path) -> None:
+    import torch
+
+    from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradConfig as W
+    from autocutlass.kernels.hopper_gemm import HopperGemmConfig as G
+    from autocutlass.kernels.hopper_gemm import HopperGemmFamily
+
+    runs = [
+        (_wgrad_family(tmp_path), W(64, 64, 64, split_k=12), problem("wgrad", 8, 28, 28, 64, 64, 3, 3, pad=(1, 1))),
+        (_wgrad_family(tmp_path), W(64, 64, 64, stream_k=True), problem("wgrad", 8, 28, 28, 64, 64, 3, 3, pad=(1, 1))),
+        (HopperGemmFamily(tmp_path), G(128, 64, 64, stream_k=True), problem("wgrad", 32, 56, 56, 64, 256, 1, 1)),
+        (HopperGemmFamily(tmp_path), G(128, 128, 64, split_k=8, split_mode="workspace"),
+         problem("wgrad", 32, 14, 14, 1024, 256, 1, 1)),
+        (_dgrad_family(tmp_path), _dgrad_cases()[8][0], _dgrad_cases()[8][1]),
+    ]  # fmt: skip
+    for fam, config, p in runs:
+        runner, inputs = _verify(fam, config, p)
+        first = inputs.output.clone()
+        for _ in range(3):
+            inputs.poison()
+            inputs.run(runner)
+        torch.cuda.synchronize()
+        assert torch.equal(inputs.output, first), f"{config} on {p.describe()}: not bitwise reproducible"
+
+
+# ---- dispatch end to end: a training step's gradients ---------------------------------------------
+def _convnet_step(dtype: Any) -> tuple[list[Any], list[Any], Any]:
+    """One forward + backward of three channels_last convs (3x3 s1, 3x3 s2, 1x1 with a fused
+    residual + ReLU) through autocutlass, and the same in float32 torch; the grads of both."""
+    import torch
+    import torch.nn.functional as F
+
+    import autocutlass
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    cl = torch.channels_last
+
+    def r(*shape: int, scale: float = 1.0) -> Any:
+        return (torch.randn(*shape, device="cuda", generator=g) * scale).to(dtype).to(memory_format=cl)
+
+    x = r(8, 64, 30, 30)
+    w1, b1 = r(128, 64, 3, 3, scale=1 / 24), torch.randn(128, device="cuda", generator=g).to(dtype)
+    w2, w3 = r(128, 128, 3, 3, scale=1 / 34), r(128, 128, 1, 1, scale=1 / 11)
+    leaves = [t.requires_grad_() for t in (x, w1, b1, w2, w3)]
+
+    h = autocutlass.conv2d(x, w1, b1, padding=1, activation="relu")
+    h2 = autocutlass.conv2d(h, w2, stride=2, padding=1)
+    y = autocutlass.conv2d(h2, w3, residual=h2, activation="relu")
+    dy = torch.randn(y.shape, device="cuda", generator=g).to(dtype).to(memory_format=cl)
+    y.backward(dy)
+    ref = [t.detach().float().requires_grad_() for t in leaves]
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        rh = F.relu(F.conv2d(ref[0], ref[1], ref[2], padding=1))
+        rh2 = F.conv2d(rh, ref[3], stride=2, padding=1)
+        F.relu(F.conv2d(rh2, ref[4]) + rh2).backward(dy.float())
+    return [t.grad for t in leaves], [t.grad for t in ref], autocutlass.stats()
+
+
+@pytest.mark.parametrize("wgrad_kernel", [False, True], ids=["wgrad-kernel-off", "wgrad-kernel-on"])
+def test_a_convnet_training_step_matches_torch(wgrad_kernel: bool, monkeypatch: pytest.MonkeyPatch,
+                                               caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    import torch
+
+    import autocutlass
+    from autocutlass.ops.compare import compare
+
+    monkeypatch.setenv("AUTOCUTLASS_CONV_WGRAD", "1" if wgrad_kernel else "0")
+    autocutlass.reset()
+    with caplog.at_level(logging.WARNING, logger="autocutlass"):
+        got, want, stats = _convnet_step(torch.bfloat16)
+    for name, a, b in zip(("x", "w1", "b1", "w2", "w3"), got, want, strict=True):
+        ok, why = compare(a, b, 2e-2, f"grad of {name}")
+        assert ok, why
+    fell_back = [m for m in caplog.messages if "served by torch" in m]
+    # forwards: 3 ours; dgrad: the 3x3 s1 and 1x1 ours, the strided 3x3 falls back (x needs its own: 3 dgrads);
+    # wgrad: the 1x1 ours (GEMM), the 3x3 ours only with the wgrad kernel on
+    assert any("conv2d_dgrad" in m and "stride 2x2" in m for m in fell_back), fell_back
+    assert sum("conv2d_wgrad" in m for m in fell_back) == (0 if wgrad_kernel else 2), fell_back
+    assert stats.fallbacks == (1 if wgrad_kernel else 3), stats
+    autocutlass.reset()

@@ -1,0 +1,241 @@
+"""The Hopper implicit-GEMM conv2d wgrad family without a GPU: the batched implicit GEMM it runs
+(checked numerically against torch's weight gradient), its gate (off by default), reasons, space,
+seeds, config round trips, plan, compile key and source hash; and (marker ``compile``) sampled
+configs compiled with CUTE_DSL_ARCH=sm_90a."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from autocutlass.device import KERNELS_DIR, source_hash
+from autocutlass.kernels import families_for, get_family, source_hashes
+from autocutlass.kernels.hopper_conv_wgrad import (
+    GATE_REASON,
+    HopperConvWgradFamily,
+    balanced_splits,
+)
+from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradConfig as C
+from autocutlass.kernels.hopper_conv_wgrad.check import check
+from autocutlass.kernels.hopper_conv_wgrad.compile import compile_key
+from autocutlass.kernels.hopper_conv_wgrad.plan import implicit_gemm, make_plan
+from autocutlass.kernels.hopper_conv_wgrad.sources import SOURCE_FILES
+from autocutlass.ops.conv.problem import ConvProblem
+from autocutlass.ops.gemm.problem import Major
+from autocutlass.ops.types import DType, Epilogue
+
+SHAPES_CONV = Path(__file__).resolve().parents[1] / "benchmarks" / "shapes-conv.json"
+ON = HopperConvWgradFamily(enabled=True)
+
+
+def wgrad(**kw: object) -> ConvProblem:
+    base: dict[str, object] = {"direction": "wgrad", "n": 32, "h": 56, "w": 56, "c": 64, "k": 64, "r": 3, "s": 3,
+                               "pad_h": 1, "pad_w": 1}  # fmt: skip
+    base.update(kw)
+    return ConvProblem(**base)  # type: ignore[arg-type]
+
+
+# ---- the implicit GEMM -------------------------------------------------------------------------
+def test_implicit_gemm_dimensions() -> None:
+    g = implicit_gemm(wgrad(n=2, h=9, w=7, c=24, k=40, r=3, s=5, stride_h=2, pad_h=1, pad_w=2))
+    assert (g.m, g.n, g.k, g.l) == (40, 24, 2 * 5 * 7, 15) and (g.a_major, g.b_major) == (Major.COL, Major.ROW)
+
+
+@pytest.mark.parametrize("geo", [
+    {"r": 3, "s": 3, "pad_h": 1, "pad_w": 1},
+    {"r": 3, "s": 3, "stride_h": 2, "stride_w": 2, "pad_h": 1, "pad_w": 1},
+    {"r": 5, "s": 3, "pad_h": 4, "pad_w": 2, "dil_h": 2, "dil_w": 2},
+    {"r": 1, "s": 7, "pad_h": 0, "pad_w": 3},
+    {"r": 3, "s": 2, "stride_w": 3, "pad_h": 0, "pad_w": 1},
+])  # fmt: skip
+def test_the_batched_gemm_over_taps_is_the_weight_gradient(geo: dict[str, int]) -> None:
+    """dw[k, r, s, c] = sum over output pixels i of dy[i, k] * im2col_(r, s)(x)[i, c]: each tap's
+    (pixels x C) operand is the box of x the im2col TMA loads at that filter offset."""
+    p = wgrad(n=2, h=11, w=9, c=8, k=6, **geo)
+    x = torch.randn(p.n, p.c, p.h, p.w, dtype=torch.float64)
+    dy = torch.randn(p.n, p.k, p.p, p.q, dtype=torch.float64)
+    cols = F.unfold(x, (p.r, p.s), dilation=(p.dil_h, p.dil_w), padding=(p.pad_h, p.pad_w),
+                    stride=(p.stride_h, p.stride_w))  # (N, C*R*S, P*Q)  # fmt: skip
+    g = implicit_gemm(p)
+    taps = cols.view(p.n, p.c, p.r * p.s, p.p * p.q).permute(2, 0, 3, 1).reshape(g.l, g.k, g.n)  # (RS, NPQ, C)
+    a = dy.permute(1, 0, 2, 3).reshape(g.m, g.k)  # dy^T (K, NPQ)
+    d = torch.einsum("mk,lkn->lmn", a, taps)  # (RS, K, C)
+    dw = d.permute(1, 0, 2).reshape(p.k, p.r, p.s, p.c).permute(0, 3, 1, 2)  # (K, C, R, S)
+    want = torch.nn.grad.conv2d_weight(x, (p.k, p.c, p.r, p.s), dy, (p.stride_h, p.stride_w), (p.pad_h, p.pad_w),
+                                       (p.dil_h, p.dil_w))  # fmt: skip
+    torch.testing.assert_close(dw, want)
+
+
+# ---- the gate --------------------------------------------------------------------------------------
+def test_off_by_default_and_on_with_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AUTOCUTLASS_CONV_WGRAD", raising=False)
+    p = wgrad()
+    fam = get_family("hopper_conv_wgrad")
+    assert fam.supports(p) == GATE_REASON and fam.check(C(64, 64, 64), p) == GATE_REASON and fam.seeds(p) == []
+    assert [f.name for f in families_for(p)] == []
+    assert [f.name for f in families_for(wgrad(r=1, s=1, pad_h=0, pad_w=0))] == ["hopper_gemm"]
+    monkeypatch.setenv("AUTOCUTLASS_CONV_WGRAD", "1")
+    assert fam.supports(p) is None and fam.check(C(64, 64, 64), p) is None and fam.seeds(p)
+    assert [f.name for f in families_for(p)] == ["hopper_conv_wgrad"]
+    assert [f.name for f in families_for(wgrad(r=1, s=1, pad_h=0, pad_w=0))] == ["hopper_gemm", "hopper_conv_wgrad"]
+    assert ON.supports(wgrad(c=3)) is not None and "GPU" not in (ON.supports(wgrad(c=3)) or "")
+
+
+# ---- reasons -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("problem,needle", [
+    (wgrad(direction="fprop"), "wgrad only"),
+    (wgrad(direction="dgrad"), "wgrad only"),
+    (wgrad(epilogue=Epilogue(bias=True)), "no epilogue"),
+    (wgrad(x_dtype=DType.TF32, w_dtype=DType.TF32, y_dtype=DType.FP32), "only 16-bit WGMMA"),
+    (wgrad(w_dtype=DType.FP16), "differ"),
+    (wgrad(groups=2), "groups=2"),
+    (wgrad(c=3, align_x=2, align_w=2), "2-byte aligned"),
+    (wgrad(c=36), "C=36"),
+    (wgrad(k=12), "K=12"),
+    (wgrad(stride_h=9), "traversal stride"),
+    (wgrad(pad_h=129, h=300), "lower corner"),
+])  # fmt: skip
+def test_problem_reasons(problem: ConvProblem, needle: str) -> None:
+    reason = ON.supports(problem)
+    assert reason is not None and needle in reason, reason
+    assert ON.seeds(problem) == []
+
+
+@pytest.mark.parametrize("config,needle", [
+    (C(128, 96, 64), "tile_n=96"),
+    (C(128, 64, 32), "tile_k=32"),
+    (C(128, 64, 64, split_k=5), "split_k=5"),
+    (C(128, 128, 64), "tile_n=128 > C=64"),
+    (C(128, 64, 64, split_k=2, stream_k=True), "stream_k divides"),
+    (C(128, 64, 64, split_k=2, schedule="pingpong"), "cooperative"),
+    (C(64, 64, 64, cluster_n=2), "A multicast"),
+    (C(256, 64, 64, schedule="pingpong"), "ping-pong tile_m=256"),
+])  # fmt: skip
+def test_config_reasons(config: C, needle: str) -> None:
+    reason = check(config, wgrad())
+    assert reason is not None and needle in reason, reason
+
+
+SUITE = [json.loads(SHAPES_CONV.read_text())["cases"][i] for i in (1, 2, 3, 5, 8, 12, 16)]
+
+
+def _suite_wgrad(case: dict[str, object]) -> ConvProblem:
+    return ConvProblem("wgrad", n=case["N"], h=case["H"], w=case["W"], c=case["C"], k=case["K"], r=case["R"],  # type: ignore[arg-type]
+                       s=case["S"], stride_h=case["stride"][0], stride_w=case["stride"][1], pad_h=case["pad"][0],  # type: ignore[index]
+                       pad_w=case["pad"][1])  # type: ignore[index]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", SUITE, ids=[c["name"] for c in SUITE])
+def test_suite_layers_have_feasible_spaces_and_seeds(case: dict[str, object]) -> None:
+    p = _suite_wgrad(case)
+    assert ON.supports(p) is None
+    space = ON.space(p)
+    feasible = [c for c in space if ON.check(c, p) is None]
+    assert len(feasible) > 100 and len(set(space)) == len(space)
+    seeds = ON.seeds(p)
+    assert seeds and all(ON.check(s, p) is None for s in seeds) and len(set(seeds)) == len(seeds)
+    assert any(c.stream_k for c in feasible) and any(c.split_k > 1 for c in feasible)
+
+
+def test_few_tile_layers_start_with_a_split_pixel_loop() -> None:
+    rn50_l1 = ON.seeds(wgrad())  # 64x64 filter, 9 taps: 9 tiles of 64x64 for 132 SMs
+    assert rn50_l1[0].stream_k and rn50_l1[1].split_k > 1
+    sd = ON.seeds(wgrad(n=8, h=32, w=32, c=640, k=640))  # 225 tiles: data-parallel first
+    assert not sd[0].stream_k and sd[0].split_k == 1
+    assert balanced_splits(9, 1000) == 12 and balanced_splits(200, 1000) == 1 and balanced_splits(9, 10) == 2
+
+
+def test_config_round_trip_and_gemm_config() -> None:
+    cfg = C(256, 128, 128, 2, 1, 4, "cooperative", "along_n", 1, 1, True, "tma")
+    assert C.from_dict(json.loads(json.dumps(cfg.as_dict()))) == cfg == ON.config_from_dict(ON.config_to_dict(cfg))
+    g = cfg.gemm_config()
+    assert (g.tile_m, g.tile_n, g.tile_k, g.cluster_m, g.stages, g.stream_k, g.split_k) == (256, 128, 128, 2, 4, True, 1)
+    assert cfg.short() == "256x128x128 c2x1 s4 coop n/1 streamk"
+    with pytest.raises(TypeError):
+        C(stream_k=1)  # type: ignore[arg-type]
+
+
+def test_plan_and_compile_key_follow_the_class_not_the_run_time_sizes() -> None:
+    p = wgrad(r=5, s=3, pad_h=2)
+    plan = make_plan(C(128, 64, 64, split_k=4), p)
+    assert (plan.r, plan.s, plan.gemm.split_k, plan.gemm.a_major, plan.gemm.b_major) == (5, 3, 4, Major.COL, Major.ROW)
+    same_class = dataclasses.replace(p, n=7, h=30, w=31, c=128, k=256, stride_h=2, dil_w=2)
+    assert compile_key(plan) == compile_key(make_plan(C(128, 64, 64, split_k=4), same_class))
+    assert compile_key(plan) != compile_key(make_plan(C(128, 64, 64, split_k=4), dataclasses.replace(p, s=5, pad_w=2)))
+    assert compile_key(plan) != compile_key(make_plan(C(128, 64, 64, split_k=8), p))
+
+
+def test_source_files_and_hash() -> None:
+    for rel in SOURCE_FILES:
+        assert (KERNELS_DIR / rel).is_file(), rel
+    assert ON.source_hash() == source_hash(SOURCE_FILES) == source_hashes()["hopper_conv_wgrad"]
+    assert "hopper_conv/kernel.py" not in SOURCE_FILES  # fprop's tuning records stay keyed by their own sources
+
+
+def test_runner_refuses_operands_that_are_not_channels_last() -> None:
+    from autocutlass.kernels.hopper_conv_wgrad import runner as runner_mod
+
+    r = object.__new__(runner_mod.HopperConvWgradRunner)
+    r.config, r._geometry, r._clusters, r._workspace = C(64, 64, 64), (1, 1, 1, 1, 1, 1), {}, None
+    r._fn = lambda *a: None
+    x = torch.randn(1, 8, 5, 5).contiguous(memory_format=torch.channels_last)
+    dw = torch.empty(8, 8, 3, 3).contiguous(memory_format=torch.channels_last)
+    with pytest.raises(ValueError, match="dy must be channels_last"):
+        r(torch.randn(1, 8, 5, 5), x, dw)
+    with pytest.raises(ValueError, match="do not make a convolution"):
+        r(torch.randn(1, 8, 4, 4).contiguous(memory_format=torch.channels_last), x, dw)
+
+
+# ---- compile (no GPU) ----------------------------------------------------------------------------
+def _dsl_available() -> bool:
+    os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
+    try:
+        import cutlass  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+COMPILE_CASES = [
+    # rn50 stage 1: 64x64 tiles, stream-K; serial split-K 12; the im2col tile multicast (2x1)
+    (C(64, 64, 64, stream_k=True), wgrad()),
+    (C(64, 64, 64, split_k=12), wgrad()),
+    (C(128, 128, 64, cluster_m=2), wgrad(c=128, k=128, stride_h=2, stride_w=2)),
+    # dy multicast (1x2), ping-pong, tile_k 128, 5x3 dilated, fp16
+    (C(128, 128, 128, cluster_n=2, schedule="pingpong"), wgrad(c=256, k=256, r=5, s=3, pad_h=4, pad_w=2, dil_h=2,
+                                                               dil_w=2, x_dtype=DType.FP16, w_dtype=DType.FP16,
+                                                               y_dtype=DType.FP16)),
+    # 256x128 in a 2x2 cluster with split-K; direct store of a small filter
+    (C(256, 128, 64, cluster_m=2, cluster_n=2, split_k=4), wgrad(c=256, k=512)),
+    (C(64, 64, 64, store="direct"), wgrad(r=1, s=7, pad_h=0, pad_w=3)),
+]  # fmt: skip
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("cfg,prob", COMPILE_CASES, ids=[f"{c.short()}|{p.describe()}" for c, p in COMPILE_CASES])
+def test_config_compiles(cfg: C, prob: ConvProblem) -> None:
+    if not _dsl_available():
+        pytest.skip("nvidia-cutlass-dsl is not installed")
+    from autocutlass.kernels.hopper_conv_wgrad.compile import _compile
+
+    assert check(cfg, prob) is None, check(cfg, prob)
+    assert _compile(make_plan(cfg, prob)) is not None
+
+
+@pytest.mark.compile
+def test_sampled_space_configs_compile() -> None:
+    if not _dsl_available():
+        pytest.skip("nvidia-cutlass-dsl is not installed")
+    from autocutlass.kernels.hopper_conv_wgrad.compile import _compile
+
+    prob = wgrad(c=128, k=128, stride_h=2, stride_w=2)
+    feasible = [c for c in ON.space(prob) if ON.check(c, prob) is None]
+    for cfg in random.Random(2026).sample(feasible, 3):
+        assert _compile(make_plan(cfg, prob)) is not None, cfg.short()
