@@ -18,6 +18,8 @@ AUTOCUTLASS_TUNE_TRIALS    trial budget of an on-line (miss-policy) tuning      
 AUTOCUTLASS_TUNE_SECONDS   wall-clock budget of an on-line tuning                         60
 AUTOCUTLASS_LOG            log level of the ``autocutlass`` logger                        WARNING
 AUTOCUTLASS_GROUPED_KERNELS  1: ``grouped_mm`` calls may run the hopper_grouped kernels       0
+AUTOCUTLASS_CONV_DGRAD     1: serve conv2d dgrad (stride 1) with the fprop kernel on dY   0
+                           (``hopper_conv_dgrad``; off until a training step matches on a GPU)
 AUTOCUTLASS_CONV_WGRAD     1: serve conv2d wgrad with the implicit-GEMM wgrad kernel       0
                            (``hopper_conv_wgrad``; off until validated on a GPU)
 =========================  =============================================================  ===========================
@@ -117,6 +119,9 @@ class Settings:
     them after every tuning."""
     grouped_kernels: bool = False
     """AUTOCUTLASS_GROUPED_KERNELS: the hopper_grouped family serves grouped_mm calls."""
+    conv_dgrad_kernel: bool = False
+    """``AUTOCUTLASS_CONV_DGRAD``: the ``hopper_conv_dgrad`` family serves conv2d dgrad problems (off
+    by default: its per-problem GPU tests passed, a whole training step's have not yet)."""
     conv_wgrad_kernel: bool = False
     """``AUTOCUTLASS_CONV_WGRAD``: the ``hopper_conv_wgrad`` family serves conv2d wgrad problems
     (off by default: its kernel is compiled in CI but not yet validated on a GPU)."""
@@ -155,6 +160,7 @@ class Settings:
             tune_trials_with_priors=_int(e, "AUTOCUTLASS_TUNE_TRIALS_WITH_PRIORS", 8, minimum=1),
             tune_pool_idle_s=_seconds(e, "AUTOCUTLASS_TUNE_POOL_IDLE_S", 300.0, zero="closing them after every tuning"),
             grouped_kernels=_flag(e, "AUTOCUTLASS_GROUPED_KERNELS"),
+            conv_dgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_DGRAD"),
             conv_wgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_WGRAD"),
         )
 

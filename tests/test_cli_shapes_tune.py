@@ -39,7 +39,9 @@ def shapes(tmp_path: Path) -> Path:
     return f
 
 
-def test_tune_a_conv_shapes_file(shapes: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_tune_a_conv_shapes_file(shapes: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setenv("AUTOCUTLASS_CONV_DGRAD", "1")  # the dgrad family is gated
     p = argparse.ArgumentParser(prog="autocutlass")
     add_tune_parser(p.add_subparsers(dest="command"))
     out_json = tmp_path / "out.json"

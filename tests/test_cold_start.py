@@ -29,12 +29,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from collections.abc import Iterator
 
 from autocutlass.kernels import helper_kernels, shared_object
 from autocutlass.kernels.object_cache import ObjectCache
 from autocutlass.ops.gemm.problem import Activation
 
 os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")  # before any DSL import in this process: compiling off-GPU
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _dsl_free_load() -> Iterator[None]:
+    """These tests exercise the DSL-free loading path, off by default (``AUTOCUTLASS_DSL_FREE_LOAD``);
+    set for the whole module (before its module-scoped compiles); child processes inherit it."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AUTOCUTLASS_DSL_FREE_LOAD", "1")
+        yield
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "tuning_dbs"

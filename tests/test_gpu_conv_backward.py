@@ -245,15 +245,21 @@ def test_a_convnet_training_step_matches_torch(wgrad_kernel: bool, monkeypatch: 
     import torch
 
     import autocutlass
-    from autocutlass.ops.compare import compare
 
     monkeypatch.setenv("AUTOCUTLASS_CONV_WGRAD", "1" if wgrad_kernel else "0")
+    monkeypatch.setenv("AUTOCUTLASS_CONV_DGRAD", "1")
     autocutlass.reset()
     with caplog.at_level(logging.WARNING, logger="autocutlass"):
         got, want, stats = _convnet_step(torch.bfloat16)
-    for name, a, b in zip(("x", "w1", "b1", "w2", "w3"), got, want, strict=True):
-        ok, why = compare(a, b, 2e-2, f"grad of {name}")
-        assert ok, why
+    with autocutlass.policy("off"):  # torch's own bf16 step on the same inputs: the error to match
+        base, _, _ = _convnet_step(torch.bfloat16)
+    for name, a, t, b in zip(("x", "w1", "b1", "w2", "w3"), got, base, want, strict=True):
+        assert torch.isfinite(a).all(), f"grad of {name}: not finite"
+        err = lambda u: float((u.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30))  # noqa: E731
+        # bf16 storage between three layers and ReLU gates that flip on rounding: a chain's gradient is
+        # a few percent off the float32 reference (3.7% for dX on an H200); ours must be no worse than
+        # torch's bf16 path by more than half again
+        assert err(a) <= max(2e-2, 1.5 * err(t)), f"grad of {name}: ours {err(a):.3e}, torch bf16 {err(t):.3e}"
     fell_back = [m for m in caplog.messages if "served by torch" in m]
     # forwards: 3 ours; dgrad: the 3x3 s1 and 1x1 ours, the strided 3x3 falls back (x needs its own: 3 dgrads);
     # wgrad: the 1x1 ours (GEMM), the 3x3 ours only with the wgrad kernel on

@@ -37,6 +37,7 @@ miss is tuned under the first, and the stored records of all are looked up."""
 
 GATES: dict[str, tuple[str, str]] = {
     "hopper_grouped": ("grouped_kernels", "AUTOCUTLASS_GROUPED_KERNELS"),
+    "hopper_conv_dgrad": ("conv_dgrad_kernel", "AUTOCUTLASS_CONV_DGRAD"),
 }
 """Families that serve problems only while a setting is on (``Settings`` field, variable): new
 kernels awaiting their GPU validation."""

@@ -39,6 +39,18 @@ from autocutlass.kernels import shared_object
 log = logging.getLogger("autocutlass")
 
 
+DSL_FREE_LOAD_ENV = "AUTOCUTLASS_DSL_FREE_LOAD"
+"""``1``: load cached kernels by linking each object into a shared library opened with TVM-FFI,
+without importing the DSL (``kernels.shared_object``). Off by default until this path has run on a
+GPU: it was built and tested on machines without one (2026-11-23); off, objects load through the
+DSL's ``cute.runtime.load_module`` as before."""
+
+
+def dsl_free_load() -> bool:
+    """Whether cached kernels load without the DSL (``AUTOCUTLASS_DSL_FREE_LOAD=1``)."""
+    return os.environ.get(DSL_FREE_LOAD_ENV, "0").strip().lower() in ("1", "true", "yes", "on")
+
+
 @dataclass
 class CacheStats:
     compiled: int = 0
@@ -122,7 +134,7 @@ class ObjectCache:
             return None
         lib = shared_object.library_path(path)
         why_not = ""
-        if shared_object.can_link():
+        if dsl_free_load() and shared_object.can_link():
             try:
                 return self._load_linked(path, lib)
             except (shared_object.SharedObjectError, OSError) as e:

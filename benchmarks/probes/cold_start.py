@@ -220,7 +220,8 @@ def main() -> int:
         root = Path(tmp)
         warm_cache, objects_only, db = root / "warm", root / "objects_only", root / "user.sqlite"
         base = {**os.environ, "PYTHONPATH": pythonpath, "AUTOCUTLASS_POLICY": "cached", "AUTOCUTLASS_DB": str(db),
-                "AUTOCUTLASS_CACHE_DIR": str(warm_cache), "CUTE_DSL_CACHE_DIR": str(root / "cute_dsl_warm")}  # fmt: skip
+                "AUTOCUTLASS_CACHE_DIR": str(warm_cache), "CUTE_DSL_CACHE_DIR": str(root / "cute_dsl_warm"),
+                "AUTOCUTLASS_DSL_FREE_LOAD": os.environ.get("AUTOCUTLASS_DSL_FREE_LOAD", "1")}  # fmt: skip
         base.pop("AUTOCUTLASS_STRICT", None)
         for name in ns.cases.split(","):
             case = CASES[name]

@@ -58,7 +58,8 @@ def _dsl_max_active_clusters(device_index: int, cluster_size: int) -> int:
 
 class SplitKWorkspace:
     """Split-K scratch of one runner: an fp32 partial-sum buffer and zeroed int32 turnstiles,
-    per (device, stream), grown on demand and reused across calls (never allocated per call).
+    per device, grown on demand and reused across calls on the default stream; on any other
+    stream (graph capture, torch.compile's CUDA graphs) allocated per call (see ``get``).
     Serial mode: a tile slot and a turnstile per output tile (the kernel leaves every turnstile
     at zero when it finishes). Workspace mode: ``S * L * M * N_pad`` partials, no turnstiles.
     Stream-K: a tile slot and a flag per CTA of the grid (flags also left at zero)."""
@@ -69,7 +70,16 @@ class SplitKWorkspace:
     def get(self, device: Any, partials: int, turnstiles: int) -> tuple[Any, Any]:
         import torch
 
-        key = (device.index or 0, torch.cuda.current_stream(device).cuda_stream)
+        stream = torch.cuda.current_stream(device)
+        if stream != torch.cuda.default_stream(device):
+            # Not the default stream: CUDA-graph capture, or torch.compile's cudagraph trees, whose
+            # warm-up and recording run on a side stream with allocations routed to the graph's
+            # private pool: a buffer kept from there is a live tensor the graph does not own
+            # ("tensors in the cudagraph pool not tracked as outputs"). A call's own temporaries
+            # are freed when it returns; the zeroed turnstiles cost one memset (a graph node).
+            return (torch.empty(partials, dtype=torch.float32, device=device),
+                    torch.zeros(turnstiles, dtype=torch.int32, device=device))  # fmt: skip
+        key = (device.index or 0, stream.cuda_stream)
         have = self._bufs.get(key)
         if have is None or have[0].numel() < partials or have[1].numel() < turnstiles:
             work = torch.empty(partials, dtype=torch.float32, device=device)
