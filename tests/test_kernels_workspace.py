@@ -1,0 +1,52 @@
+"""Split-K / stream-K scratch (``hopper_gemm.runner.SplitKWorkspace``), on CPU with torch.cuda's
+stream queries faked: reused across calls on the device's default stream, allocated per call on
+any other (CUDA-graph capture, torch.compile's cudagraph trees: a buffer kept from there would be
+a live tensor in the graph's private pool)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from autocutlass.kernels.hopper_gemm.runner import SplitKWorkspace
+
+
+@dataclass(frozen=True)
+class FakeStream:
+    cuda_stream: int
+
+
+DEFAULT, SIDE = FakeStream(0), FakeStream(7)
+
+
+@pytest.fixture
+def on(monkeypatch: pytest.MonkeyPatch) -> list[FakeStream]:
+    current = [DEFAULT]
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: current[0])
+    monkeypatch.setattr(torch.cuda, "default_stream", lambda device=None: DEFAULT)
+    return current
+
+
+def test_default_stream_reuses_its_buffers(on: list[FakeStream]) -> None:
+    ws, dev = SplitKWorkspace(), torch.device("cpu")
+    work, count = ws.get(dev, 64, 8)
+    assert work.numel() == 64 and count.numel() == 8 and not count.any()
+    again = ws.get(dev, 32, 4)  # smaller: the same buffers
+    assert again[0] is work and again[1] is count
+    bigger = ws.get(dev, 128, 8)  # larger: grown once, then kept
+    assert bigger[0] is not work and bigger[0].numel() == 128 and ws.get(dev, 128, 8)[0] is bigger[0]
+
+
+def test_other_streams_get_fresh_zeroed_buffers_every_call(on: list[FakeStream]) -> None:
+    ws, dev = SplitKWorkspace(), torch.device("cpu")
+    kept = ws.get(dev, 64, 8)
+    on[0] = SIDE
+    a, b = ws.get(dev, 64, 8), ws.get(dev, 64, 8)
+    assert a[0] is not b[0] and a[1] is not b[1]  # nothing outlives the call that asked
+    assert a[0] is not kept[0] and not a[1].any() and not b[1].any()  # turnstiles zeroed each time
+    a[1].fill_(3)
+    assert not ws.get(dev, 64, 8)[1].any()
+    on[0] = DEFAULT
+    assert ws.get(dev, 64, 8)[0] is kept[0]  # the default stream's cache is untouched
