@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # PostgreSQL for the GPU machine, which has none and reaches no registry: the server binaries of
 # the `pgserver` wheel (PostgreSQL 16, linked against libc only) and psycopg's pure-Python
-# package, trimmed to about 4.4 MB in .pgbundle/pg.tar.xz (git-ignored; add /.pgbundle/ to
-# .git/info/exclude). psycopg finds libpq through ctypes.util.find_library, which does not see the
+# package, trimmed to about 4.4 MB in .pgbundle/pg.tar.xz (git-ignored: listed in
+# .gitignore). psycopg finds libpq through ctypes.util.find_library, which does not see the
 # wheel's renamed library: the packed copy falls back to /usr/local/lib/libpq.so.5. On the GPU
 # machine (root), in a call that carries .pgbundle:
 #   mkdir -p /tmp/pg && tar xJf .pgbundle/pg.tar.xz -C /tmp/pg \
