@@ -353,13 +353,6 @@ default, which knows M, serves instead, and the problem is recorded for ``tune -
 record still seeds the tuning."""
 
 
-def _too_far(problem: OpProblem, stored: _Stored) -> bool:
-    theirs = getattr(stored.record, "problem", None)
-    if stored.rank != _RANK["nearest"] or theirs is None:
-        return False
-    return float(problem.neighbour_distance(theirs)[0]) > NEAREST_MAX_LOG2
-
-
 PRIORS = 4
 """Winners of the nearest tuned problems of the same kernel class a tuning starts from (seeds),
 beside the nearest own record and a sibling GPU's (``Store.class_winners``)."""
@@ -610,25 +603,16 @@ class Dispatcher:
         info = self._device_info(device_index)
         hard_key = info.hard_key(first.source_hash())
         found = self._stored(problem, families, info, sibling=False)
-        if found is not None and _too_far(problem, found):
-            self._log_once("db", f"the nearest tuned problem to {problem.describe()} "
-                           f"({found.record.problem.describe()}) is too far away to serve it; the default config "
-                           f"does, and the problem is recorded for autocutlass tune --pending")  # fmt: skip
-            seed_only: _Stored | None = found
-            found = None
-        else:
-            seed_only = None
-        if found is not None and (pol is Policy.CACHED or found.rank < _RANK["nearest"]):
+        near = self._near_enough(problem, found)  # what may serve; a far record only seeds the tuning
+        if near is not None and (pol is Policy.CACHED or near.rank < _RANK["nearest"]):
             self._n.db_hits += 1
-            if found.rank == _RANK["nearest"]:  # a stand-in: tune --pending should tune the problem itself
+            if near.rank == _RANK["nearest"]:  # a stand-in: tune --pending should tune the problem itself
                 self._record_miss(problem, hard_key)
-            return _Choice(found.family, found.config)
+            return _Choice(near.family, near.config)
         self._record_miss(problem, hard_key)
-        sibling = self._stored(problem, families, info, sibling=True)
-        if sibling is not None and _too_far(problem, sibling):
-            sibling = None
+        sibling = self._near_enough(problem, self._stored(problem, families, info, sibling=True))
         priors = self._priors(problem, hard_key) if pol in (Policy.TUNE, Policy.BACKGROUND) else []
-        seeds = [c.record.config for c in (found, sibling, *priors, seed_only) if c is not None and c.family is first]
+        seeds = [c.record.config for c in (found, sibling, *priors) if c is not None and c.family is first]
         memo, waits_for = _Memo.KEEP, None
         if pol is Policy.TUNE and may_tune:
             tuned = self._tune(problem, first, hard_key, info, seeds)
@@ -642,19 +626,32 @@ class Dispatcher:
                 return bg
             memo, waits_for = bg
         # the stand-in: this GPU's nearest record, a sibling's, the nearest class winner, the default
-        chosen = found or sibling or (priors[0] if priors else None)
+        chosen = near or sibling or (priors[0] if priors else None)
         family, config = (chosen.family, chosen.config) if chosen else (first, self._default_config(first, problem))
         if memo is _Memo.WAIT and (family.name, config, problem.kernel_class_key()) not in self._runners:
             # the background policy's stand-in would be compiled (or loaded) now: torch serves until
             # the tuning ends, so that no call waits for a compile
             self._n.torch_standins += 1
             return _Choice(None, None, memo, waits_for)
-        if chosen is not None and chosen is sibling and found is None:
+        if chosen is not None and chosen is sibling and near is None:
             self._n.sibling_hits += 1
             self._note_sibling(sibling, info)
-        elif chosen is not None and found is None:
+        elif chosen is not None and near is None:
             self._n.class_hits += 1
         return _Choice(family, config, memo, waits_for)
+
+    def _near_enough(self, problem: OpProblem, stored: _Stored | None) -> _Stored | None:
+        """``stored`` unless it is a nearest-neighbour record too far away to serve ``problem``
+        (``NEAREST_MAX_LOG2``; logged once per problem)."""
+        theirs = getattr(stored.record, "problem", None) if stored is not None else None
+        if stored is None or stored.rank != _RANK["nearest"] or theirs is None:
+            return stored
+        if float(problem.neighbour_distance(theirs)[0]) <= NEAREST_MAX_LOG2:
+            return stored
+        self._log_once("db", f"the nearest tuned problem to {problem.describe()} ({theirs.describe()}) is too far "
+                             f"away to serve it; the default config does, and the problem is recorded for "
+                             f"autocutlass tune --pending")  # fmt: skip
+        return None
 
     def _priors(self, problem: OpProblem, hard_key: HardKey) -> list[_Stored]:
         """The winners of the nearest tuned problems of ``problem``'s kernel class that can serve
