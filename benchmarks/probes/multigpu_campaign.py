@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import json
 import os
 import signal
@@ -162,8 +163,7 @@ def phase_speed(ns: argparse.Namespace, pg: LocalPostgres, have_pg: bool, out: P
     runs = [("one", "0"), ("all", ",".join(str(i) for i in range(n)))]
     for name, gpus in runs:
         db = pg.create(f"speed_{name}") if have_pg else str(out / f"speed-{name}.sqlite")
-        env = env_for(out / f"cache-{name}")  # empty: both runs compile everything
-        env["AUTOCUTLASS_CACHE_DIR"] = str(Path(tempfile.mkdtemp(prefix=f"ac-cache-{name}-")))
+        env = env_for(Path(tempfile.mkdtemp(prefix=f"ac-cache-{name}-")))  # empty: both runs compile everything
         log_to = out / f"speed-{name}.log"
         t_enq = enqueue(db, env, suites, ns.speed_trials, log_to)
         log(f"speed/{name}: enqueued in {t_enq:.1f} s; worker on GPUs {gpus}")
@@ -236,8 +236,7 @@ def phase_kill(ns: argparse.Namespace, pg: LocalPostgres, have_pg: bool, out: Pa
     if ns.kill_cases:
         suites.insert(0, (GEMM_SUITE, case_names(GEMM_SUITE, ns.kill_cases)))
     db = pg.create("kill") if have_pg else str(out / "kill.sqlite")
-    env = env_for(out / "cache-kill")
-    env["AUTOCUTLASS_CACHE_DIR"] = str(Path(tempfile.mkdtemp(prefix="ac-cache-kill-")))
+    env = env_for(Path(tempfile.mkdtemp(prefix="ac-cache-kill-")))
     log_to = out / "kill.log"
     t_enq = enqueue(db, env, suites, ns.kill_trials, log_to)
     res: dict[str, Any] = {"trials": ns.kill_trials, "cases": {p.name: c for p, c in suites}, "enqueue_s": round(t_enq, 1)}
@@ -302,11 +301,16 @@ def phase_kill(ns: argparse.Namespace, pg: LocalPostgres, have_pg: bool, out: Pa
     return res
 
 
-def _any_trials(store: Any, running: list[dict[str, Any]]) -> bool:
+@functools.cache
+def _suite_problems() -> dict[str, Any]:
     from autocutlass.cli.shapes import load_cases
 
-    cases = {c.name: c for path in (GEMM_SUITE, CONV_SUITE) for c in load_cases(str(path))}
-    return any(store.trials(cases[i["name"]].problem) for i in running if i["name"] in cases)
+    return {c.name: c.problem for path in (GEMM_SUITE, CONV_SUITE) for c in load_cases(str(path))}
+
+
+def _any_trials(store: Any, running: list[dict[str, Any]]) -> bool:
+    problems = _suite_problems()
+    return any(store.trials(problems[i["name"]]) for i in running if i["name"] in problems)
 
 
 def main() -> int:
