@@ -17,17 +17,14 @@ loaded under its own key): slower, never wrong.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 from autocutlass.device import dsl_version
+from autocutlass.kernels.compile_keys import digest, target_arch
 from autocutlass.kernels.hopper_gemm.sources import source_hash as gemm_source_hash
 from autocutlass.kernels.object_cache import ObjectCache
 from autocutlass.ops.gemm.problem import Activation, DType
-
-ARCH = "sm_90a"
 
 REDUCE_PREFIX = "splitk_reduce"
 REDUCE_FUNCTION = "autocutlass_splitk_reduce"
@@ -44,15 +41,6 @@ _REDUCE = ObjectCache(REDUCE_PREFIX, REDUCE_FUNCTION)
 _TRANSPOSE = ObjectCache(TRANSPOSE_PREFIX, TRANSPOSE_FUNCTION)
 
 
-def target_arch() -> str:
-    return os.environ.get("CUTE_DSL_ARCH", ARCH)
-
-
-def _digest(payload: dict[str, Any]) -> str:
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
-
-
 def reduce_key(splits: int, d_dtype: DType, c_dtype: DType | None, bias: bool, activation: Activation, rank: int) -> str:
     """``hopper_gemm.reduce.reduce_compile_key`` of a valid class, without the DSL."""
     cls = {
@@ -63,7 +51,7 @@ def reduce_key(splits: int, d_dtype: DType, c_dtype: DType | None, bias: bool, a
         "activation": Activation(activation).value,
         "rank": rank,
     }
-    return _digest({"family": REDUCE_PREFIX, "class": cls, "dsl": dsl_version(), "src": gemm_source_hash(),
+    return digest({"family": REDUCE_PREFIX, "class": cls, "dsl": dsl_version(), "src": gemm_source_hash(),
                     "arch": target_arch()})  # fmt: skip
 
 
@@ -74,7 +62,7 @@ def transpose_source_hash() -> str:
 
 def transpose_key(rank: int) -> str:
     """``transpose.transpose_compile_key(rank)`` for rank 2 or 3, without the DSL."""
-    return _digest({"family": TRANSPOSE_PREFIX, "rank": rank, **TRANSPOSE_KEY_CONSTANTS, "dsl": dsl_version(),
+    return digest({"family": TRANSPOSE_PREFIX, "rank": rank, **TRANSPOSE_KEY_CONSTANTS, "dsl": dsl_version(),
                     "self": transpose_source_hash(), "arch": target_arch()})  # fmt: skip
 
 

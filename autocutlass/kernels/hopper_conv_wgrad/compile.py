@@ -14,16 +14,12 @@ the hash of this family's kernel sources (``sources.SOURCE_FILES``, code only) a
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
 import os
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autocutlass.device import dsl_version
 from autocutlass.errors import CantImplement, KernelCompileError
+from autocutlass.kernels.compile_keys import ARCH, plan_key
 from autocutlass.kernels.hopper_conv_wgrad.check import check
 from autocutlass.kernels.hopper_conv_wgrad.config import HopperConvWgradConfig
 from autocutlass.kernels.hopper_conv_wgrad.plan import WgradPlan, make_plan
@@ -33,32 +29,11 @@ from autocutlass.kernels.object_cache import ObjectCache
 if TYPE_CHECKING:
     from autocutlass.ops.conv.problem import ConvProblem
 
-ARCH = "sm_90a"
 FUNCTION_NAME = "autocutlass_hopper_conv_wgrad"
 
 
-def target_arch() -> str:
-    return os.environ.get("CUTE_DSL_ARCH", ARCH)
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, Enum):
-        return v.value
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    return v
-
-
 def compile_key(plan: WgradPlan) -> str:
-    payload = {
-        "family": "hopper_conv_wgrad",
-        "plan": _plain(dataclasses.asdict(plan)),
-        "dsl": dsl_version(),
-        "src": source_hash(),
-        "arch": target_arch(),
-    }
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+    return plan_key("hopper_conv_wgrad", plan, source_hash())
 
 
 def _compile(plan: WgradPlan) -> Any:

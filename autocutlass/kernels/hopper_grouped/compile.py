@@ -14,16 +14,12 @@ and the target.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
 import os
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from autocutlass.device import dsl_version
 from autocutlass.errors import CantImplement, KernelCompileError
+from autocutlass.kernels.compile_keys import ARCH, plan_key
 from autocutlass.kernels.hopper_grouped.check import check
 from autocutlass.kernels.hopper_grouped.config import HopperGroupedConfig
 from autocutlass.kernels.hopper_grouped.plan import GroupedPlan, make_plan
@@ -32,32 +28,11 @@ from autocutlass.kernels.object_cache import ObjectCache
 from autocutlass.ops.grouped.problem import GroupedGemmProblem
 from autocutlass.ops.types import DType, Major
 
-ARCH = "sm_90a"
 FUNCTION_NAME = "autocutlass_hopper_grouped"
 
 
-def target_arch() -> str:
-    return os.environ.get("CUTE_DSL_ARCH", ARCH)
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, Enum):
-        return v.value
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    return v
-
-
 def compile_key(plan: GroupedPlan) -> str:
-    payload = {
-        "family": "hopper_grouped",
-        "plan": _plain(dataclasses.asdict(plan)),
-        "dsl": dsl_version(),
-        "src": source_hash(),
-        "arch": target_arch(),
-    }
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+    return plan_key("hopper_grouped", plan, source_hash())
 
 
 def _compile(plan: GroupedPlan) -> Any:
