@@ -66,12 +66,17 @@ class SplitKWorkspace:
 
     def __init__(self) -> None:
         self._bufs: dict[tuple[int, int], tuple[Any, Any]] = {}
+        self._default: dict[int, Any] = {}  # each device's default stream (asked once: this is a launch)
 
     def get(self, device: Any, partials: int, turnstiles: int) -> tuple[Any, Any]:
         import torch
 
+        index = device.index or 0
         stream = torch.cuda.current_stream(device)
-        if stream != torch.cuda.default_stream(device):
+        default = self._default.get(index)
+        if default is None:
+            default = self._default[index] = torch.cuda.default_stream(device)
+        if stream != default:
             # Not the default stream: CUDA-graph capture, or torch.compile's cudagraph trees, whose
             # warm-up and recording run on a side stream with allocations routed to the graph's
             # private pool: a buffer kept from there is a live tensor the graph does not own
@@ -79,7 +84,7 @@ class SplitKWorkspace:
             # are freed when it returns; the zeroed turnstiles cost one memset (a graph node).
             return (torch.empty(partials, dtype=torch.float32, device=device),
                     torch.zeros(turnstiles, dtype=torch.int32, device=device))  # fmt: skip
-        key = (device.index or 0, stream.cuda_stream)
+        key = (index, stream.cuda_stream)
         have = self._bufs.get(key)
         if have is None or have[0].numel() < partials or have[1].numel() < turnstiles:
             work = torch.empty(partials, dtype=torch.float32, device=device)
