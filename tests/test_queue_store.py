@@ -93,12 +93,12 @@ def test_enqueue_is_idempotent_and_keeps_settings(url: str) -> None:
 
 def test_claims_are_exclusive_and_kept_per_toolchain(url: str) -> None:
     q = TuningQueue(url, heartbeat_s=1, grace_s=3)
-    q.enqueue("c", problems(3))
+    q.enqueue("c", problems(3))  # p0 < p1 < p2 in FLOPs
     got = [q.claim("c", TOOLCHAIN, ME) for _ in range(4)]
-    assert [g.name for g in got if g] == ["p0", "p1", "p2"] and got[3] is None
+    assert [g.name for g in got if g] == ["p2", "p1", "p0"] and got[3] is None  # largest first
     assert q.active("c", TOOLCHAIN) == 3 and q.active("c", OTHER) == 3  # the other GPU model has its own
     other = q.claim("c", OTHER, ME)
-    assert other is not None and other.name == "p0"
+    assert other is not None and other.name == "p2"
     assert q.complete(got[0], "tuned", best_ms=1.0) and q.complete(got[1], "skipped", note="no family")
     assert q.fail(got[2], "no candidate passed")
     assert not q.complete(got[0], "tuned")  # ended already: not this claim's any more
@@ -110,11 +110,22 @@ def test_claims_are_exclusive_and_kept_per_toolchain(url: str) -> None:
     assert st is not None
     by_gpu = {t.toolchain.gpu_name: {i.name: i for i in t.items} for t in st.toolchains if t.toolchain}
     mine = by_gpu["Fake GPU"]
-    assert mine["p0"].state == "done" and mine["p0"].outcome["result"] == "tuned"
-    assert mine["p1"].outcome["note"] == "no family" and mine["p2"].state == "failed"
-    assert mine["p2"].reason == "no candidate passed" and mine["p3"].state == "running"
+    assert mine["p2"].state == "done" and mine["p2"].outcome["result"] == "tuned"
+    assert mine["p1"].outcome["note"] == "no family" and mine["p0"].state == "failed"
+    assert mine["p0"].reason == "no candidate passed" and mine["p3"].state == "running"
     assert mine["p3"].claimant["host"] == "host-a" and mine["p3"].since
-    assert by_gpu["Other GPU"]["p0"].state == "running" and by_gpu["Other GPU"]["p1"].state == "queued"
+    assert by_gpu["Other GPU"]["p2"].state == "running" and by_gpu["Other GPU"]["p1"].state == "queued"
+
+
+def test_claims_go_largest_first_and_enqueue_order_breaks_ties(url: str) -> None:
+    q = TuningQueue(url, heartbeat_s=1, grace_s=3)
+    small, big = GemmProblem(m=64, n=256, k=256), GemmProblem(m=4096, n=4096, k=4096)
+    same_a, same_b = GemmProblem(m=512, n=512, k=512), GemmProblem(m=512, n=512, k=512, b_major="col")
+    q.enqueue("c", [("small", small), ("tie-a", same_a), ("big", big), ("tie-b", same_b)])
+    order = []
+    while (item := q.claim("c", TOOLCHAIN, ME)) is not None:
+        order.append(item.name)
+    assert order == ["big", "tie-a", "tie-b", "small"]
 
 
 def test_a_stale_item_is_retried_then_failed_with_the_reason(url: str) -> None:

@@ -27,8 +27,11 @@ quickly where the new hard key already has a record).
 * ``claim`` (a worker) copies new manifest entries into its toolchain's items (under a lock, so
   no problem is copied twice), fails RUNNING items whose heartbeat is older than ``grace_s``
   (each is queued again as a new WAITING item until it has been tried ``1 + max_retries``
-  times; after that it stays failed and ``status`` says why), then moves the oldest WAITING item
-  to RUNNING. Its heartbeat is written *before* the state change, so a claimer killed at any
+  times; after that it stays failed and ``status`` says why), then moves the first WAITING item
+  to RUNNING. Items are made in descending order of their problem's FLOPs (each batch of newly
+  copied problems; enqueue order on ties): the longest tunings go first, so the GPUs of a fleet
+  run out of work at nearly the same time instead of one tuning a large problem alone at the end
+  (largest-first scheduling). Its heartbeat is written *before* the state change, so a claimer killed at any
   point leaves either a WAITING item or a RUNNING one that goes stale: never one that hangs.
 * The claimer sends ``heartbeat(item)`` at least every ``heartbeat_s`` seconds while it works,
   and ends the item with exactly one of ``complete`` (tuned, already tuned, skipped: a DONE
@@ -489,7 +492,8 @@ class TuningQueue:
 
     # ---- workers -----------------------------------------------------------------------------
     def claim(self, campaign: str, toolchain: Toolchain, claimant: Claimant) -> WorkItem | None:
-        """The oldest queued problem of ``campaign`` for ``toolchain``, now RUNNING under
+        """The first queued problem of ``campaign`` for ``toolchain`` (largest first: see the
+        module doc), now RUNNING under
         ``claimant``; None when none is queued (see ``active`` for running ones). Copies new
         problems of the manifest into the toolchain's items and re-queues stale items first."""
         return self._guard("claim a problem", self._claim, campaign, toolchain, claimant)
@@ -531,10 +535,9 @@ class TuningQueue:
             if _TOOLCHAIN_ATTR not in storage.get_study_user_attrs(sid):
                 storage.set_study_user_attr(sid, _TOOLCHAIN_ATTR, toolchain.as_dict())
             have = {t.user_attrs.get("problem_id") for t in storage.get_all_trials(sid, deepcopy=False)}
-            for q in self._campaign_from_attrs(campaign, attrs).problems:
+            new = [q for q in self._campaign_from_attrs(campaign, attrs).problems if problem_id(q.problem) not in have]
+            for q in sorted(new, key=lambda q: -q.problem.flops):  # stable: enqueue order on ties
                 pid = problem_id(q.problem)
-                if pid in have:
-                    continue
                 template = optuna.trial.create_trial(
                     state=TrialState.WAITING,
                     user_attrs={"problem_id": pid, "name": q.name, "problem": q.problem.as_dict()},
