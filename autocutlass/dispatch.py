@@ -62,6 +62,15 @@ it is counted in ``Stats.sibling_hits``, not ``db_hits``, and logged once per si
 * ``heuristic``: ``family.seeds(problem)[0]``; never reads the database.
 * ``off``: torch, always (validated like the others; not counted as a fallback).
 
+**Vendor verdicts** (``autocutlass.vendor``). A tuning records torch's time for its problem
+beside our winner. A record of this GPU's exact problem or bucket that serves (any policy but
+``heuristic`` and ``off``), or a config a tuning just chose, is served by the torch op instead when
+the vendor record of the same tuned problem is more than ``vendor.VENDOR_MARGIN`` faster
+(``Stats.vendor_hits``; an info line once per problem). Never from a sibling's or a nearest record;
+off with ``AUTOCUTLASS_VENDOR_VERDICTS=0``, and off for a front-end whose
+``vendor_verdicts_apply()`` says torch would not run what was timed (conv2d without
+``cudnn.benchmark``: the verdict was measured in benchmark mode).
+
 A problem several families serve (a pointwise convolution: the GEMM family through a lowering,
 later a convolution family) is looked up under each family's hard key (each family's records
 carry the hash of its own sources); the best-matching record wins (exact, then bucket, then
@@ -112,6 +121,7 @@ from autocutlass.errors import (
 from autocutlass.keys import config_key
 from autocutlass.ops.base import Entry, FrontEnd, OpProblem, Unsupported
 from autocutlass.settings import Policy, Settings
+from autocutlass.vendor import VENDOR_FAMILY, vendor_faster, vendor_hard_key
 
 log = logging.getLogger("autocutlass")
 
@@ -288,7 +298,8 @@ class Stats:
     those served, while their tuning ran or after it found nothing, by the winner of another tuned
     problem of the same kernel class (other sizes); ``torch_standins`` those the torch op served
     while their tuning ran in the background because no stand-in kernel of theirs was loaded in
-    this process yet (not ``fallbacks``). ``tunes`` counts tunings run (on the caller's thread or
+    this process yet (not ``fallbacks``); ``vendor_hits`` those the torch op serves because their
+    tuning measured it faster than our best (vendor verdicts; not ``fallbacks``). ``tunes`` counts tunings run (on the caller's thread or
     the background tuner's), ``background_tunes`` those queued under the ``background`` policy."""
 
     memo_hits: int = 0
@@ -299,6 +310,7 @@ class Stats:
     misses_recorded: int = 0
     class_hits: int = 0
     torch_standins: int = 0
+    vendor_hits: int = 0
     tunes: int = 0
     background_tunes: int = 0
     compiles: int = 0
@@ -333,6 +345,10 @@ def _gpu_id(info: DeviceInfo) -> str:
 
 def _capturing(device_index: int) -> bool:
     return device_index >= 0 and torch.cuda.is_current_stream_capturing()
+
+
+def _always() -> bool:
+    return True
 
 
 def _tracing() -> bool:
@@ -454,7 +470,7 @@ def _unique(configs: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
 class _PlanContext:
     """``ops.base.PlanContext`` from the dispatcher's seams."""
 
-    __slots__ = ("on_gpu", "device_info")
+    __slots__ = ("device_info", "on_gpu")
 
     def __init__(self, on_gpu: Callable[[Any], bool], device_info: Callable[[int], DeviceInfo]) -> None:
         self.on_gpu = on_gpu
@@ -568,11 +584,12 @@ class Dispatcher:
                                     "or the default config and is recorded for `autocutlass tune --pending`")
         if plan.note is not None:
             self._log_once(fe.name, plan.note)
+        vendor_ok = self.settings.vendor_verdicts and getattr(fe, "vendor_verdicts_apply", _always)()
         try:
-            chosen = self._choose(plan.problem, pol, plan.device_index, may_tune=not downgraded)
+            chosen = self._choose(plan.problem, pol, plan.device_index, may_tune=not downgraded, vendor_ok=vendor_ok)
             if isinstance(chosen, str):
                 return self._fallback(fe, call, chosen), _Memo.KEEP, None
-            if chosen.family is None:  # torch stands in while the problem is tuned in the background
+            if chosen.family is None:  # a vendor verdict, or torch standing in during a background tuning
                 return fe.torch_entry(call), chosen.memo, chosen.waits_for
             runner = self._runner(chosen.family, chosen.config, plan.problem)
         except (CantImplement, KernelCompileError) as e:
@@ -582,8 +599,8 @@ class Dispatcher:
         memo = _Memo.SKIP if downgraded else chosen.memo
         return fe.kernel_entry(plan, runner, call), memo, chosen.waits_for
 
-    def _choose(self, problem: OpProblem, pol: Policy, device_index: int, *, may_tune: bool = True
-                ) -> _Choice | str:  # fmt: skip
+    def _choose(self, problem: OpProblem, pol: Policy, device_index: int, *, may_tune: bool = True,
+                vendor_ok: bool = False) -> _Choice | str:  # fmt: skip
         """What serves ``problem`` by policy, or the reason no family serves it. With ``may_tune``
         False, ``tune`` and ``background`` record the miss they would tune and serve the best
         record or the default. A stand-in is memoised for ``RECHECK_S`` while another process tunes
@@ -593,7 +610,9 @@ class Dispatcher:
         under ``tune`` and ``background`` then the winner of the nearest tuned problem of the same
         kernel class (``Store.class_winners``); then the family's default. A record of this GPU's
         exact problem or bucket serves under ``tune`` and ``background``; anything less is a
-        stand-in while the problem is tuned, and a seed of that tuning (with the other priors)."""
+        stand-in while the problem is tuned, and a seed of that tuning (with the other priors).
+        With ``vendor_ok``, a serving record of this GPU's exact problem or bucket, or a tuning's
+        winner, gives way to torch where the vendor record says torch is faster (the module doc)."""
         families = list(self._layers.families_for(problem))
         if not families:
             return f"no kernel family serves {problem.describe()}: {self._layers.why_unsupported(problem)}"
@@ -608,6 +627,8 @@ class Dispatcher:
             self._n.db_hits += 1
             if near.rank == _RANK["nearest"]:  # a stand-in: tune --pending should tune the problem itself
                 self._record_miss(problem, hard_key)
+            elif vendor_ok and self._vendor_faster(problem, near.record, info):
+                return self._vendor_choice(problem)
             return _Choice(near.family, near.config)
         self._record_miss(problem, hard_key)
         sibling = self._near_enough(problem, self._stored(problem, families, info, sibling=True))
@@ -619,6 +640,10 @@ class Dispatcher:
             if tuned is _DEFERRED:
                 memo = _Memo.RECHECK
             elif tuned is not None:
+                if vendor_ok:
+                    rec = self._lookup(problem, hard_key)
+                    if rec is not None and rec.source == "exact" and self._vendor_faster(problem, rec, info):
+                        return self._vendor_choice(problem)
                 return _Choice(first, tuned)
         elif pol is Policy.BACKGROUND and may_tune:
             bg = self._tune_in_background(problem, first, hard_key, info, seeds)
@@ -639,6 +664,23 @@ class Dispatcher:
         elif chosen is not None and near is None:
             self._n.class_hits += 1
         return _Choice(family, config, memo, waits_for)
+
+    def _vendor_faster(self, problem: OpProblem, rec: Any, info: DeviceInfo) -> bool:
+        """True when the vendor record of ``rec``'s tuned problem (this GPU's) beats ``rec``'s time
+        by more than ``vendor.VENDOR_MARGIN``."""
+        if getattr(rec, "sibling", False) or getattr(rec, "hard_key", None) is None:
+            return False
+        theirs = self._lookup(problem, vendor_hard_key(rec.hard_key, info.torch_version, info.cuda_runtime_version))
+        return (theirs is not None and theirs.family == VENDOR_FAMILY and theirs.problem == rec.problem
+                and vendor_faster(float(rec.median_ms), float(theirs.median_ms)))  # fmt: skip
+
+    def _vendor_choice(self, problem: OpProblem) -> _Choice:
+        self._n.vendor_hits += 1
+        if ("vendor", problem.key()) not in self._logged:
+            self._logged.add(("vendor", problem.key()))
+            log.info("autocutlass: torch serves %s: its tuning measured torch faster than our best kernel "
+                     "(AUTOCUTLASS_VENDOR_VERDICTS=0 serves ours)", problem.describe())  # fmt: skip
+        return _Choice(None, None)
 
     def _near_enough(self, problem: OpProblem, stored: _Stored | None) -> _Stored | None:
         """``stored`` unless it is a nearest-neighbour record too far away to serve ``problem``

@@ -22,6 +22,8 @@ AUTOCUTLASS_CONV_DGRAD     1: serve conv2d dgrad (stride 1) with the fprop kerne
                            (``hopper_conv_dgrad``; off until a training step matches on a GPU)
 AUTOCUTLASS_CONV_WGRAD     1: serve conv2d wgrad with the implicit-GEMM wgrad kernel       0
                            (``hopper_conv_wgrad``; off until validated on a GPU)
+AUTOCUTLASS_VENDOR_VERDICTS  0: our kernels serve every tuned problem, even where its tuning  1
+                           measured torch faster (``autocutlass.vendor``)
 =========================  =============================================================  ===========================
 
 ``AUTOCUTLASS_TUNE_TRIALS_WITH_PRIORS`` (8): the trial budget of an on-line tuning when the
@@ -122,6 +124,9 @@ class Settings:
     conv_dgrad_kernel: bool = False
     """``AUTOCUTLASS_CONV_DGRAD``: the ``hopper_conv_dgrad`` family serves conv2d dgrad problems (off
     by default: its per-problem GPU tests passed, a whole training step's have not yet)."""
+    vendor_verdicts: bool = True
+    """``AUTOCUTLASS_VENDOR_VERDICTS`` (on unless 0): torch serves a tuned problem whose tuning
+    measured it faster than our best (``autocutlass.vendor``)."""
     conv_wgrad_kernel: bool = False
     """``AUTOCUTLASS_CONV_WGRAD``: the ``hopper_conv_wgrad`` family serves conv2d wgrad problems
     (off by default: its kernel is compiled in CI but not yet validated on a GPU)."""
@@ -162,6 +167,7 @@ class Settings:
             grouped_kernels=_flag(e, "AUTOCUTLASS_GROUPED_KERNELS"),
             conv_dgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_DGRAD"),
             conv_wgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_WGRAD"),
+            vendor_verdicts=_flag(e, "AUTOCUTLASS_VENDOR_VERDICTS") or not e.get("AUTOCUTLASS_VENDOR_VERDICTS", "").strip(),
         )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -155,13 +155,15 @@ class Record:
     hard_key: HardKey = HARD_KEY
     problem: Any = None
     """The problem the record was tuned for (None: not compared)."""
+    median_ms: float = 1.0
 
 
 @dataclass
 class FakeStore:
     """lookup -> ``records[problem.key()]`` else ``fallback`` (a bucket/nearest record);
     lookup_sibling -> ``sibling`` (a record measured on a sibling GPU); class_winners ->
-    ``class_records`` (winners of other problems of the same kernel class)."""
+    ``class_records`` (winners of other problems of the same kernel class); a lookup under a
+    vendor hard key (``autocutlass.vendor``) -> ``vendor[problem.key()]``."""
 
     records: dict[str, Record] = field(default_factory=dict)
     fallback: Record | None = None
@@ -171,8 +173,14 @@ class FakeStore:
     sibling_lookups: list[GemmProblem] = field(default_factory=list)
     misses: list[GemmProblem] = field(default_factory=list)
     fail_lookup: bool = False
+    vendor: dict[str, Record] = field(default_factory=dict)
+    vendor_lookups: list[tuple[GemmProblem, HardKey]] = field(default_factory=list)
 
     def lookup(self, problem: GemmProblem, hard_key: HardKey) -> Record | None:
+        if hard_key.kernel_hash.startswith("torch-"):
+            assert hard_key == replace(HARD_KEY, kernel_hash=hard_key.kernel_hash)
+            self.vendor_lookups.append((problem, hard_key))
+            return self.vendor.get(problem.key())
         assert hard_key == HARD_KEY
         self.lookups.append(problem)
         if self.fail_lookup:

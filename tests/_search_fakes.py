@@ -173,10 +173,11 @@ class FakeTrialRecord:
 
 @dataclass
 class MemorySink:
-    """In-memory ``TrialSink``."""
+    """In-memory ``TrialSink``; vendor records (``autocutlass.vendor``) go to ``vendor``."""
 
     records: list[FakeTrialRecord] = field(default_factory=list)
     best: dict[str, tuple[dict[str, Any], float, int | None]] = field(default_factory=dict)
+    vendor: dict[str, tuple[HardKey, float]] = field(default_factory=dict)
 
     def record_trial(self, problem: GemmProblem, hard_key: HardKey, family: str, config: Any, state: str,
                      reason: str | None = None, median_ms: float | None = None, p20_ms: float | None = None,
@@ -188,6 +189,10 @@ class MemorySink:
 
     def record_best(self, problem: GemmProblem, hard_key: HardKey, family: str, config: Any, median_ms: float,
                     tflops: float, trial_id: int | None = None) -> None:  # fmt: skip
+        if family == "torch":
+            assert config == {} and trial_id is None
+            self.vendor[problem.key()] = (hard_key, median_ms)
+            return
         self.best[problem.key()] = (dict(config), median_ms, trial_id)
 
     def finished_config_keys(self, problem: GemmProblem, hard_key: HardKey, family: str) -> set[str]:

@@ -73,7 +73,7 @@ def test_tune_policy_uses_exact_record_without_tuning() -> None:
     assert rig.tuner.calls == [] and rig.store.misses == []
     assert rig.family.launches[-1].config == FakeConfig(64)
     s = rig.dispatcher.stats()
-    assert (s.db_lookups, s.db_hits, s.tunes, s.misses_recorded) == (1, 1, 0, 0)
+    assert (s.db_lookups, s.db_hits, s.tunes, s.misses_recorded) == (2, 1, 0, 0)  # 2: the record, the vendor's
 
 
 def test_tune_policy_accepts_bucket_but_tunes_over_nearest() -> None:

@@ -35,6 +35,7 @@ from autocutlass.db import (
 )
 from autocutlass.errors import DatabaseError
 from autocutlass.settings import current
+from autocutlass.vendor import VENDOR_FAMILY
 
 
 def add_db_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
@@ -161,7 +162,7 @@ def _shipped_records(gpu: str | None, user: Iterable[BestRecord]) -> tuple[list[
     paths = shipped_db_paths(current().shipped_dbs_dir)
     for path in paths:
         try:
-            records = TuningStore(path, read_only=True, immutable=True).bests()
+            records = TuningStore(path, read_only=True, immutable=True).bests(vendor=True)
         except DatabaseError as e:
             print(f"autocutlass: warning: skipping shipped database {path}: {e}", file=sys.stderr)
             continue
@@ -208,6 +209,12 @@ def _sibling_note(r: BestRecord, here: Here | None) -> str:
     return f", sibling of this {here.gpu_name}"
 
 
+def _vendor_note(r: BestRecord) -> str:
+    """', torch's time' for a vendor record (``autocutlass.vendor``: torch serves the problem where
+    this beats our best by more than the margin)."""
+    return ", torch's time" if r.family == VENDOR_FAMILY else ""
+
+
 def _background_note(r: BestRecord) -> str:
     """', tuned in the background' for a best chosen from trials timed while the application ran."""
     return ", tuned in the background" if r.note == BACKGROUND_NOTE else ""
@@ -226,7 +233,7 @@ def cmd_show(ns: argparse.Namespace) -> int:
     if store is None:
         print(_no_db(url))
     else:
-        user = [r for r in store.bests() if _gpu_matches(r.hard_key.gpu_name, ns.gpu)]
+        user = [r for r in store.bests(vendor=True) if _gpu_matches(r.hard_key.gpu_name, ns.gpu)]
     shown = [_Shown(r, "user") for r in user]
     where = [f"{len(user)} in {resolve(url).display}"]
     if ns.shipped:
@@ -242,7 +249,7 @@ def cmd_show(ns: argparse.Namespace) -> int:
     body = [
         (s.record.problem.describe(), s.record.family, config_summary(s.record.config), f"{s.record.median_ms:.4f}",
          f"{s.record.tflops:.1f}", s.record.hard_key.gpu_name,
-         s.source + _background_note(s.record) + _sibling_note(s.record, here))
+         s.source + _background_note(s.record) + _sibling_note(s.record, here) + _vendor_note(s.record))
         for s in shown
     ]  # fmt: skip
     print_table(f"{len(shown)} best records{which}: {'; '.join(where)}", _HEADERS, body, right=lambda i: i in (3, 4))

@@ -52,6 +52,7 @@ from autocutlass.errors import DatabaseError
 from autocutlass.keys import canonical_json, config_key
 from autocutlass.ops.base import OpProblem
 from autocutlass.settings import DbTimeouts
+from autocutlass.vendor import VENDOR_FAMILY
 
 T = TypeVar("T")
 
@@ -504,10 +505,11 @@ class TuningStore:
 
         return self._read(_q, [])
 
-    def bests(self, gpu: str | None = None) -> list[BestRecord]:
+    def bests(self, gpu: str | None = None, *, vendor: bool = False) -> list[BestRecord]:
         """Every best record (``source="exact"``, ``note`` the reason of its winning trial if any),
         optionally only those of GPU name ``gpu``; ordered by GPU name, op, neighbour key, problem
-        key, then hard key."""
+        key, then hard key. Torch's recorded times (``autocutlass.vendor``: family
+        ``VENDOR_FAMILY``) only with ``vendor``."""
 
         def _q(s: Session) -> list[BestRecord]:
             stmt = (
@@ -520,6 +522,8 @@ class TuningStore:
             )
             if gpu is not None:
                 stmt = stmt.where(Device.gpu_name == gpu)
+            if not vendor:
+                stmt = stmt.where(Best.family != VENDOR_FAMILY)
             return [
                 BestRecord(
                     problem=stored_problem(pdict, self.display),

@@ -130,7 +130,11 @@ class FrontEnd(Protocol):
     kernel for the plan's problem, and memoises ``kernel_entry`` or ``torch_entry``."""
 
     name: str
-    """The entry point's name, in log lines and errors ('matmul')."""
+    """The entry point's name, in log lines and errors ('matmul').
+
+    Optional: ``vendor_verdicts_apply() -> bool``, False when torch's op would not run here what
+    the tuning timed as torch's (conv2d: cuDNN outside benchmark mode), so that vendor verdicts
+    (``autocutlass.vendor``) are not applied; absent, they are."""
 
     def memo_key(self, policy: Any, *args: Any) -> tuple[Any, ...]:
         """A hashable tuple of everything about ``args`` that decides how the call is served

@@ -36,6 +36,9 @@
    the evaluator): ``select_winner`` over the pool, the fastest unless a simpler config is within
    the noise of it (``timing.beats``). ``sink.record_best`` stores the winner with its finals
    timing when it has one (and the id of its trial, whose recorded timing is the search's).
+9. Beside the winner, torch's time (the finals', else the faster of step 6) is recorded as a best of
+   the pseudo-family ``vendor.VENDOR_FAMILY`` under the vendor hard key: dispatch lets torch serve
+   the problem where it beat our winner (``autocutlass.vendor``).
 
 The sink is a ``TrialSink``: ``autocutlass.db.TuningStore`` satisfies it (search/ does not
 import db/).
@@ -61,6 +64,7 @@ from autocutlass.search.space import Candidate, SearchSpace
 from autocutlass.search.strategy import Strategy, make_strategy
 from autocutlass.search.timing import Timing, beats
 from autocutlass.search.workers import OK, CandidatePipeline, EvalOutcome, FinalsOutcome
+from autocutlass.vendor import VENDOR_FAMILY, vendor_hard_key
 
 log = logging.getLogger("autocutlass")
 
@@ -680,6 +684,18 @@ class _Tuning:
             failures=tuple(r for r in self.results if not r.ok), polished=self.polished,
         )  # fmt: skip
 
+    def _record_vendor(self, timing: Timing) -> None:
+        """Step 9 of the module doc: torch's time as the vendor record of this problem."""
+        if self.device is not None:
+            d = self.device["device"]
+            versions = (str(d.get("torch_version", "")), str(d.get("cuda_runtime_version", "")))
+        else:
+            import torch  # the tuning process has it (dispatch, the campaign worker)
+
+            versions = (str(torch.__version__), str(torch.version.cuda))
+        self.sink.record_best(self.problem, vendor_hard_key(self.hard_key, *versions), VENDOR_FAMILY, {},
+                              timing.median_ms, timing.tflops(self.problem.flops))  # fmt: skip
+
     def run(self) -> TuneResult:
         if self._stopped():
             return self._abandoned()
@@ -710,6 +726,8 @@ class _Tuning:
                 self.problem, self.hard_key, self.family.name, winner.config, winner.timing.median_ms,
                 winner.timing.tflops(self.problem.flops), trial_id=winner.trial_id,
             )  # fmt: skip
+            if torch_timing is not None:
+                self._record_vendor(torch_timing)
         return TuneResult(
             problem=self.problem,
             family=self.family.name,

@@ -33,8 +33,8 @@ serve only with ``AUTOCUTLASS_GROUPED_KERNELS=1`` (otherwise every grouped case 
 
 A case is memory-bound when its arithmetic intensity (flops / min_bytes) is below the ridge
 point (compute roof / bandwidth roof); its headline is TB/s (min_bytes / time), else TFLOP/s.
-A case that autocutlass served with torch (a fallback) is flagged and left out of the geometric
-means, as are FAILED, unsupported (``AUTOCUTLASS_STRICT=1`` raised) and skipped cases; a second
+A case that autocutlass served with torch (a fallback, or a vendor verdict: its tuning measured
+torch faster, ``autocutlass.vendor``) is flagged and left out of the geometric means, as are FAILED, unsupported (``AUTOCUTLASS_STRICT=1`` raised) and skipped cases; a second
 geometric mean counts the fallbacks at 1.0, and they are listed with their reason.
 
 Then: the hit path's host cost per call (a 64x64x64 bf16 call under policy 'heuristic', back to

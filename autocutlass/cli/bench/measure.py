@@ -43,6 +43,7 @@ from autocutlass.cli.bench.cases import BenchCase, Roofs, Spec
 from autocutlass.cli.bench.plot import plot_report
 from autocutlass.cli.bench.report import (
     FALLBACK_PATHS,
+    VENDOR_PATH,
     Measured,
     assemble_report,
     case_row,
@@ -486,6 +487,8 @@ def _fallback_reason(case: BenchCase, path: str, logged: Sequence[str]) -> str:
     no kernel family serves the problem; else that the reason was logged at an earlier case."""
     if path == "torch (policy off)":
         return "policy 'off'"
+    if path == VENDOR_PATH:
+        return "its tuning measured torch faster than our best kernel (vendor verdict; AUTOCUTLASS_VENDOR_VERDICTS=0 runs ours)"
     if logged:
         return " | ".join(logged)
     from autocutlass.kernels import families_for, unsupported_reason

@@ -11,7 +11,7 @@ the experts that received rows (``Measured.bytes_moved``), not every expert's. A
 holds ``ratio_vs_<baseline>`` for its op's baselines; a shapes file may mix ops.
 
 A ratio is the median of the per-round ratios baseline_ms / autocutlass_ms (> 1: autocutlass is
-faster). A case that autocutlass served with torch (a fallback) is flagged and left out of the
+faster). A case that autocutlass served with torch (a fallback, or a vendor verdict) is flagged and left out of the
 geometric means, as are FAILED, unsupported (``AUTOCUTLASS_STRICT=1`` raised) and skipped cases;
 a second geometric mean per baseline (``vs_<baseline>_with_fallbacks``) counts each fallback at
 1.0 (torch against itself), and ``geomean.fallbacks`` lists them with their reason.
@@ -104,13 +104,15 @@ def geomean(values: Iterable[float | None]) -> float | None:
     return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 # ---- what the first call did -------------------------------------------------------------------
-FALLBACK_PATHS = ("FALLBACK", "torch (policy off)")
+VENDOR_PATH = "torch (verdict)"
+FALLBACK_PATHS = ("FALLBACK", "torch (policy off)", VENDOR_PATH)
 
 
 def first_call_path(delta: Mapping[str, int], policy: str) -> str:
     """How dispatch served a case's first call, from the ``autocutlass.stats()`` delta around it.
 
-    'FALLBACK' (torch ran it), 'torch (policy off)', 'tuned', 'db' (a stored record of this GPU),
+    'FALLBACK' (torch ran it), 'torch (policy off)', 'torch (verdict)' (the problem's tuning measured
+    torch faster than our best: ``autocutlass.vendor``), 'tuned', 'db' (a stored record of this GPU),
     'sibling' (a record a sibling GPU measured: an H200's on an H100), 'memo' (an earlier case had
     the same tensor fingerprint), 'heuristic' (policy heuristic) or 'default' (a miss served by the
     family's default config)."""
@@ -118,6 +120,8 @@ def first_call_path(delta: Mapping[str, int], policy: str) -> str:
         return "torch (policy off)"
     if delta.get("fallbacks", 0) > 0:
         return "FALLBACK"
+    if delta.get("vendor_hits", 0) > 0:
+        return VENDOR_PATH
     if delta.get("tunes", 0) > 0:
         return "tuned"
     if delta.get("db_hits", 0) > 0:

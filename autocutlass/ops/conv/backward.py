@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from autocutlass.ops.base import Entry, PlanContext, Unsupported
-from autocutlass.ops.conv.frontend import _DTYPES, _OUT_DTYPES, ConvPlan
+from autocutlass.ops.conv.frontend import _DTYPES, _OUT_DTYPES, ConvPlan, _cudnn_benchmark
 from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
 from autocutlass.ops.gemm.frontend import SERVED_CC, pow2_align
 from autocutlass.ops.launch import on_device
@@ -175,8 +175,12 @@ class ConvGradFrontEnd:
             dy.dtype is torch.float32 and torch.backends.cudnn.allow_tf32,
             dy.shape, dy.stride(), dy.dtype, dy.get_device(), dy.data_ptr() & 15,
             other.shape, other.stride(), other.dtype, other.get_device(), other.data_ptr() & 15,
-            tuple(size), tuple(stride), tuple(padding), tuple(dilation), groups,
+            tuple(size), tuple(stride), tuple(padding), tuple(dilation), groups, _cudnn_benchmark(),
         )  # fmt: skip
+
+    def vendor_verdicts_apply(self) -> bool:
+        """As ``Conv2dFrontEnd.vendor_verdicts_apply``: the verdicts hold in cuDNN's benchmark mode."""
+        return bool(torch.backends.cudnn.benchmark)
 
     def make_call(self, dy: Any, other: Any, size: Any, stride: Any, padding: Any, dilation: Any,
                   groups: Any) -> ConvGradCall:  # fmt: skip

@@ -49,6 +49,8 @@ _OUT_DTYPES = {torch.bfloat16: DType.BF16, torch.float16: DType.FP16, torch.floa
 _CL = torch.channels_last
 BIAS_ALIGN_BYTES = 16
 _SCALARS = (int, str)
+_cudnn_benchmark = torch._C._get_cudnn_benchmark
+"""``torch.backends.cudnn.benchmark`` without its Python descriptor (memo keys: the hit path)."""
 
 
 def _pair(v: Any, name: str) -> tuple[int, int]:
@@ -231,8 +233,13 @@ class Conv2dFrontEnd:
             stride if stride.__class__ is int else tuple(stride),
             padding if padding.__class__ in _SCALARS else tuple(padding),
             dilation if dilation.__class__ is int else tuple(dilation),
-            groups, activation,
+            groups, activation, _cudnn_benchmark(),
         )  # fmt: skip
+
+    def vendor_verdicts_apply(self) -> bool:
+        """Vendor verdicts (``autocutlass.vendor``) were timed with cuDNN in benchmark mode: they
+        hold only when torch would run that mode here."""
+        return bool(torch.backends.cudnn.benchmark)
 
     def make_call(self, x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any, groups: Any,
                   activation: Any, residual: Any) -> ConvCall:  # fmt: skip
