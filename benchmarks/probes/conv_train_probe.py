@@ -162,6 +162,19 @@ def main() -> int:
                 e = float((p.grad.float() - q.grad.float()).norm() / q.grad.float().norm().clamp_min(1e-30))
                 errs.append((e, pname))
         errs.sort()
+        # the same step in float32 (torch): how far each bf16 side is from it, per parameter
+        ref32 = copy.deepcopy(ref).float()
+        ref32.zero_grad(set_to_none=True)
+        loss_of(ref32, x.float()).backward()
+        vs32: dict[str, list[float]] = {"ours": [], "torch": []}
+        for (pname, p), q, r in zip(ours.named_parameters(), ref.parameters(), ref32.parameters(), strict=True):
+            if p.grad is None or q.grad is None or r.grad is None:
+                continue
+            g = r.grad.float()
+            for side, t in (("ours", p.grad), ("torch", q.grad)):
+                vs32[side].append(float((t.float() - g).norm() / g.norm().clamp_min(1e-30)))
+        del ref32
+        torch.cuda.empty_cache()
         after_warmup = autocutlass.stats().as_dict()
 
         # (b) time per step
@@ -193,6 +206,7 @@ def main() -> int:
         result["models"][name] = {
             "batch": batch, "input": list(shape), "convs_swapped": swapped,
             "grad_rel_err_max": errs[-1] if errs else None, "grad_rel_err_median": errs[len(errs) // 2][0] if errs else None,
+            "grad_rel_err_vs_fp32": {k: {"max": max(v), "median": statistics.median(v)} for k, v in vs32.items() if v},
             "first_step_s": first_s, "ms_per_step": med, "rounds_ms": ms,
             "images_per_s": {k: batch / (v * 1e-3) for k, v in med.items()},
             "speedup_vs_torch": med["torch"] / med["autocutlass"],
@@ -200,8 +214,8 @@ def main() -> int:
             "stats_after": autocutlass.stats().as_dict(),
         }  # fmt: skip
         print(f"{name}: {med['autocutlass']:.1f} ms vs torch {med['torch']:.1f} ms per step "
-              f"(x{med['torch'] / med['autocutlass']:.3f}); worst grad rel err {errs[-1] if errs else None}",
-              file=sys.stderr)  # fmt: skip
+              f"(x{med['torch'] / med['autocutlass']:.3f}); worst grad rel err {errs[-1] if errs else None}; "
+              f"vs float32: {result['models'][name]['grad_rel_err_vs_fp32']}", file=sys.stderr)  # fmt: skip
         del ours, ref, x
         torch.cuda.empty_cache()
     result["fallback_reasons"] = sorted({m for m in messages if "served by torch" in m})
