@@ -40,7 +40,7 @@ os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")  # before any DSL import in thi
 
 @pytest.fixture(autouse=True, scope="module")
 def _dsl_free_load() -> Iterator[None]:
-    """These tests exercise the DSL-free loading path, off by default (``AUTOCUTLASS_DSL_FREE_LOAD``);
+    """These tests exercise the DSL-free loading path (on unless ``AUTOCUTLASS_DSL_FREE_LOAD=0``; set here);
     set for the whole module (before its module-scoped compiles); child processes inherit it."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("AUTOCUTLASS_DSL_FREE_LOAD", "1")
@@ -487,3 +487,13 @@ def test_gpu_occupancy_without_the_dsl_equals_the_dsls() -> None:
     dev = torch.cuda.current_device()
     for size in (1, 2, 4, 8, 16):
         assert occupancy.max_active_clusters(dev, size) == cutlass.utils.HardwareInfo(dev).get_max_active_clusters(size)
+
+
+def test_dsl_free_load_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    from autocutlass.kernels.object_cache import dsl_free_load
+
+    monkeypatch.delenv("AUTOCUTLASS_DSL_FREE_LOAD", raising=False)
+    assert dsl_free_load()
+    for off in ("0", "off", "false", "no"):
+        monkeypatch.setenv("AUTOCUTLASS_DSL_FREE_LOAD", off)
+        assert not dsl_free_load()

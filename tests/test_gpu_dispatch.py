@@ -153,8 +153,11 @@ print(json.dumps({**autocutlass.stats().as_dict(), "dsl_compiled": kc.STATS.comp
 
 
 def test_second_process_uses_stored_result_without_tuning_or_compiling(tmp_path: Path) -> None:
+    # our kernel must serve the second process (no vendor verdict sending it to torch), from this
+    # test's own database (not a shared AUTOCUTLASS_DB, not a shipped record)
     env = {**os.environ, "AUTOCUTLASS_CACHE_DIR": str(tmp_path), "AUTOCUTLASS_POLICY": "tune",
-           "AUTOCUTLASS_TUNE_TRIALS": "3", "AUTOCUTLASS_TUNE_SECONDS": "240"}  # fmt: skip
+           "AUTOCUTLASS_TUNE_TRIALS": "3", "AUTOCUTLASS_TUNE_SECONDS": "240", "AUTOCUTLASS_VENDOR_VERDICTS": "0",
+           "AUTOCUTLASS_DB": str(tmp_path / "tuning.sqlite"), "AUTOCUTLASS_SHIPPED_DBS": "off"}  # fmt: skip
 
     def child(m: int) -> dict[str, int]:
         r = subprocess.run([sys.executable, "-c", _CHILD, str(m)], env=env, cwd=REPO, capture_output=True,
