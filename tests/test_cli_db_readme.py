@@ -87,3 +87,24 @@ def test_the_command_needs_a_directory(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("AUTOCUTLASS_SHIPPED_DBS", "off")
     assert main(["db", "readme"]) == 2
     assert "--shipped-dir" in capsys.readouterr().err
+
+
+def test_torchs_times_get_their_own_table_with_what_serves_each_problem(tmp_path: Path) -> None:
+    from autocutlass.vendor import VENDOR_FAMILY, vendor_hard_key
+
+    d = tmp_path / "dbs"
+    d.mkdir()
+    path = d / "NVIDIA-H200.sqlite"
+    store = TuningStore(path)
+    vendor = vendor_hard_key(H200, "2.11.0", "13.0")
+    store.record_best(BF16, H200, "hopper_gemm", CFG, 0.1, 300.0)
+    store.record_best(BF16, vendor, VENDOR_FAMILY, {}, 0.08, 375.0)  # torch faster: it serves
+    store.record_best(FP8, H200, "hopper_gemm", CFG, 0.01, 3000.0)
+    store.record_best(FP8, vendor, VENDOR_FAMILY, {}, 0.0101, 2970.0)  # within the margin: ours
+    release(path)
+    text = render_readme(shipped_db_paths(d))
+    assert "2 problems with a best record (gemm 2), 2 best records" in text  # torch's are not ours
+    assert f"kernel sources `{vendor.kernel_hash}`" not in text
+    assert "torch's time was recorded beside 2 best records; torch serves the 1 where" in text
+    assert f"| {BF16.describe()} | 0.1000 | 0.0800 | 0.800 | torch |" in text
+    assert f"| {FP8.describe()} | 0.0100 | 0.0101 | 1.010 | hopper_gemm |" in text

@@ -4,7 +4,9 @@
 Per ``*.sqlite`` file: the problems with a best record per op, the best records and trials; per
 hard key in it: GPU, compute capability, SMs, nvidia-cutlass-dsl version, kernel-source hash,
 timing protocol, trial states and dates, and a table of the problems with their best config,
-median time, TFLOP/s and trial count. Read through the store API only (read-only, immutable);
+median time, TFLOP/s and trial count; torch's recorded times (vendor verdicts,
+``autocutlass.vendor``) in a table of their own beside ours, marking the problems torch serves.
+Read through the store API only (read-only, immutable);
 the text depends on nothing but the records (no paths, no clock), so generating it twice gives
 the same bytes and a test can compare it with the committed file.
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 from autocutlass.cli.db import config_summary
 from autocutlass.db import BestRecord, TrialRecord, TuningStore, release
 from autocutlass.device import HardKey
+from autocutlass.vendor import VENDOR_FAMILY, VENDOR_MARGIN, vendor_faster
 
 INTRO = """\
 # Shipped tuning databases
@@ -43,7 +46,10 @@ def render_readme(paths: Sequence[Path]) -> str:
     for path in paths:
         store = TuningStore(path, read_only=True, immutable=True)
         try:
-            sections.append(_file_section(path.name, store.hard_keys(), store.bests(), store.trials()))
+            every = store.bests(vendor=True)
+            ours = [r for r in every if r.family != VENDOR_FAMILY]
+            torch_times = [r for r in every if r.family == VENDOR_FAMILY]
+            sections.append(_file_section(path.name, store.hard_keys(), ours, store.trials(), torch_times))
         finally:
             release(path)
     return "\n".join(sections)
@@ -59,7 +65,7 @@ def _per_op(bests: Sequence[BestRecord]) -> str:
 
 
 def _file_section(name: str, hard_keys: Sequence[HardKey], bests: Sequence[BestRecord],
-                  trials: Sequence[TrialRecord]) -> str:  # fmt: skip
+                  trials: Sequence[TrialRecord], torch_times: Sequence[BestRecord] = ()) -> str:  # fmt: skip
     problems = len({r.problem.key() for r in bests})
     lines = [f"## {name}", ""]
     summary = f"{_plural(problems, 'problem')} with a best record"
@@ -69,12 +75,41 @@ def _file_section(name: str, hard_keys: Sequence[HardKey], bests: Sequence[BestR
     keys = {hk.key(): hk for hk in hard_keys}
     keys.update({r.hard_key.key(): r.hard_key for r in bests})
     keys.update({t.hard_key.key(): t.hard_key for t in trials})
+    vendor_keys = {r.hard_key.key() for r in torch_times}
     for key in sorted(keys):
+        if key in vendor_keys:
+            continue
         hk = keys[key]
         lines += _hard_key_section(
             hk, [r for r in bests if r.hard_key.key() == key], [t for t in trials if t.hard_key.key() == key]
         )
+    if torch_times:
+        lines += _vendor_section(bests, torch_times)
     return "\n".join(lines)
+
+
+def _vendor_section(bests: Sequence[BestRecord], torch_times: Sequence[BestRecord]) -> list[str]:
+    """torch's recorded time per problem beside our best's; where torch is faster by more than
+    the margin, dispatch serves the problem with torch."""
+    ours = {(r.problem.key(), r.hard_key.gpu_name): r for r in bests}
+    rows = []
+    for t in torch_times:
+        mine = ours.get((t.problem.key(), t.hard_key.gpu_name))
+        if mine is not None:
+            rows.append((t, mine, vendor_faster(mine.median_ms, t.median_ms)))
+    served = sum(1 for *_, v in rows if v)
+    lines = [
+        f"### {torch_times[0].hard_key.gpu_name}: torch's times (vendor verdicts)", "",
+        f"- torch's time was recorded beside {_plural(len(rows), 'best record')}; torch serves the "
+        f"{served} where it was faster by more than {VENDOR_MARGIN:.0%} (`autocutlass/vendor.py`)",
+        "", "| problem | ours ms | torch ms | torch / ours | served by |", "| --- | ---: | ---: | ---: | --- |",
+    ]  # fmt: skip
+    for t, mine, by_torch in rows:
+        cells = (t.problem.describe(), f"{mine.median_ms:.4f}", f"{t.median_ms:.4f}",
+                 f"{t.median_ms / mine.median_ms:.3f}", "torch" if by_torch else mine.family)  # fmt: skip
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    lines.append("")
+    return lines
 
 
 def _hard_key_section(hk: HardKey, bests: Sequence[BestRecord], trials: Sequence[TrialRecord]) -> list[str]:
