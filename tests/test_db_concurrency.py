@@ -96,6 +96,7 @@ def test_concurrent_writers_lose_nothing(url: str) -> None:
         "problems": 1,
         "trials": 2 * WORKERS * TRIALS_EACH,
         "bests": 1,
+        "torch_times": 0,
     }
     engine = create_engine(store.url)
     try:

@@ -91,7 +91,7 @@ def check_reads(store: TuningStore) -> None:
     assert rec is not None and rec.config == {"tile": 128} and rec.source == "exact"
     assert store.lookup(GemmProblem(m=200, n=4096, k=4096), HK).source == "bucket"  # type: ignore[union-attr]
     assert [b.config for b in store.bests()] == [{"tile": 128}]
-    assert store.counts_per_gpu() == {HK.gpu_name: {"hard_keys": 1, "problems": 1, "trials": 1, "bests": 1}}
+    assert store.counts_per_gpu() == {HK.gpu_name: {"hard_keys": 1, "problems": 1, "trials": 1, "bests": 1, "torch_times": 0}}
     assert len(store.trials()) == 1 and store.hard_keys() == [HK]
 
 

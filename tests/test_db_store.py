@@ -199,8 +199,8 @@ def test_counts_per_gpu(store: TuningStore) -> None:
     store.record_best(prob(128), a2, "f", {"i": 0}, 1.0, 1.0)
     store.record_trial(prob(64), b, "f", {"i": 0}, "timeout")
     assert store.counts_per_gpu() == {
-        "NVIDIA H100 80GB HBM3": {"hard_keys": 2, "problems": 2, "trials": 3, "bests": 3},
-        "NVIDIA H200": {"hard_keys": 1, "problems": 0, "trials": 1, "bests": 0},
+        "NVIDIA H100 80GB HBM3": {"hard_keys": 2, "problems": 2, "trials": 3, "bests": 3, "torch_times": 0},
+        "NVIDIA H200": {"hard_keys": 1, "problems": 0, "trials": 1, "bests": 0, "torch_times": 0},
     }
 
 

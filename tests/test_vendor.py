@@ -214,3 +214,12 @@ def test_bench_counts_a_verdict_as_torch_serving() -> None:
     delta = {"memo_misses": 1, "db_lookups": 2, "db_hits": 1, "vendor_hits": 1}
     assert first_call_path(delta, "cached") == VENDOR_PATH and VENDOR_PATH in FALLBACK_PATHS
     assert first_call_path({**delta, "vendor_hits": 0}, "cached") == "db"
+
+
+def test_counts_keep_torchs_times_apart(tmp_path: Path) -> None:
+    store = TuningStore(tmp_path / "t.sqlite")
+    p = GemmProblem(m=256, n=256, k=256)
+    store.record_best(p, HARD_KEY, "fake", {"tile": 64}, 1.0, 1.0)
+    store.record_best(p, VENDOR_KEY, VENDOR_FAMILY, {}, 0.5, 2.0)
+    c = store.counts_per_gpu()[HARD_KEY.gpu_name]
+    assert (c["problems"], c["bests"], c["torch_times"]) == (1, 1, 1)

@@ -365,5 +365,6 @@ def _count_text(counts: dict[str, dict[str, int]], indent: str) -> list[str]:
         return [f"{indent}no records"]
     return [
         f"{indent}{gpu}: {c['problems']} problems tuned, {c['bests']} best records, {c['trials']} trials"
+        + (f", torch's time for {c['torch_times']}" if c.get("torch_times") else "")
         for gpu, c in counts.items()
     ]

@@ -573,25 +573,32 @@ class TuningStore:
 
     def counts_per_gpu(self) -> dict[str, dict[str, int]]:
         """Record counts per GPU name, for ``autocutlass info``: ``{gpu_name: {"hard_keys": ..,
-        "problems": .. (problems with a best), "trials": .., "bests": ..}}``."""
+        "problems": .. (problems with a best of ours), "trials": .., "bests": .. (ours), "torch_times":
+        .. (torch's recorded times, ``autocutlass.vendor``)}}``."""
 
         def _q(s: Session) -> dict[str, dict[str, int]]:
-            def per_gpu(*cols: Any, join: Any = None, on: Any = None) -> dict[str, int]:
+            def per_gpu(*cols: Any, join: Any = None, on: Any = None, where: Any = None) -> dict[str, int]:
                 stmt = select(Device.gpu_name, *cols).group_by(Device.gpu_name)
                 if join is not None:
                     stmt = stmt.select_from(Device).join(join, on)
+                if where is not None:
+                    stmt = stmt.where(where)
                 return {name: int(n) for name, n in s.execute(stmt)}
 
             keys = per_gpu(func.count(Device.id))
             trials = per_gpu(func.count(Trial.id), join=Trial, on=Trial.device_id == Device.id)
-            bests = per_gpu(func.count(Best.id), join=Best, on=Best.device_id == Device.id)
-            problems = per_gpu(func.count(distinct(Best.problem_id)), join=Best, on=Best.device_id == Device.id)
+            ours, theirs = Best.family != VENDOR_FAMILY, Best.family == VENDOR_FAMILY
+            bests = per_gpu(func.count(Best.id), join=Best, on=Best.device_id == Device.id, where=ours)
+            torch_times = per_gpu(func.count(Best.id), join=Best, on=Best.device_id == Device.id, where=theirs)
+            problems = per_gpu(func.count(distinct(Best.problem_id)), join=Best, on=Best.device_id == Device.id,
+                               where=ours)  # fmt: skip
             return {
                 gpu: {
                     "hard_keys": keys[gpu],
                     "problems": problems.get(gpu, 0),
                     "trials": trials.get(gpu, 0),
                     "bests": bests.get(gpu, 0),
+                    "torch_times": torch_times.get(gpu, 0),
                 }
                 for gpu in sorted(keys)
             }
