@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -326,3 +327,57 @@ def test_a_tuning_miss_while_tracing_serves_the_best_record_and_is_recorded(monk
     monkeypatch.setattr(dispatch, "_tracing", lambda: False)
     calls(rig.dispatcher).matmul(a, b)  # not memoised: the first call outside tunes
     assert len(rig.tuner.calls) == 1 and rig.family.launches[-1].config == FakeConfig(256)
+
+
+# ---- conv2d's eager autograd path -----------------------------------------------------------------
+CONV_CASES = {
+    "relu, bias, residual": (lambda: (cl(r(2, 8, 5, 6, dtype=F64, grad=True)), cl(r(4, 8, 3, 3, dtype=F64, grad=True)),
+                                      r(4, dtype=F64, grad=True), cl(r(2, 4, 5, 6, dtype=F64, grad=True))),
+                             dict(padding=1, activation="relu")),
+    "same, uneven": (lambda: (r(1, 2, 5, 6, dtype=F64, grad=True), r(3, 2, 2, 3, dtype=F64, grad=True),
+                              r(3, dtype=F64, grad=True), None), dict(padding="same", dilation=(1, 2))),
+    "stride 2, groups 2": (lambda: (r(1, 4, 5, 4, dtype=F64, grad=True), r(4, 2, 3, 3, dtype=F64, grad=True), None, None),
+                           dict(stride=2, padding=1, groups=2)),
+    "unbatched": (lambda: (r(8, 5, 6, dtype=F64, grad=True), r(4, 8, 1, 1, dtype=F64, grad=True), None, None), {}),
+}
+
+
+@pytest.mark.parametrize("case", list(CONV_CASES))
+def test_conv2d_eager_autograd_path_equals_the_ops_path(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside torch.compile, autocast and dispatch modes a recording conv2d runs ``_EagerConv2d``
+    (no torch.library autograd wrapper); its output and every gradient equal the op path's."""
+    make, kw = CONV_CASES[case]
+    used: list[bool] = []
+    real = torch_ops.eager_autograd
+
+    def spy(*tensors: Any) -> bool:
+        used.append(real(*tensors))
+        return used[-1]
+
+    results = []
+    for path in ("eager", "ops"):
+        monkeypatch.setattr(torch_ops, "eager_autograd", spy if path == "eager" else (lambda *t: False))
+        torch.manual_seed(0)
+        x, w, b, res = make()
+        y = autocutlass.conv2d(x, w, b, residual=res, **kw)
+        y.backward(torch.ones_like(y) + torch.arange(y.numel(), dtype=y.dtype).reshape(y.shape) / y.numel())
+        results.append((y.detach(), *(t.grad for t in (x, w, b, res) if t is not None)))
+    assert used == [True]
+    for got, want in zip(*results, strict=True):
+        assert torch.equal(got, want)
+
+
+def test_conv2d_eager_path_steps_aside_for_autocast_and_tracing() -> None:
+    x, w = r(1, 4, 5, 5, grad=True), r(4, 4, 3, 3)
+    assert torch_ops.eager_autograd(x, w, None)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not torch_ops.eager_autograd(x, w, None)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        assert not torch_ops.eager_autograd(x, w, None)
+    assert not torch_ops.eager_autograd(x, w.as_subclass(_Sub))  # a tensor subclass: the ops path
+
+
+class _Sub(torch.Tensor):
+    pass
