@@ -169,7 +169,7 @@ def test_second_process_uses_stored_result_without_tuning_or_compiling(tmp_path:
     assert first["tunes"] == 1 and first["fallbacks"] == 0
     second = child(250)  # same M bucket (256)
     assert second["tunes"] == 0 and second["db_hits"] == 1 and second["fallbacks"] == 0
-    assert second["dsl_compiled"] == 0 and second["disk_hits"] >= 1, second
+    assert second["dsl_compiled"] == 0 and second["disk_hits"] >= 1, json.dumps(second)  # whole, not truncated
 
 
 # ---- CUDA graphs, syncs, host cost ---------------------------------------------------------
