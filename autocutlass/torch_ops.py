@@ -565,9 +565,11 @@ class _EagerConv2d(torch.autograd.Function):
 
 def eager_autograd(*tensors: Tensor | None) -> bool:
     """The eager autograd path applies: not compiling, autocast off, no torch dispatch mode active
-    (fake tensors, tracing), and only plain tensors and parameters (no tensor subclass)."""
+    (fake tensors, tracing), no functorch transform, no torch.jit trace, and only plain tensors and
+    parameters (no tensor subclass)."""
     return (not torch.compiler.is_compiling() and not torch._C._is_any_autocast_enabled()
             and torch._C._len_torch_dispatch_stack() == 0 and not torch._C._are_functorch_transforms_active()
+            and torch._C._get_tracing_state() is None
             and all(t is None or type(t) in _PLAIN for t in tensors))  # fmt: skip
 
 

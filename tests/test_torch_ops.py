@@ -377,6 +377,14 @@ def test_conv2d_eager_path_steps_aside_for_autocast_and_tracing() -> None:
     with FakeTensorMode():
         assert not torch_ops.eager_autograd(x, w, None)
     assert not torch_ops.eager_autograd(x, w.as_subclass(_Sub))  # a tensor subclass: the ops path
+    seen: list[bool] = []
+
+    def traced(t: torch.Tensor) -> torch.Tensor:
+        seen.append(torch_ops.eager_autograd(t, w))
+        return t * 2
+
+    torch.jit.trace(traced, (x,), check_trace=False)
+    assert seen == [False]  # torch.jit traces the op
 
 
 class _Sub(torch.Tensor):
