@@ -121,7 +121,7 @@ from autocutlass.errors import (
 from autocutlass.keys import config_key
 from autocutlass.ops.base import Entry, FrontEnd, OpProblem, Unsupported
 from autocutlass.settings import Policy, Settings
-from autocutlass.vendor import VENDOR_FAMILY, vendor_faster, vendor_hard_key
+from autocutlass.vendor import vendor_faster, vendor_hard_key
 
 log = logging.getLogger("autocutlass")
 
@@ -668,11 +668,10 @@ class Dispatcher:
     def _vendor_faster(self, problem: OpProblem, rec: Any, info: DeviceInfo) -> bool:
         """True when the vendor record of ``rec``'s tuned problem (this GPU's) beats ``rec``'s time
         by more than ``vendor.VENDOR_MARGIN``."""
-        if getattr(rec, "sibling", False) or getattr(rec, "hard_key", None) is None:
+        if rec.sibling:
             return False
         theirs = self._lookup(problem, vendor_hard_key(rec.hard_key, info.torch_version, info.cuda_runtime_version))
-        return (theirs is not None and theirs.family == VENDOR_FAMILY and theirs.problem == rec.problem
-                and vendor_faster(float(rec.median_ms), float(theirs.median_ms)))  # fmt: skip
+        return theirs is not None and theirs.problem == rec.problem and vendor_faster(rec.median_ms, theirs.median_ms)
 
     def _vendor_choice(self, problem: OpProblem) -> _Choice:
         self._n.vendor_hits += 1

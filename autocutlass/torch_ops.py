@@ -544,8 +544,8 @@ def _conv_backward(ctx: Any, dy: Tensor, direct: bool = False) -> tuple[Any, ...
 class _EagerConv2d(torch.autograd.Function):
     """conv2d under eager autograd without the custom-op machinery (``torch.library``'s autograd
     wrapper, redispatch and default filling cost tens of microseconds of host time per call, which a
-    convnet's training step pays three times per layer): the op's own body forward, its own
-    ``setup_context`` and backward, the backward's dgrad and wgrad run as functions unless the
+    convnet's training step pays three times per layer): the op's own body forward, the op's
+    ``_conv_setup`` and ``_conv_backward``, the backward's dgrad and wgrad run as functions unless the
     backward itself records (``create_graph``: then through the ops, so that double backward works).
     Used only outside torch.compile, autocast, functorch transforms and any torch dispatch mode
     (``eager_autograd``)."""

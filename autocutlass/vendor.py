@@ -49,8 +49,4 @@ def vendor_faster(ours_ms: float, vendor_ms: float) -> bool:
     return vendor_ms * (1.0 + VENDOR_MARGIN) < ours_ms
 
 
-def is_vendor(family: str) -> bool:
-    return family == VENDOR_FAMILY
-
-
-__all__ = ["VENDOR_FAMILY", "VENDOR_MARGIN", "is_vendor", "vendor_faster", "vendor_hard_key", "vendor_hash"]
+__all__ = ["VENDOR_FAMILY", "VENDOR_MARGIN", "vendor_faster", "vendor_hard_key", "vendor_hash"]

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from autocutlass.ops.base import Entry, PlanContext, Unsupported
-from autocutlass.ops.conv.frontend import _DTYPES, _OUT_DTYPES, ConvPlan, _cudnn_benchmark
+from autocutlass.ops.conv.frontend import _DTYPES, _OUT_DTYPES, ConvPlan, _cudnn_benchmark, verdicts_in_benchmark_mode
 from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
 from autocutlass.ops.gemm.frontend import SERVED_CC, pow2_align
 from autocutlass.ops.launch import on_device
@@ -178,9 +178,7 @@ class ConvGradFrontEnd:
             tuple(size), tuple(stride), tuple(padding), tuple(dilation), groups, _cudnn_benchmark(),
         )  # fmt: skip
 
-    def vendor_verdicts_apply(self) -> bool:
-        """As ``Conv2dFrontEnd.vendor_verdicts_apply``: the verdicts hold in cuDNN's benchmark mode."""
-        return bool(torch.backends.cudnn.benchmark)
+    vendor_verdicts_apply = staticmethod(verdicts_in_benchmark_mode)
 
     def make_call(self, dy: Any, other: Any, size: Any, stride: Any, padding: Any, dilation: Any,
                   groups: Any) -> ConvGradCall:  # fmt: skip

@@ -53,6 +53,12 @@ _cudnn_benchmark = torch._C._get_cudnn_benchmark
 """``torch.backends.cudnn.benchmark`` without its Python descriptor (memo keys: the hit path)."""
 
 
+def verdicts_in_benchmark_mode() -> bool:
+    """The conv front-ends' ``vendor_verdicts_apply``: vendor verdicts (``autocutlass.vendor``) were
+    timed with cuDNN in benchmark mode, so they hold only when torch would run that mode here."""
+    return bool(_cudnn_benchmark())
+
+
 def _pair(v: Any, name: str) -> tuple[int, int]:
     if isinstance(v, int) and not isinstance(v, bool):
         return (v, v)
@@ -236,10 +242,7 @@ class Conv2dFrontEnd:
             groups, activation, _cudnn_benchmark(),
         )  # fmt: skip
 
-    def vendor_verdicts_apply(self) -> bool:
-        """Vendor verdicts (``autocutlass.vendor``) were timed with cuDNN in benchmark mode: they
-        hold only when torch would run that mode here."""
-        return bool(torch.backends.cudnn.benchmark)
+    vendor_verdicts_apply = staticmethod(verdicts_in_benchmark_mode)
 
     def make_call(self, x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any, groups: Any,
                   activation: Any, residual: Any) -> ConvCall:  # fmt: skip
