@@ -167,6 +167,8 @@ def test_a_second_shape_of_a_class_tunes_from_priors_in_the_same_processes(tmp_p
     torch.testing.assert_close(calls(d).matmul(a2, b2).float(), (a2 @ b2).float(), atol=5e-2, rtol=2e-2)
     trials2 = store.trials(GemmProblem(m=32, n=80, k=64), HARD_KEY)
     assert len(trials2) == 8  # priors: AUTOCUTLASS_TUNE_TRIALS_WITH_PRIORS
-    assert trials2[0].config_key == config_key(winner.config)  # the prior first
+    # the prior goes out in the first wave; trials are recorded as they finish, so with three
+    # workers it need not be the very first row
+    assert config_key(winner.config) in [t.config_key for t in trials2[: len(pids)]]
     assert fake_shared_pool.pids() == pids and fake_shared_pool.tunings == 2  # no process started for it
     assert d.stats().tunes == 2
