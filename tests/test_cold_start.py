@@ -51,7 +51,7 @@ SHIPPED = REPO / "tuning_dbs"
 
 BLOCK = """
 import importlib.abc, sys
-BLOCKED = ("cutlass", "optuna")
+BLOCKED = tuple(sys.argv[1].split(","))
 class _Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in BLOCKED:
@@ -63,14 +63,19 @@ for _name in BLOCKED:
 def imported_blocked():
     return sorted(m for m, v in sys.modules.items() if m.split(".")[0] in BLOCKED and v is not None)
 """
-"""Prepended to child scripts: importing cutlass, optuna or a submodule of either raises."""
+"""Prepended to child scripts: importing a blocked package (the child's first argument, comma
+separated) or a submodule of one raises."""
+
+SERVE_BLOCKED = ("cutlass", "optuna")
+"""What serving from the kernel cache never imports: the DSL (compiling) and Optuna (tuning)."""
 
 
-def run_child(code: str, env: dict[str, str] | None = None, timeout: float = 600) -> dict[str, Any]:
-    """Run ``BLOCK + code`` in a fresh interpreter from the repository root; its last stdout line
-    is JSON."""
-    r = subprocess.run([sys.executable, "-c", BLOCK + textwrap.dedent(code)], cwd=REPO, env=env or dict(os.environ),
-                       capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
+def run_child(code: str, env: dict[str, str] | None = None, timeout: float = 600,
+              blocked: tuple[str, ...] = SERVE_BLOCKED) -> dict[str, Any]:  # fmt: skip
+    """Run ``BLOCK + code`` in a fresh interpreter from the repository root, with ``blocked``
+    packages unimportable; its last stdout line is JSON."""
+    r = subprocess.run([sys.executable, "-c", BLOCK + textwrap.dedent(code), ",".join(blocked)], cwd=REPO,
+                       env=env or dict(os.environ), capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
     assert r.returncode == 0, r.stderr[-6000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -91,7 +96,6 @@ from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig, SplitMode
 from autocutlass.kernels.hopper_gemm.plan import make_plan
 from autocutlass.ops.gemm.entries import MATMUL
 from autocutlass.ops.gemm.problem import DType, GemmProblem, Major
-from autocutlass.db import TuningStore
 
 cache = settings.current().kernel_cache_dir
 loaded, launches = [], []
@@ -115,12 +119,16 @@ info = DeviceInfo(index=0, gpu_name="NVIDIA H200", cc_major=9, cc_minor=0, sm_co
                   driver_version="0", cuda_runtime_version="0", dsl_version=dsl_version(),
                   torch_version=torch.__version__)
 hard_key = info.hard_key(fam.source_hash())
-shipped = TuningStore(Path(os.environ["AUTOCUTLASS_SHIPPED_DBS"]) / "NVIDIA-H200.sqlite", read_only=True,
-                      immutable=True)
+import sqlite3, types
+from autocutlass.ops.registry import problem_from_dict
+shipped = sqlite3.connect(Path(os.environ["AUTOCUTLASS_SHIPPED_DBS"]) / "NVIDIA-H200.sqlite")
+stored = [types.SimpleNamespace(problem=problem_from_dict(json.loads(p)), config=json.loads(c)) for p, c in shipped.execute(
+    "SELECT p.problem, b.config FROM best b JOIN problems p ON p.id = b.problem_id JOIN devices d ON d.id = b.device_id "
+    "WHERE d.hard_key = ? AND b.family = 'hopper_gemm'", (hard_key.key(),))]
 wanted = {"2000x3000x1000 bf16 row/row", "16x6144x4096 bf16 row/col", "4096x4096x4096 tf32 col/row",
           "4096x4096x4096 fp16 row/row"}
-records = [b for b in shipped.bests() if b.hard_key == hard_key and b.problem.describe().split(" ", 1)[1] in wanted]
-assert len(records) == len(wanted), [b.problem.describe() for b in shipped.bests()]
+records = [b for b in stored if b.problem.describe().split(" ", 1)[1] in wanted]
+assert len(records) == len(wanted), [b.problem.describe() for b in stored]
 for rec in records:  # the kernel cache holds what the records name, and nothing else
     cfg = fam.config_from_dict(rec.config)
     place("hopper_gemm", gemm_compile.compile_key(make_plan(cfg, kernel_problem(rec.problem, cfg)), 2))
@@ -156,11 +164,14 @@ print(json.dumps({"stats": d.stats().as_dict(), "loaded": loaded, "launches": so
 """
 
 
-def test_serve_path_imports_neither_dsl_nor_optuna(tmp_path: Path) -> None:
+def test_serve_path_imports_neither_dsl_nor_optuna_nor_sqlalchemy(tmp_path: Path) -> None:
+    """The shipped records are looked up through the standard library's sqlite3 (``db.sqlite_read``):
+    a hit needs no ORM; the user database, which does not exist yet, is not created by a lookup."""
     env = {**os.environ, "AUTOCUTLASS_CACHE_DIR": str(tmp_path), "AUTOCUTLASS_SHIPPED_DBS": str(SHIPPED),
            "AUTOCUTLASS_DB": str(tmp_path / "user.sqlite")}  # fmt: skip
     env.pop("AUTOCUTLASS_POLICY", None)
-    out = run_child(_SERVE_CHILD, env)
+    out = run_child(_SERVE_CHILD, env, blocked=(*SERVE_BLOCKED, "sqlalchemy"))
+    assert not (tmp_path / "user.sqlite").exists()
     stats = out["stats"]
     assert stats["db_hits"] == 4 and stats["compiles"] == 4 and stats["fallbacks"] == 0, stats
     assert out["launches"] == ["autocutlass_hopper_gemm"] * 4 + ["autocutlass_transpose32"], out

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from autocutlass.db import TuningStore
+from autocutlass.db.store import TuningStore
 from autocutlass.db.locks import (
     HeldLock,
     LockSpace,

@@ -10,14 +10,42 @@ returned are frozen dataclasses. Storage failures raise ``autocutlass.errors.Dat
 (``SchemaMismatch`` for another schema version). No GPU, torch or CUDA import is needed here.
 """
 
-from autocutlass.db.engine import release, resolve
-from autocutlass.db.layered import BACKOFF_FIRST_S, BACKOFF_MAX_S, LayeredStore, shipped_db_paths
-from autocutlass.db.models import SCHEMA_VERSION
-from autocutlass.db.records import BestRecord, LookupSource, TrialRecord, TrialState
-from autocutlass.db.schema import MIGRATIONS, backup_path, upgrade
-from autocutlass.db.store import TuningStore
-from autocutlass.db.transfer import TransferStats, export, import_, merge
-from autocutlass.keys import canonical_json, config_key
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autocutlass.db.engine import release, resolve
+    from autocutlass.db.layered import BACKOFF_FIRST_S, BACKOFF_MAX_S, LayeredStore, shipped_db_paths
+    from autocutlass.db.models import SCHEMA_VERSION
+    from autocutlass.db.records import BestRecord, LookupSource, TrialRecord, TrialState
+    from autocutlass.db.schema import MIGRATIONS, backup_path, upgrade
+    from autocutlass.db.store import TuningStore
+    from autocutlass.db.transfer import TransferStats, export, import_, merge
+    from autocutlass.keys import canonical_json, config_key
+
+# Where each public name lives. Imported on first access (PEP 562): ``from autocutlass.db import
+# LayeredStore, TuningStore`` loads the lookup path only, without SQLAlchemy (``db.sqlite_read``);
+# the other modules load it when used.
+_HOMES = {
+    "release": "engine", "resolve": "location",
+    "BACKOFF_FIRST_S": "layered", "BACKOFF_MAX_S": "layered", "LayeredStore": "layered", "shipped_db_paths": "layered",
+    "SCHEMA_VERSION": "versions",
+    "BestRecord": "records", "LookupSource": "records", "TrialRecord": "records", "TrialState": "records",
+    "MIGRATIONS": "schema", "backup_path": "schema", "upgrade": "schema",
+    "TuningStore": "store",
+    "TransferStats": "transfer", "export": "transfer", "import_": "transfer", "merge": "transfer",
+    "canonical_json": "records", "config_key": "records",
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'autocutlass.db' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"autocutlass.db.{home}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BACKOFF_FIRST_S",

@@ -27,16 +27,12 @@ from __future__ import annotations
 
 import math
 import os
-import random
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
@@ -44,63 +40,28 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import QueuePool
 
+from autocutlass.db.location import (  # noqa: F401 - sqlite_unwritable is re-exported
+    MAX_ATTEMPTS,
+    SQLITE_BUSY,
+    SQLITE_BUSY_TIMEOUT_MS,
+    SQLITE_LOCKED,
+    DbLocation,
+    resolve,
+    retry_pause,
+    sqlite_failure,
+    sqlite_read_only_uri,
+    sqlite_unwritable,
+)
 from autocutlass.errors import DatabaseError
 from autocutlass.settings import DbTimeouts
 
 T = TypeVar("T")
 
-SQLITE_BUSY_TIMEOUT_MS = 30_000
-"""How long one SQLite statement waits for another process's lock before reporting busy."""
-
-MAX_ATTEMPTS = 8
-"""Attempts of one transaction that keeps failing with a transient lock error."""
 
 _WRITE_OPTION = "autocutlass_write"
 
-# SQLite primary result codes (https://sqlite.org/rescode.html).
-_SQLITE_BUSY = 5
-_SQLITE_LOCKED = 6
-_SQLITE_CORRUPT = 11
-_SQLITE_NOTADB = 26
 # PostgreSQL SQLSTATEs worth retrying: serialization_failure, deadlock_detected.
 _PG_RETRY_STATES = frozenset({"40001", "40P01"})
-
-
-@dataclass(frozen=True)
-class DbLocation:
-    """A resolved database address.
-
-    ``url`` is what SQLAlchemy gets; ``display`` is what messages show (the file path for a
-    SQLite file, else the URL with its password hidden); ``sqlite_path`` is the file of a
-    file-backed SQLite database, else None.
-    """
-
-    url: str
-    display: str
-    sqlite_path: Path | None
-
-    @property
-    def is_sqlite(self) -> bool:
-        return self.url.startswith("sqlite")
-
-
-def resolve(url_or_path: str | os.PathLike[str]) -> DbLocation:
-    """Resolve a path or SQLAlchemy URL. Never raises: a malformed URL fails when opened."""
-    raw = os.fspath(url_or_path)
-    if "://" not in raw:
-        path = Path(raw).expanduser().resolve()
-        return DbLocation(url=f"sqlite:///{path}", display=str(path), sqlite_path=path)
-    try:
-        url = make_url(raw)
-    except sa_exc.ArgumentError:
-        return DbLocation(url=raw, display=raw, sqlite_path=None)
-    if url.get_backend_name() == "sqlite":
-        db = url.database
-        if db and db != ":memory:" and not db.startswith("file:"):
-            path = Path(db).expanduser().resolve()
-            return DbLocation(url=f"sqlite:///{path}", display=str(path), sqlite_path=path)
-        return DbLocation(url=raw, display=raw, sqlite_path=None)
-    return DbLocation(url=raw, display=url.render_as_string(hide_password=True), sqlite_path=None)
 
 
 # ---- engines -------------------------------------------------------------------------------
@@ -127,32 +88,6 @@ def _install_sqlite_listeners(engine: Engine, *, read_only: bool) -> None:
     def _on_begin(conn: Connection) -> None:
         write = bool(conn.get_execution_options().get(_WRITE_OPTION))
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-
-def sqlite_unwritable(path: Path) -> str | None:
-    """Why this process cannot write the existing SQLite file ``path``, or None when it can (or
-    the file does not exist). Decided by ``os.access``: permissions, read-only mounts and
-    immutable attributes, as they apply to this process (root included)."""
-    if not path.is_file():
-        return None
-    if not os.access(path, os.W_OK):
-        return "the file is not writable"
-    if not os.access(path.parent, os.W_OK | os.X_OK):
-        return "its directory is not writable (SQLite creates its -wal, -shm and -journal files there)"
-    return None
-
-
-def sqlite_read_only_uri(path: Path, *, immutable: bool = False) -> tuple[str, bool]:
-    """The ``file:`` URI that opens ``path`` read-only, and whether it is immutable.
-
-    ``immutable`` is forced when the directory is not writable and no non-empty ``-wal`` file
-    exists: a WAL-mode file then cannot be opened ``mode=ro`` (SQLite could not create its
-    ``-shm`` file), and without a ``-wal`` file nobody is writing it in WAL mode right now.
-    """
-    if not immutable and not os.access(path.parent, os.W_OK | os.X_OK):
-        wal = Path(f"{path}-wal")
-        immutable = not (wal.is_file() and wal.stat().st_size > 0)
-    return f"file:{quote(str(path))}?mode=ro" + ("&immutable=1" if immutable else ""), immutable
 
 
 def _pg_connect_args(url: str, *, read_only: bool, timeouts: DbTimeouts) -> dict[str, Any]:
@@ -314,7 +249,7 @@ def is_transient(e: sa_exc.DBAPIError) -> bool:
     """True for lock contention worth retrying: SQLITE_BUSY/LOCKED, or a PG serialization failure."""
     code = _sqlite_code(e)
     if code is not None:
-        return code in (_SQLITE_BUSY, _SQLITE_LOCKED)
+        return code in (SQLITE_BUSY, SQLITE_LOCKED)
     orig = e.orig
     state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
     return isinstance(state, str) and state in _PG_RETRY_STATES
@@ -329,33 +264,12 @@ def storage_error(loc: DbLocation, e: sa_exc.DBAPIError) -> DatabaseError:
     """The DatabaseError to raise for a storage failure: what is wrong with which database, and
     what to do."""
     detail = str(e.orig) if e.orig is not None else str(e)
-    code = _sqlite_code(e)
-    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
-        where = loc.sqlite_path or loc.display
-        return DatabaseError(
-            f"The tuning database {where} is corrupt or not a SQLite database (sqlite: {detail}). "
-            f"Move it aside (mv '{where}' '{where}.bad') or delete it, and autocutlass starts a new "
-            "one there; or point AUTOCUTLASS_DB at another file."
-        )
-    if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
-        return DatabaseError(
-            f"The tuning database {loc.display} stayed locked by another process through "
-            f"{MAX_ATTEMPTS} attempts of {SQLITE_BUSY_TIMEOUT_MS // 1000} s each (sqlite: {detail}). "
-            "Check for a stuck autocutlass process, or point AUTOCUTLASS_DB at another file."
-        )
     if loc.is_sqlite:
-        return DatabaseError(
-            f"Cannot use the tuning database {loc.display} (sqlite: {detail}). Check that the file and "
-            "its directory are readable and writable, or point AUTOCUTLASS_DB at another file."
-        )
+        return sqlite_failure(loc, _sqlite_code(e), detail)
     return DatabaseError(
         f"Cannot use the tuning database {loc.display} ({type(e.orig).__name__}: {detail}). Check that "
         "the server is reachable and the URL and credentials are right, or point AUTOCUTLASS_DB at a file."
     )
-
-
-def _backoff(attempt: int) -> float:
-    return min(2.0, 0.02 * 2.0**attempt) * (0.5 + random.random())
 
 
 def call(loc: DbLocation, fn: Callable[[], T]) -> T:
@@ -367,7 +281,7 @@ def call(loc: DbLocation, fn: Callable[[], T]) -> T:
             return fn()
         except sa_exc.DBAPIError as e:
             if is_transient(e) and attempt + 1 < MAX_ATTEMPTS:
-                time.sleep(_backoff(attempt))
+                time.sleep(retry_pause(attempt))
                 attempt += 1
                 continue
             if _is_storage_failure(e):

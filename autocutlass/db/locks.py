@@ -31,14 +31,12 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from sqlalchemy import create_engine, text
-from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.pool import NullPool
+if TYPE_CHECKING:  # imported where PostgreSQL locks are used: file locks need no SQLAlchemy
+    from sqlalchemy.engine import Connection, Engine
 
-from autocutlass.db import engine as eng
+from autocutlass.db.location import resolve
 from autocutlass.device import HardKey
 from autocutlass.errors import DatabaseError
 from autocutlass.ops.base import OpProblem
@@ -157,7 +155,7 @@ class AdvisoryLocks:
     """PostgreSQL session-level advisory locks, one connection per held lock."""
 
     def __init__(self, url: str, *, timeouts: DbTimeouts | None = None) -> None:
-        self._loc = eng.resolve(url)
+        self._loc = resolve(url)
         self._timeouts = timeouts
         self._engine: Engine | None = None
         self._engine_pid = -1
@@ -167,6 +165,12 @@ class AdvisoryLocks:
         return f"AdvisoryLocks({self._loc.display!r})"
 
     def _get_engine(self) -> Engine:
+        from sqlalchemy import create_engine
+        from sqlalchemy import exc as sa_exc
+        from sqlalchemy.pool import NullPool
+
+        from autocutlass.db import engine as eng
+
         with self._engine_lock:
             if self._engine is None or self._engine_pid != os.getpid():
                 timeouts = self._timeouts or DbTimeouts.from_env()
@@ -184,6 +188,11 @@ class AdvisoryLocks:
             return self._engine
 
     def try_acquire(self, name: str) -> HeldLock | None:
+        from sqlalchemy import exc as sa_exc
+        from sqlalchemy import text
+
+        from autocutlass.db import engine as eng
+
         key = advisory_key(name)
         conn: Connection | None = None
         try:
@@ -216,7 +225,7 @@ def locks_for(url_or_path: str | os.PathLike[str], *, timeouts: DbTimeouts | Non
     """The lock space of a tuning database: advisory locks on PostgreSQL, files in
     ``<db>.locks/`` beside a SQLite file (a SQLite database without a file, in memory, gets a
     directory of its own under the system temporary directory)."""
-    loc = eng.resolve(url_or_path)
+    loc = resolve(url_or_path)
     if loc.sqlite_path is not None:
         return FileLocks(loc.sqlite_path.with_name(loc.sqlite_path.name + ".locks"))
     if loc.is_sqlite:

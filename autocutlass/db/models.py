@@ -38,12 +38,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from autocutlass.db.records import TrialState
-
-SCHEMA_VERSION = 2
-"""Version of the table layout below; stored in ``meta`` as ``schema_version``.
-
-1: GEMM only (``problems`` had ``family_key`` and the columns ``m, n, k, l``).
-2: any op (``problems`` has ``op``, ``neighbour_key`` and ``dims``)."""
+from autocutlass.db.versions import META_TABLE, SCHEMA_VERSION  # noqa: F401 - the version of the tables below
 
 _STATES = ", ".join(f"'{s.value}'" for s in TrialState)
 
@@ -53,7 +48,7 @@ class Base(DeclarativeBase):
 
 
 class Meta(Base):
-    __tablename__ = "meta"
+    __tablename__ = META_TABLE
 
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(Text)

@@ -46,21 +46,22 @@ from autocutlass.db.engine import (
     sqlite_unwritable,
     write_connection,
 )
-from autocutlass.db.models import SCHEMA_VERSION, Base, Meta
+from autocutlass.db.models import Base, Meta
+from autocutlass.db.versions import (
+    SCHEMA_VERSION,
+    VERSION_KEY,
+    EmptyDatabase,
+    parse_version,
+)
+from autocutlass.db.versions import mismatch as _mismatch
+from autocutlass.db.versions import not_ours as _not_ours
 from autocutlass.errors import DatabaseError, SchemaMismatch
 from autocutlass.settings import DbTimeouts
-
-VERSION_KEY = "schema_version"
 
 Migration = Callable[[Connection], None]
 
 
 _PG_SCHEMA_LOCK = 0x6175746F  # pg_advisory_xact_lock id serialising table creation ("auto")
-
-
-class EmptyDatabase(DatabaseError):
-    """A database with no tables at all, opened read-only: nothing was created (package-internal;
-    ``TuningStore`` answers its reads as a database without records)."""
 
 
 # ---- migrations ----------------------------------------------------------------------------
@@ -129,32 +130,6 @@ MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2}
 """from_version -> step that upgrades a database at from_version to from_version + 1."""
 
 
-def upgrade_command(loc: DbLocation) -> str:
-    """The exact shell command that upgrades the database at ``loc``."""
-    return f"autocutlass db upgrade --db {loc.display}"
-
-
-def _not_ours(loc: DbLocation, why: str) -> DatabaseError:
-    return DatabaseError(
-        f"{loc.display} is not an autocutlass tuning database ({why}). Point AUTOCUTLASS_DB at "
-        "another file, or move this one aside so that autocutlass can create a new database there."
-    )
-
-
-def _mismatch(loc: DbLocation, found: int) -> SchemaMismatch:
-    if found < SCHEMA_VERSION:
-        return SchemaMismatch(
-            f"The tuning database {loc.display} has schema version {found}; this autocutlass uses "
-            f"version {SCHEMA_VERSION}. Upgrade the database with: {upgrade_command(loc)}"
-        )
-    return SchemaMismatch(
-        f"The tuning database {loc.display} has schema version {found}, newer than the version "
-        f"{SCHEMA_VERSION} this autocutlass uses: it was written by a newer autocutlass. Upgrade "
-        "autocutlass (pip install -U autocutlass); `autocutlass db upgrade --db "
-        f"{loc.display}` cannot downgrade a database. Or point AUTOCUTLASS_DB at another file."
-    )
-
-
 def read_version(conn: Connection, loc: DbLocation) -> int | None:
     """The stored schema version, or None when the database has no tables at all.
 
@@ -166,12 +141,7 @@ def read_version(conn: Connection, loc: DbLocation) -> int | None:
     if Meta.__tablename__ not in tables:
         raise _not_ours(loc, f"it has tables {sorted(tables)[:5]} but no 'meta' table")
     raw = conn.execute(select(Meta.value).where(Meta.key == VERSION_KEY)).scalar_one_or_none()
-    if raw is None:
-        raise _not_ours(loc, "its meta table has no schema_version")
-    try:
-        return int(raw)
-    except ValueError:
-        raise _not_ours(loc, f"its schema_version is {raw!r}") from None
+    return parse_version(raw, loc)
 
 
 def _set_version(conn: Connection, version: int) -> None:

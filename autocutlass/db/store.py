@@ -11,7 +11,13 @@ Contract:
 * Every storage failure (unreachable, corrupt, not ours, locked beyond the retry budget) raises
   ``autocutlass.errors.DatabaseError`` (``SchemaMismatch`` for a version mismatch) whose message
   names the database and the fix. Constructing a store never touches the database: the first
-  call opens it (creating the tables of a new database) and validates its schema once per process.
+  call opens it (the first write creates the tables of a new database) and validates its schema
+  once per process.
+* The lookups of a SQLite file (``lookup``, ``lookup_sibling``, ``class_winners``,
+  ``hard_keys``) read it through the standard library (``db.sqlite_read``), never importing
+  SQLAlchemy: a process that serves stored results pays no ORM import. A read-write store's file
+  that does not exist yet, or has no tables, reads as one without records. Every other call (and
+  every call on a database server) goes through SQLAlchemy, imported then.
 * A read-only store (``read_only=True``) never creates or writes anything: a missing file raises
   DatabaseError, a database without tables reads as one without records, writes raise
   DatabaseError. A read-write store over a SQLite file this process cannot write (file or
@@ -19,6 +25,8 @@ Contract:
   instead and says so once (a warning on the ``autocutlass.db`` logger).
 * Writes are safe from many processes at once (see ``engine``).
 """
+
+# ruff: noqa: TC004 - the SQLAlchemy names are imported for type checking and bound lazily at run time
 
 from __future__ import annotations
 
@@ -28,13 +36,9 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Engine, Row, and_, distinct, func, or_, select
-from sqlalchemy.orm import Session
-
-from autocutlass.db import engine as eng
-from autocutlass.db.models import Best, Device, Miss, ProblemRow, Trial
+from autocutlass.db.location import resolve
 from autocutlass.db.records import (
     BestRecord,
     LookupSource,
@@ -45,8 +49,8 @@ from autocutlass.db.records import (
     stored_problem,
     utc_now,
 )
-from autocutlass.db.rows import ensure_device, ensure_problem, upsert_best, upsert_miss
-from autocutlass.db.schema import EmptyDatabase, ensure_schema
+from autocutlass.db.sqlite_read import SqliteReader
+from autocutlass.db.versions import EmptyDatabase
 from autocutlass.device import HardKey
 from autocutlass.errors import DatabaseError
 from autocutlass.keys import canonical_json, config_key
@@ -54,7 +58,38 @@ from autocutlass.ops.base import OpProblem
 from autocutlass.settings import DbTimeouts
 from autocutlass.vendor import VENDOR_FAMILY
 
+if TYPE_CHECKING:  # bound at run time by _import_sqlalchemy, on first use
+    from sqlalchemy import Engine, Row, and_, distinct, func, or_, select
+    from sqlalchemy.orm import Session
+
+    from autocutlass.db import engine as eng
+    from autocutlass.db.models import Best, Device, Miss, ProblemRow, Trial
+    from autocutlass.db.rows import ensure_device, ensure_problem, upsert_best, upsert_miss
+    from autocutlass.db.schema import ensure_schema
+
+
+def _import_sqlalchemy() -> None:
+    """Bind SQLAlchemy, the models and the engine layer to this module's names, on first use.
+
+    A process that only looks records up in SQLite files never needs them (``db.sqlite_read``
+    answers those reads), and importing them costs most of a cold process's first call; every
+    method that builds a statement runs after ``TuningStore._engine``, which calls this first."""
+    global Engine, Row, and_, distinct, func, or_, select, Session, eng, Best, Device, Miss, ProblemRow, Trial
+    global ensure_device, ensure_problem, upsert_best, upsert_miss, ensure_schema
+    from sqlalchemy import Engine, Row, and_, distinct, func, or_, select
+    from sqlalchemy.orm import Session
+
+    from autocutlass.db import engine as eng
+    from autocutlass.db.models import Best, Device, Miss, ProblemRow, Trial
+    from autocutlass.db.rows import ensure_device, ensure_problem, upsert_best, upsert_miss
+    from autocutlass.db.schema import ensure_schema
+
+
 T = TypeVar("T")
+
+SQLITE_READS_ENV = "AUTOCUTLASS_DB_SQLITE_READS"
+"""``0``: a store's lookups of a SQLite file go through SQLAlchemy too (read when the store is
+made); by default they read the file through the standard library (``db.sqlite_read``)."""
 
 logger = logging.getLogger("autocutlass.db")
 
@@ -106,9 +141,11 @@ class TuningStore:
         its directory is not writable); ``immutable`` (implies ``read_only``) also skips locking,
         for files nothing writes to (shipped databases). ``timeouts`` bound waits on a database
         server (default: ``DbTimeouts.from_env()``, read when the database is first opened)."""
-        self._loc = eng.resolve(url_or_path)
+        self._loc = resolve(url_or_path)
         self._read_only = read_only or immutable
         self._immutable = immutable
+        fast = self._loc.sqlite_path is not None and os.environ.get(SQLITE_READS_ENV, "1").strip() != "0"
+        self._reader = SqliteReader(self._loc, immutable=immutable) if fast else None
         self._timeouts = timeouts
         self._read_only_reason: str | None = "opened read-only" if self._read_only else None
         self._access_checked = self._read_only
@@ -134,6 +171,7 @@ class TuningStore:
 
     # ---- plumbing --------------------------------------------------------------------------
     def _engine(self) -> Engine:
+        _import_sqlalchemy()
         if not self._access_checked:
             # Once per store: a SQLite file this process cannot write is read, not failed on.
             path = self._loc.sqlite_path
@@ -188,6 +226,15 @@ class TuningStore:
 
         return eng.call(self._loc, _tx)
 
+    def _sqlite_reader(self) -> SqliteReader | None:
+        """The standard-library reader that answers lookups of a SQLite file without SQLAlchemy
+        (``db.sqlite_read``), or None for a database server. A read-only store of a file that
+        does not exist raises DatabaseError, as its SQLAlchemy path does."""
+        path = self._loc.sqlite_path
+        if self._reader is not None and self._read_only and path is not None and not path.is_file():
+            raise DatabaseError(f"The tuning database {self.display} does not exist.")
+        return self._reader
+
     def check(self) -> None:
         """Open the database now (a read-write store creates a new one) and validate it; raises
         DatabaseError. A read-only database without tables passes (it reads as empty)."""
@@ -237,10 +284,12 @@ class TuningStore:
             )  # fmt: skip
             return list(s.execute(stmt).all())
 
+        reader = self._sqlite_reader()
+        rows = reader.lookup_rows(key, bucket_key, neighbour_key, hard_key, sibling=sibling) if reader else self._read(_q, [])
         exact: list[_Candidate] = []
         same_bucket: list[_Candidate] = []
         neighbours: list[_Candidate] = []
-        for row in self._read(_q, []):
+        for row in rows:
             if row.op != problem.op:
                 continue
             if sibling and not hard_key.is_sibling_of(hard_key_from_json(row.device_key)):
@@ -284,8 +333,9 @@ class TuningStore:
             )  # fmt: skip
             return list(s.execute(stmt).all())
 
+        reader = self._sqlite_reader()
         ranked: list[tuple[tuple[float, bool, str], _Candidate, HardKey]] = []
-        for row in self._read(_q, []):
+        for row in reader.class_rows(problem.op, hard_key) if reader else self._read(_q, []):
             measured = hard_key_from_json(row.device_key)
             sibling = measured != hard_key
             if sibling and not hard_key.is_sibling_of(measured):
@@ -569,6 +619,9 @@ class TuningStore:
 
     def hard_keys(self) -> list[HardKey]:
         """Every hard key that has a device row here."""
+        reader = self._sqlite_reader()
+        if reader is not None:
+            return [hard_key_from_json(t) for t in reader.hard_key_texts()]
         return self._read(lambda s: [hard_key_from_json(t) for t in s.execute(select(Device.hard_key)).scalars()], [])
 
     def counts_per_gpu(self) -> dict[str, dict[str, int]]:

@@ -6,7 +6,8 @@ the first call broken down by timing dispatch's stages where they run (the probe
 the child; the library carries no instrumentation):
 
 * ``device``: the device query (``DeviceInfo``: properties, driver version), once per process;
-* ``db_open``: opening the user and shipped databases (SQLAlchemy's import included);
+* ``db_open``: opening the user and shipped databases (SQLAlchemy's import where it is made:
+  ``AUTOCUTLASS_DB_SQLITE_READS=0``, a PostgreSQL database, or a write);
 * ``db_lookup``: the lookups, the open excluded;
 * ``kernel``: the runner: the compiled kernel from the kernel cache (``.so`` opened through
   TVM-FFI, or linked from the ``.o`` first, or compiled), helper kernels included;
