@@ -18,8 +18,9 @@ database open, and ``worker`` pulls in the search layer and Optuna, which only t
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from autocutlass._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from autocutlass.campaign.gpus import Gpu, device_uuid, visible_gpus
@@ -56,14 +57,4 @@ _LAZY = {
 }  # fmt: skip
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'autocutlass.campaign' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"autocutlass.campaign.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

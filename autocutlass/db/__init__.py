@@ -10,8 +10,9 @@ returned are frozen dataclasses. Storage failures raise ``autocutlass.errors.Dat
 (``SchemaMismatch`` for another schema version). No GPU, torch or CUDA import is needed here.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from autocutlass._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from autocutlass.db.engine import release, resolve
@@ -38,14 +39,7 @@ _HOMES = {
 }  # fmt: skip
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'autocutlass.db' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"autocutlass.db.{home}"), name)
-    globals()[name] = value
-    return value
-
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES, globals())
 
 __all__ = [
     "BACKOFF_FIRST_S",
