@@ -84,24 +84,30 @@ def linear(
     bias: torch.Tensor | None = None,
     *,
     activation: Activation | str | None = None,
+    residual: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``activation(torch.nn.functional.linear(x, weight, bias))`` in one kernel.
+    """``activation(torch.nn.functional.linear(x, weight, bias) + residual)`` in one kernel.
 
     ``x``: (..., K), its leading dimensions flattened into M (a view when they merge);
     ``weight``: (N, K); ``bias``: (N,) or None; ``activation``: None, 'relu', 'gelu' (erf),
-    'gelu_tanh' or 'silu', applied in the epilogue. Returns (..., N).
+    'gelu_tanh' or 'silu', applied in the epilogue; ``residual``: None or a tensor that broadcasts
+    to the result, added in the epilogue before the activation (a transformer's residual stream:
+    ``h + o_proj(attn)`` without a separate pass over ``h``; the kernel reads a residual of the
+    result's exact shape with N-contiguous rows, torch adds any other). Returns (..., N).
 
-    Differentiable: dX = dY W, dW = dY^T X, db = sum dY, each GEMM an autocutlass call. While
-    autograd records, the activation runs after the kernel, in torch (its derivative needs the
-    pre-activation, which the fused epilogue does not keep; see ``autocutlass.torch_ops``)."""
+    Differentiable: dX = dZ W, dW = dZ^T X, db = sum dZ, d residual = dZ (summed to its shape),
+    with dZ = dY through the activation, each GEMM an autocutlass call. While autograd records, the
+    activation runs after the kernel, in torch (its derivative needs the pre-activation, which the
+    fused epilogue does not keep; see ``autocutlass.torch_ops``)."""
     try:
         graph = _COMPILING() or _CUDA_AUTOCAST() or _GRAD() and (
-            x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
+            x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
+            or (residual is not None and residual.requires_grad))
     except AttributeError:  # not tensors: the dispatcher raises the error the eager API raises
         graph = False
     if graph:
-        return _ops.linear(x, weight, bias, activation)
-    return (_default or _make_default()).call(LINEAR, x, weight, bias, activation)
+        return _ops.linear(x, weight, bias, activation, residual)
+    return (_default or _make_default()).call(LINEAR, x, weight, bias, activation, residual)
 
 
 def gemm(

@@ -6,7 +6,8 @@ eager entry point serves and runs torch for everything else, CPU tensors include
 
 * ``matmul(Tensor a, Tensor b) -> Tensor``: ``torch.matmul`` (mm, bmm, a 3-D A folded over a 2-D B,
   any ranks torch takes); ``matmul_out(a, b, Tensor(a!) out) -> ()`` writes ``out``.
-* ``linear(Tensor x, Tensor weight, Tensor? bias, str? activation) -> Tensor``: ``act(F.linear(...))``.
+* ``linear(Tensor x, Tensor weight, Tensor? bias, str? activation, Tensor? residual=None) -> Tensor``:
+  ``act(F.linear(...) + residual)``.
 * ``gemm(Tensor a, Tensor b, Tensor? c, float alpha, float beta) -> Tensor``: ``alpha a@b + beta c``;
   ``gemm_out(..., Tensor(a!) out) -> ()``.
 * ``scaled_mm(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor? bias, Tensor? scale_result,
@@ -55,7 +56,8 @@ fingerprinted, tuned and recorded like any call (dA and dB are other layouts of 
   them), dC = beta dY summed to C's shape (None when beta == 0: C is then ignored, as in BLAS).
 * linear, Z = X W^T + b over X's leading dimensions flattened: dX = dZ_flat W, dW = dZ_flat^T
   X_flat (written row-major like W, so AccumulateGrad takes it without a copy), db = dZ_flat summed
-  over rows. (dZ_flat is a view, or one copy when dZ's leading dimensions do not merge.)
+  over rows, d residual = dZ summed to the residual's shape. (dZ_flat is a view, or one copy when
+  dZ's leading dimensions do not merge.)
 * grouped_mm: each form's gradients are grouped_mm calls of other forms (``grouped_mm_grads``):
   for x (T, K) by w (E, K, N) with row offsets, dX = grouped_mm(dY, w^T, offs) (the same form)
   and dW = grouped_mm(X^T, dY, offs) (groups along K: dW_g = X_g^T dY_g); for groups along K,
@@ -87,8 +89,8 @@ with an activation, the public ``linear``/``conv2d`` run the op *without* the ac
 it outside the kernel with torch (``F.silu`` etc.), whose autograd saves Z: one extra elementwise
 pass over the output, which Inductor fuses into neighbouring pointwise work under torch.compile,
 instead of a second GEMM or convolution. (Keeping Z from the kernel would need a second output
-the epilogue does not have, and the elementwise pass costs less than recomputing Z.) conv2d's
-residual stays fused while autograd records: its gradient is dZ itself, so autograd keeps
+the epilogue does not have, and the elementwise pass costs less than recomputing Z.) linear's and
+conv2d's residual stays fused while autograd records: its gradient is dZ itself, so autograd keeps
 nothing of it. Inference and no-grad calls keep the fused epilogue. The op itself, called directly
 with an activation while autograd records, stays correct: its backward recomputes Z with one
 more GEMM.
@@ -96,8 +98,8 @@ more GEMM.
 **Autocast**: each op that torch would autocast (``linear``, ``matmul``, ``gemm``, ``conv2d``) has
 an Autocast kernel for CPU and CUDA that casts its floating-point inputs (not float64) to the
 current autocast dtype, as ``F.linear``/``torch.matmul``/``torch.addmm``/``F.conv2d`` do under
-autocast, and runs the op with autocast off. ``gemm``'s C and ``conv2d``'s residual are cast with the
-other inputs (as ``addmm`` casts its C), so the result has the autocast dtype. Out variants and
+autocast, and runs the op with autocast off. ``gemm``'s C and ``linear``'s and ``conv2d``'s residual are
+cast with the other inputs (as ``addmm`` casts its C), so the result has the autocast dtype. Out variants and
 ``scaled_mm`` are not cast (torch casts neither ``out=`` calls nor ``_scaled_mm``).
 """
 
@@ -166,15 +168,17 @@ def _(a: Tensor, b: Tensor, out: Tensor) -> None:
 
 
 # ---- linear -----------------------------------------------------------------------------------
-@_define("linear", "(Tensor x, Tensor weight, Tensor? bias, str? activation) -> Tensor")
-def _linear(x: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None) -> Tensor:
-    return api.dispatcher().call(LINEAR, x, weight, bias, activation)
+@_define("linear", "(Tensor x, Tensor weight, Tensor? bias, str? activation, Tensor? residual=None) -> Tensor")
+def _linear(x: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None,
+            residual: Tensor | None = None) -> Tensor:  # fmt: skip
+    return api.dispatcher().call(LINEAR, x, weight, bias, activation, residual)
 
 
 @_linear.register_fake
-def _(x: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None) -> Tensor:
+def _(x: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None, residual: Tensor | None = None) -> Tensor:
     gemm_fe.parse_activation(activation)
-    return _empty_like_meta(_validated(gemm_fe.expected_result, Call(Op.LINEAR, x, weight, bias=bias)), x.device)
+    call = Call(Op.LINEAR, x, weight, c=residual, bias=bias)
+    return _empty_like_meta(_validated(gemm_fe.expected_result, call), x.device)
 
 
 # ---- gemm -------------------------------------------------------------------------------------
@@ -437,10 +441,13 @@ def apply_activation(y: Tensor, act: Activation) -> Tensor:
 
 
 def _linear_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    x, w, bias, activation = inputs
+    x, w, bias, activation, *rest = inputs
+    residual = rest[0] if rest else None
     ctx.act = gemm_fe.parse_activation(activation)
-    ctx.save_for_backward(x, w, bias if ctx.act is not Activation.NONE else None)
+    recompute = ctx.act is not Activation.NONE  # the pre-activation Z: X W^T + b + residual
+    ctx.save_for_backward(x, w, bias if recompute else None, residual if recompute else None)
     ctx.bias_shape = None if bias is None else bias.shape
+    ctx.residual_shape = None if residual is None else residual.shape
 
 
 def linear_grads(dz: Tensor, x: Tensor, w: Tensor, bias_shape: Any, need: Sequence[bool]) -> tuple[Any, Any, Any]:
@@ -458,12 +465,15 @@ def linear_grads(dz: Tensor, x: Tensor, w: Tensor, bias_shape: Any, need: Sequen
 
 
 def _linear_backward(ctx: Any, dy: Tensor) -> tuple[Any, ...]:
-    x, w, bias = ctx.saved_tensors
+    x, w, bias, residual = ctx.saved_tensors
     dz = dy
     if ctx.act is not Activation.NONE:  # the op was called with its activation fused: recompute Z
-        dz = activation_backward(dy, torch.ops.autocutlass.linear(x, w, bias, None), ctx.act)
-    dx, dw, db = linear_grads(dz, x, w, ctx.bias_shape, ctx.needs_input_grad)
-    return dx, dw, db, None
+        dz = activation_backward(dy, torch.ops.autocutlass.linear(x, w, bias, None, residual), ctx.act)
+    need = ctx.needs_input_grad
+    dx, dw, db = linear_grads(dz, x, w, ctx.bias_shape, need)
+    shape = ctx.residual_shape
+    dres = dz.sum_to_size(shape) if len(need) > 4 and need[4] and shape is not None else None
+    return dx, dw, db, None, dres
 
 
 def _same_pads(weight: Tensor, dilation: Sequence[int]) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -758,16 +768,16 @@ def matmul(a: Tensor, b: Tensor, out: Tensor | None) -> Tensor:
     return out
 
 
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None, activation: Any) -> Tensor:
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None, activation: Any, residual: Tensor | None = None) -> Tensor:
     """``autocutlass.linear`` through ``torch.ops.autocutlass.linear``; when autograd records, the
-    activation runs outside the kernel (see the module docstring)."""
-    _require_tensors("linear", x=x, weight=weight, bias=bias)
+    activation runs outside the kernel (see the module docstring), the residual stays in it."""
+    _require_tensors("linear", x=x, weight=weight, bias=bias, residual=residual)
     act = _activation(activation)
     if act is None:  # unknown: the op raises the eager error
-        return torch.ops.autocutlass.linear(x, weight, bias, activation)
-    if act is not Activation.NONE and _records(x, weight, bias):
-        return apply_activation(torch.ops.autocutlass.linear(x, weight, bias, None), act)
-    return torch.ops.autocutlass.linear(x, weight, bias, None if act is Activation.NONE else act.value)
+        return torch.ops.autocutlass.linear(x, weight, bias, activation, residual)
+    if act is not Activation.NONE and _records(x, weight, bias, residual):
+        return apply_activation(torch.ops.autocutlass.linear(x, weight, bias, None, residual), act)
+    return torch.ops.autocutlass.linear(x, weight, bias, None if act is Activation.NONE else act.value, residual)
 
 
 def gemm(a: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float, out: Tensor | None) -> Tensor:

@@ -274,8 +274,8 @@ class Calls:
     def matmul(self, a: Any, b: Any, out: Any = None) -> Any:
         return self.d.call(MATMUL, a, b, out)
 
-    def linear(self, x: Any, weight: Any, bias: Any = None, activation: Any = None) -> Any:
-        return self.d.call(LINEAR, x, weight, bias, activation)
+    def linear(self, x: Any, weight: Any, bias: Any = None, activation: Any = None, residual: Any = None) -> Any:
+        return self.d.call(LINEAR, x, weight, bias, activation, residual)
 
     def gemm(self, a: Any, b: Any, c: Any = None, alpha: Any = 1.0, beta: Any = 0.0, out: Any = None) -> Any:
         return self.d.call(GEMM, a, b, c, alpha, beta, out)

@@ -30,7 +30,7 @@ HIT_FUNCTIONS = {
     "Calls.matmul", "Calls.linear", "Calls.scaled_mm", "Calls.conv2d", "Dispatcher.call",
     "MatmulFrontEnd.memo_key", "LinearFrontEnd.memo_key", "ScaledMmFrontEnd.memo_key", "Conv2dFrontEnd.memo_key",
     # the memoised entry: the op's adapter lambda and its launch closure, then the runner
-    "MatmulFrontEnd.kernel_entry.<locals>.<lambda>", "LinearFrontEnd.kernel_entry.<locals>.<lambda>",
+    "MatmulFrontEnd.kernel_entry.<locals>.<lambda>", "LinearFrontEnd.kernel_entry.<locals>.launch",
     "_gemm_launch.<locals>.run", "ScaledMmFrontEnd.kernel_entry.<locals>.run", "Conv2dFrontEnd.kernel_entry.<locals>.run",
     "GemmLowering.runner.<locals>.run", "meta", "_noop_runner",
 }  # fmt: skip

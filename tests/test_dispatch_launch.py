@@ -102,6 +102,36 @@ def test_linear_epilogues(rig, act: str | None, with_bias: bool) -> None:  # noq
     assert launch.a.shape == (40, 64) and launch.b.shape == (64, 96)
 
 
+@pytest.mark.parametrize("act", [None, "silu", "gelu_tanh"])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_linear_residual_is_the_epilogues_c_added_before_the_activation(rig, act: str | None,  # noqa: ANN001
+                                                                         with_bias: bool) -> None:  # fmt: skip
+    x, w, res = t(2, 20, 64), t(96, 64), t(2, 20, 96)
+    bias = t(96) if with_bias else None
+    z = F.linear(x.float(), w.float(), None if bias is None else bias.float()) + res.float()
+    ref = {None: lambda y: y, "silu": F.silu, "gelu_tanh": lambda y: F.gelu(y, approximate="tanh")}[act](z).to(BF)
+    close(calls(rig.dispatcher).linear(x, w, bias, act, res), ref)
+    launch = rig.family.launches[-1]
+    assert launch.problem.epilogue.with_c and launch.beta == 1.0 and launch.alpha == 1.0
+    assert launch.c is not None and launch.c.data_ptr() == res.data_ptr() and launch.c.shape == (40, 96)  # a view
+    # the same x and w without the residual: another memo entry and another problem, not the residual's
+    close(calls(rig.dispatcher).linear(x, w, bias, act), (z - res.float()).to(BF) if act is None else
+          {"silu": F.silu, "gelu_tanh": lambda y: F.gelu(y, approximate="tanh")}[act](z - res.float()).to(BF))
+    assert not rig.family.launches[-1].problem.epilogue.with_c and rig.family.launches[-1].c is None
+
+
+def test_linear_residual_torch_serves_what_the_kernel_cannot_read(rig) -> None:  # noqa: ANN001
+    x, w = t(2, 20, 64), t(96, 64)
+    for res in (t(96), t(20, 2, 96).transpose(0, 1), t(2, 96, 20).transpose(1, 2)):  # broadcast, unmergeable, N-strided
+        before = len(rig.family.launches)
+        close(calls(rig.dispatcher).linear(x, w, None, "relu", res), F.relu(F.linear(x.float(), w.float()) + res.float()).to(BF))
+        assert len(rig.family.launches) == before
+    with pytest.raises(RuntimeError, match="residual of shape"):
+        calls(rig.dispatcher).linear(x, w, None, None, t(3, 96))
+    with pytest.raises(RuntimeError, match="residual has dtype"):
+        calls(rig.dispatcher).linear(x, w, None, None, t(2, 20, 96, dtype=torch.float32))
+
+
 def test_linear_unmergeable_x_is_copied_and_right(rig) -> None:  # noqa: ANN001
     x = t(20, 2, 64).transpose(0, 1)
     w = t(96, 64)

@@ -75,6 +75,19 @@ def test_linear_passes_weight_t_and_flattens_x_without_copy() -> None:
     assert p.out_shape == (4, 8, 96) and p.d is not None and p.d.shape == (32, 96)
 
 
+def test_linear_residual_is_a_row_major_c_of_the_result_folded_like_x() -> None:
+    x, w, res = t(4, 8, 64), t(96, 64), t(4, 8, 96)
+    p = kernel(Call(Op.LINEAR, x, w, c=res, bias=t(96), beta=1.0, activation=Activation.SILU))
+    pr = p.problem
+    assert pr.epilogue.with_c and pr.epilogue.bias and pr.epilogue.activation is Activation.SILU
+    assert pr.c_dtype is DType.BF16 and pr.align_c == 16 and (pr.m, pr.n) == (32, 96)
+    assert p.c is not None and p.c.shape == (32, 96) and p.c.stride == (96, 1)
+    assert pr.key() != kernel(Call(Op.LINEAR, x, w, bias=t(96), activation=Activation.SILU)).problem.key()
+    assert "broadcast" in unsupported(Call(Op.LINEAR, x, w, c=t(96), beta=1.0))
+    assert "do not fold" in unsupported(Call(Op.LINEAR, x, w, c=t(8, 4, 96).transpose(0, 1), beta=1.0))
+    assert "N-contiguous" in unsupported(Call(Op.LINEAR, t(32, 64), w, c=t(96, 32).t(), beta=1.0))
+
+
 def test_linear_with_a_transposed_weight_is_b_row_major() -> None:
     assert kernel(Call(Op.LINEAR, t(16, 64), t(64, 96).t())).problem.b_major is Major.ROW
 

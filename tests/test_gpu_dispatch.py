@@ -98,6 +98,14 @@ def test_linear(act: str | None, with_bias: bool) -> None:
     close(served(autocutlass.linear, x, w, bias, activation=act), ref)
 
 
+@pytest.mark.parametrize("act", [None, "silu"])
+@pytest.mark.parametrize("m", [1, 170])
+def test_linear_residual(act: str | None, m: int) -> None:
+    x, w, bias, res = cuda(3, m, 1024), cuda(768, 1024), cuda(768), cuda(3, m, 768)
+    z = F.linear(x.float(), w.float(), bias.float()) + res.float()
+    close(served(autocutlass.linear, x, w, bias, activation=act, residual=res), (z if act is None else F.silu(z)).to(BF))
+
+
 @pytest.mark.parametrize("m", [1, 16, 64, 128])
 def test_linear_decode_shapes(m: int) -> None:
     x, w = cuda(m, 4096), cuda(6144, 4096)

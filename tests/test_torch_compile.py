@@ -163,6 +163,27 @@ def test_traced_calls_raise_the_eager_errors(case: str) -> None:
         logging.getLogger("torch._subclasses.fake_tensor").disabled = False
 
 
+def test_a_fused_residual_compiles_whole_and_trains() -> None:
+    backend = AotEagerAndRecordGraphs()
+    w = torch.randn(16, 32, requires_grad=True)
+
+    def f(x: torch.Tensor, res: torch.Tensor) -> torch.Tensor:
+        return autocutlass.linear(x, w, activation="silu", residual=res)
+
+    x, res = torch.randn(4, 6, 32, requires_grad=True), torch.randn(4, 6, 16, requires_grad=True)
+    y = torch.compile(f, backend=backend, fullgraph=True)(x, res)
+    y.square().mean().backward()
+    assert not counters["graph_break"]
+    fw = [n for n in backend.fw_graphs[0].graph.nodes if str(n.target) == "autocutlass.linear.default"]
+    assert len(fw) == 1 and len(fw[0].args) == 5 and fw[0].args[4] is not None  # the residual, in the op
+    xr, wr, rr = (t.detach().clone().requires_grad_() for t in (x, w, res))
+    yr = F.silu(F.linear(xr, wr) + rr)
+    yr.square().mean().backward()
+    torch.testing.assert_close(y, yr)
+    for got, want in ((x.grad, xr.grad), (w.grad, wr.grad), (res.grad, rr.grad)):
+        torch.testing.assert_close(got, want)
+
+
 # ---- CPU tensors, the policy, autocast ----------------------------------------------------------
 def test_cpu_tensors_in_a_compiled_graph_run_torch() -> None:
     x, w, b = _r(6, 32), _r(16, 32), _r(16)

@@ -68,6 +68,10 @@ OPCHECK_CASES = {
     "mm_out": lambda: (ops.matmul_out.default, (r(4, 8), r(8, 3), torch.empty(4, 3))),
     "linear": lambda: (ops.linear.default, (r(2, 4, 8, grad=True), r(16, 8, grad=True), r(16, grad=True), None)),
     "linear_silu": lambda: (ops.linear.default, (r(2, 4, 8, grad=True), r(16, 8, grad=True), None, "silu")),
+    "linear_residual_gelu": lambda: (ops.linear.default, (r(2, 4, 8, grad=True), r(16, 8, grad=True), r(16, grad=True),
+                                                          "gelu", r(2, 4, 16, grad=True))),
+    "linear_residual_bcast": lambda: (ops.linear.default, (r(2, 4, 8, grad=True), r(16, 8, grad=True), None, None,
+                                                           r(4, 16, grad=True))),
     "gemm": lambda: (ops.gemm.default, (r(4, 8, grad=True), r(8, 3, grad=True), r(4, 3, grad=True), 0.5, 2.0)),
     "gemm_bcast_c": lambda: (ops.gemm.default, (r(2, 4, 8, grad=True), r(2, 8, 3, grad=True), r(3, grad=True), 1.0,
                                                 1.0)),
@@ -148,6 +152,18 @@ def test_linear_gradients(activation: str | None) -> None:
     # the op called directly with its activation fused: the backward recomputes the pre-activation
     _gradchecks(lambda x, w, b: ops.linear(x, w, b, activation), x, w, b)
     _gradchecks(lambda x, w: autocutlass.linear(x, w), r(8, dtype=F64, grad=True), w)  # a 1-D x
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "gelu_tanh", "silu"])
+def test_linear_residual_gradients(activation: str | None) -> None:
+    x, w, b = r(2, 3, 8, dtype=F64, grad=True), r(6, 8, dtype=F64, grad=True), r(6, dtype=F64, grad=True)
+    for res in (r(2, 3, 6, dtype=F64, grad=True), r(6, dtype=F64, grad=True)):  # the result's shape; broadcast
+        _gradchecks(lambda x, w, b, res: autocutlass.linear(x, w, b, activation=activation, residual=res), x, w, b, res)
+        _gradchecks(lambda x, w, b, res: ops.linear(x, w, b, activation, res), x, w, b, res)  # fused: recomputed
+    with torch.no_grad():
+        z = F.linear(x, w, b) + res
+        want = {None: z, "relu": F.relu(z), "gelu_tanh": F.gelu(z, approximate="tanh"), "silu": F.silu(z)}[activation]
+        assert torch.equal(autocutlass.linear(x, w, b, activation=activation, residual=res), want)
 
 
 def test_linear_records_the_activation_outside_the_kernel() -> None:
@@ -275,6 +291,26 @@ def test_linear_backward_runs_our_gemms(monkeypatch: pytest.MonkeyPatch) -> None
     for got, want in ((y, F.gelu(F.linear(xr, wr, br))), (x.grad, xr.grad), (w.grad, wr.grad), (b.grad, br.grad)):
         torch.testing.assert_close(got, want, atol=0.05, rtol=0.02)
     assert w.grad.stride() == w.stride()  # written row-major, like the weight
+
+
+def test_linear_residual_stays_in_the_kernel_while_training(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The residual is the forward kernel's C (its gradient is dZ itself, nothing to keep), the
+    activation runs outside; d residual = dZ."""
+    rig = make_rig(Policy.HEURISTIC)
+    monkeypatch.setattr(api, "_default", rig.dispatcher)
+    x, w, res = r(4, 16, 32, dtype=BF, grad=True), r(48, 32, dtype=BF, grad=True), r(4, 16, 48, dtype=BF, grad=True)
+    dy = r(4, 16, 48, dtype=BF)
+    y = autocutlass.linear(x, w, activation="silu", residual=res)
+    y.backward(dy)
+    assert rig.dispatcher.stats().fallbacks == 0
+    fwd = rig.family.launches[0]
+    assert fwd.problem.epilogue.with_c and fwd.c is not None and fwd.c.data_ptr() == res.data_ptr()
+    assert fwd.problem.epilogue.activation.value == "none"  # silu outside, on the op's output
+    xr, wr, rr = (t.detach().clone().requires_grad_() for t in (x, w, res))
+    want = F.silu(F.linear(xr, wr) + rr)
+    want.backward(dy)
+    for got, ref in ((y, want), (x.grad, xr.grad), (w.grad, wr.grad), (res.grad, rr.grad)):
+        torch.testing.assert_close(got, ref, atol=0.05, rtol=0.02)
 
 
 def test_matmul_and_gemm_backward_run_our_gemms(monkeypatch: pytest.MonkeyPatch) -> None:

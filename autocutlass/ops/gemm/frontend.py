@@ -140,6 +140,8 @@ class Call:
     a: torch.Tensor
     b: torch.Tensor
     c: torch.Tensor | None = None
+    """``gemm``'s C (scaled by ``beta``), or ``linear``'s residual (added with ``beta`` 1 before the
+    activation: ``act(x W^T + bias + residual)``)."""
     bias: torch.Tensor | None = None
     out: torch.Tensor | None = None
     alpha: float = 1.0
@@ -194,7 +196,8 @@ def torch_call(call: Call) -> torch.Tensor:
         r = activate(r, call.activation)
         return r if out is None else out.copy_(r)
     if op is Op.LINEAR:
-        return activate(F.linear(a, b, call.bias), call.activation)
+        r = F.linear(a, b, call.bias)
+        return activate(r if call.c is None else r.add_(call.c), call.activation)  # the residual, before act
     if op is Op.MATMUL or call.c is None or call.beta == 0:
         r = torch.matmul(a, b, out=out)
         return r.mul_(call.alpha) if op is Op.GEMM and call.alpha != 1 else r
@@ -235,7 +238,8 @@ def expected_result(call: Call) -> torch.Tensor:
     if call.op is Op.SCALED_MM:
         return _expected_scaled(call)
     names = {Op.MATMUL: ("a", "b"), Op.GEMM: ("a", "b"), Op.LINEAR: ("x", "weight")}[call.op]
-    tensors = {names[0]: call.a, names[1]: call.b, "c": call.c, "bias": call.bias, "out": call.out}
+    c_name = "residual" if call.op is Op.LINEAR else "c"
+    tensors = {names[0]: call.a, names[1]: call.b, c_name: call.c, "bias": call.bias, "out": call.out}
     for name, t in tensors.items():
         if t is not None and not isinstance(t, torch.Tensor):
             raise TypeError(f"autocutlass.{call.op.value}: {name} must be a torch.Tensor, got {type(t).__name__}")
@@ -245,7 +249,7 @@ def expected_result(call: Call) -> torch.Tensor:
             f"autocutlass.{call.op.value}: {names[0]} and {names[1]} must have the same dtype, "
             f"got {a.dtype} and {b.dtype}"
         )
-    for name in ("c", "bias"):
+    for name in (c_name, "bias"):
         t = tensors[name]
         if t is not None and t.dtype != a.dtype:
             raise RuntimeError(
@@ -266,16 +270,25 @@ def expected_result(call: Call) -> torch.Tensor:
             r = F.linear(_meta(a), _meta(b), bias)
         else:
             r = torch.matmul(_meta(a), _meta(b))
-            if call.c is not None and torch.broadcast_shapes(call.c.shape, r.shape) != r.shape:
-                raise RuntimeError(f"c of shape {_shape(call.c)} does not broadcast to the product's {tuple(r.shape)}")
     except RuntimeError as e:
         extra = "" if call.bias is None else f" and bias {_shape(call.bias)}"
         raise RuntimeError(
             f"autocutlass.{call.op.value}: {names[0]} {_shape(a)} and {names[1]} {_shape(b)}{extra} "
             f"are not compatible: {e}"
         ) from e
+    if call.c is not None and not _broadcasts(call.c, r):
+        raise RuntimeError(f"autocutlass.{call.op.value}: {c_name} of shape {_shape(call.c)} does not broadcast to "
+                           f"the product's {tuple(r.shape)}")  # fmt: skip
     _check_out(call, r)
     return r
+
+
+def _broadcasts(t: torch.Tensor, r: torch.Tensor) -> bool:
+    """Whether ``t`` broadcasts to ``r``'s shape (without growing it)."""
+    try:
+        return torch.broadcast_shapes(t.shape, r.shape) == r.shape
+    except RuntimeError:
+        return False
 
 
 _SHAPE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -294,7 +307,8 @@ def _result_shape(call: Call) -> tuple[int, ...] | None:
             return None
         if call.bias is not None and tuple(call.bias.shape) != (b.shape[0],):
             return None
-        return (*a.shape[:-1], b.shape[0])
+        shape = (*a.shape[:-1], b.shape[0])
+        return None if call.c is not None and tuple(call.c.shape) != shape else shape
     if b.dim() not in (2, 3) or a.shape[-1] != b.shape[-2]:
         return None
     if a.dim() == 3 and b.dim() == 3 and a.shape[0] != b.shape[0]:
@@ -516,9 +530,34 @@ def _plan_linear(call: Call, result: torch.Tensor, dev: int) -> KernelPlan | Uns
         if isinstance(got, str):
             return Unsupported(got)
     assert isinstance(am, _Matrix) and isinstance(bm, _Matrix)
-    act = call.activation
-    epi = Epilogue(with_c=False, bias=bias is not None, activation=act)
-    return _kernel_plan(call, result, dev, am, bm, None, (m, n), 1, epi, x if not copy else None)
+    cm = None
+    if call.c is not None:  # the residual: the epilogue's C, added with beta = 1 before the activation
+        got_c = _row_major_c(call.c, "residual", result, 1)
+        if isinstance(got_c, Unsupported):
+            return got_c
+        cm = got_c
+    epi = Epilogue(with_c=cm is not None, bias=bias is not None, activation=call.activation)
+    return _kernel_plan(call, result, dev, am, bm, cm, (m, n), 1, epi, x if not copy else None)
+
+
+def _row_major_c(c: torch.Tensor, name: str, result: torch.Tensor, l: int) -> _Matrix | Unsupported:
+    """The epilogue's C operand ``c`` (named ``name`` in reasons): of exactly the result's shape,
+    its rows folding into M like the product's (or batched as it is, ``l`` > 1), N-contiguous."""
+    if tuple(c.shape) != tuple(result.shape):
+        return Unsupported(f"{name} of shape {_shape(c)} is broadcast to {tuple(result.shape)}; served by torch")
+    cdims = _dims(c)
+    if l > 1:
+        got = _matrix(name, c, cdims[0], cdims[-2], cdims[-1])
+    else:
+        rows = _merge(c.shape[:-1], c.stride()[:-1])
+        if rows is None:
+            return Unsupported(f"{name}'s leading dimensions do not fold into M like the product's; served by torch")
+        got = _matrix(name, c, None, rows, cdims[-1])
+    if isinstance(got, str):
+        return Unsupported(got)
+    if got.major is not Major.ROW:
+        return Unsupported(f"{name} is not N-contiguous (row-major); served by torch")
+    return got
 
 
 def _plan_matmul(call: Call, result: torch.Tensor, dev: int) -> KernelPlan | Unsupported:
@@ -556,22 +595,10 @@ def _plan_matmul(call: Call, result: torch.Tensor, dev: int) -> KernelPlan | Uns
     cm: _Matrix | None = None
     with_c = call.op is Op.GEMM and call.c is not None and call.beta != 0
     if with_c:
-        c = call.c
-        assert c is not None
-        if tuple(c.shape) != tuple(result.shape):
-            return Unsupported(f"c of shape {_shape(c)} is broadcast to {tuple(result.shape)}; served by torch")
-        cdims = _dims(c)
-        if l > 1:
-            got_c = _matrix("c", c, cdims[0], cdims[-2], cdims[-1])
-        else:
-            c_rows = _merge(c.shape[:-1], c.stride()[:-1])
-            if c_rows is None:
-                return Unsupported("c's batch does not fold into M like A's; served by torch")
-            got_c = _matrix("c", c, None, c_rows, cdims[-1])
-        if isinstance(got_c, str):
-            return Unsupported(got_c)
-        if got_c.major is not Major.ROW:
-            return Unsupported("c is not N-contiguous (row-major); served by torch")
+        assert call.c is not None
+        got_c = _row_major_c(call.c, "c", result, l)
+        if isinstance(got_c, Unsupported):
+            return got_c
         cm = got_c
     epi = Epilogue(with_c=with_c, bias=False, activation=Activation.NONE)
     return _kernel_plan(call, result, dev, am, bm, cm, (m, n), l, epi, a)
