@@ -48,7 +48,7 @@ def main() -> int:
     import autocutlass
     from autocutlass.device import current_device
     from autocutlass.ops.compare import compare
-    from autocutlass.search.timing import time_callable
+    from side_by_side import geomean, header, interleaved, paired_ratio, write_json
 
     import os
 
@@ -89,11 +89,7 @@ def main() -> int:
         timers = {"ours": ours, "cudnn_bench": cudnn(True), "cudnn_default": cudnn(False)}
         for t in timers.values():  # warm: cuDNN benchmark mode picks its algorithm here
             t()
-        per: dict[str, list[float]] = {name: [] for name in timers}
-        names = list(timers)
-        for r in range(ns.rounds):
-            for name in names if r % 2 == 0 else names[::-1]:
-                per[name].append(time_callable(timers[name], flush_bytes=flush).median_ms)
+        per = interleaved(timers, ns.rounds, flush)
         torch.backends.cudnn.benchmark = False
         flops = 2 * n * h * w * k * ch
         med = {name: statistics.median(v) for name, v in per.items()}
@@ -102,23 +98,16 @@ def main() -> int:
             "fallbacks": stats.fallbacks,
             **{f"{name}_ms": round(m, 5) for name, m in med.items()},
             **{f"{name}_tflops": round(flops / m / 1e9, 1) for name, m in med.items()},
-            "x_cudnn_bench": round(statistics.median([b / a for a, b in zip(per["ours"], per["cudnn_bench"])]), 3),
-            "x_cudnn_default": round(statistics.median([b / a for a, b in zip(per["ours"], per["cudnn_default"])]), 3),
+            "x_cudnn_bench": paired_ratio(per, "ours", "cudnn_bench"),
+            "x_cudnn_default": paired_ratio(per, "ours", "cudnn_default"),
         }  # fmt: skip
         rows.append(row)
         print(json.dumps(row), flush=True)
-    geo = lambda key: round(statistics.geometric_mean([r[key] for r in rows]), 3)  # noqa: E731
-    doc = {
-        "what": "autocutlass.conv2d (pointwise layers through the GEMM family) vs F.conv2d (cuDNN), channels_last bf16",
-        "gpu": dev.gpu_name, "torch": torch.__version__, "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version(), "dsl": dev.dsl_version, "rounds": ns.rounds,
-        "protocol": "search.timing v1, write flush, interleaved rounds (order reversed every other), medians",
-        "date": time.strftime("%Y-%m-%d"), "rows": rows,
-        "geomean_x_cudnn_bench": geo("x_cudnn_bench"), "geomean_x_cudnn_default": geo("x_cudnn_default"),
-    }  # fmt: skip
-    if ns.json:
-        with open(ns.json, "w") as f:
-            json.dump(doc, f, indent=1)
+    what = "autocutlass.conv2d (pointwise layers through the GEMM family) vs F.conv2d (cuDNN), channels_last bf16"
+    doc = {**header(what, dev, ns.rounds), "cudnn": torch.backends.cudnn.version(), "rows": rows,
+           "geomean_x_cudnn_bench": geomean(rows, "x_cudnn_bench"),
+           "geomean_x_cudnn_default": geomean(rows, "x_cudnn_default")}  # fmt: skip
+    write_json(ns.json, doc)
     print(f"{'layer':24} {'ours TF/s':>9} {'cuDNN b':>8} {'cuDNN d':>8} {'x bench':>8} {'x default':>9} ok")
     for r in rows:
         print(f"{r['name']:24} {r['ours_tflops']:9.1f} {r['cudnn_bench_tflops']:8.1f} {r['cudnn_default_tflops']:8.1f}"

@@ -42,7 +42,7 @@ def main() -> int:
     import autocutlass
     from autocutlass.device import current_device
     from autocutlass.ops.compare import compare
-    from autocutlass.search.timing import time_callable
+    from side_by_side import geomean, header, interleaved, paired_ratio, write_json
 
     dev = current_device()
     flush = 2 * (dev.l2_bytes or (64 << 20))
@@ -74,32 +74,20 @@ def main() -> int:
             timers = {"fused": fused, "ours_unfused": ours_unfused, "torch": lambda: F.linear(x, w) + h}
             for fn in timers.values():
                 fn()
-            per: dict[str, list[float]] = {key: [] for key in timers}
-            keys = list(timers)
-            for r in range(ns.rounds):
-                for key in keys if r % 2 == 0 else keys[::-1]:
-                    per[key].append(time_callable(timers[key], flush_bytes=flush).median_ms)
+            per = interleaved(timers, ns.rounds, flush)
             med = {key: statistics.median(v) for key, v in per.items()}
             row = {
                 "name": name, "M": m, "N": n, "K": k, "ok": ok, "why": why, "tune_s": round(tune_s, 1),
                 "fallbacks_in_timing": autocutlass.stats().fallbacks - before,
                 **{f"{key}_ms": round(v, 5) for key, v in med.items()},
-                "x_torch": round(statistics.median([b / a for a, b in zip(per["fused"], per["torch"])]), 3),
-                "x_ours_unfused": round(statistics.median([b / a for a, b in zip(per["fused"], per["ours_unfused"])]), 3),
+                "x_torch": paired_ratio(per, "fused", "torch"), "x_ours_unfused": paired_ratio(per, "fused", "ours_unfused"),
             }  # fmt: skip
             rows.append(row)
             print(json.dumps(row), flush=True)
-    geo = lambda key: round(statistics.geometric_mean([r[key] for r in rows]), 3)  # noqa: E731
-    doc = {
-        "what": "autocutlass.linear(x, w, residual=h) vs F.linear(x, w) + h (and our unfused linear + h), bf16",
-        "gpu": dev.gpu_name, "torch": torch.__version__, "cuda": torch.version.cuda, "dsl": dev.dsl_version,
-        "rounds": ns.rounds, "trials": ns.trials, "date": time.strftime("%Y-%m-%d"),
-        "protocol": "search.timing v1, write flush, interleaved rounds (order reversed every other), medians",
-        "rows": rows, "geomean_x_torch": geo("x_torch"), "geomean_x_ours_unfused": geo("x_ours_unfused"),
-    }  # fmt: skip
-    if ns.json:
-        with open(ns.json, "w") as f:
-            json.dump(doc, f, indent=1)
+    what = "autocutlass.linear(x, w, residual=h) vs F.linear(x, w) + h (and our unfused linear + h), bf16"
+    doc = {**header(what, dev, ns.rounds), "trials": ns.trials, "rows": rows, "geomean_x_torch": geomean(rows, "x_torch"),
+           "geomean_x_ours_unfused": geomean(rows, "x_ours_unfused")}  # fmt: skip
+    write_json(ns.json, doc)
     print(f"{'case':16} {'fused ms':>9} {'torch ms':>9} {'x torch':>8} {'x unfused':>9} ok")
     for r in rows:
         print(f"{r['name']:16} {r['fused_ms']:9.4f} {r['torch_ms']:9.4f} {r['x_torch']:8.3f} {r['x_ours_unfused']:9.3f} "
