@@ -62,6 +62,12 @@ it is counted in ``Stats.sibling_hits``, not ``db_hits``, and logged once per si
 * ``heuristic``: ``family.seeds(problem)[0]``; never reads the database.
 * ``off``: torch, always (validated like the others; not counted as a fallback).
 
+**Recording a miss** (for ``autocutlass tune --pending``): under ``tune`` on the caller's thread,
+before the tuning; where the call does not tune now (``cached``, ``background``, a capture or a
+trace) on a short-lived daemon thread, so that the call never waits for the write (nor for the
+first write's SQLAlchemy import); ``stats()`` waits for the writes under way
+(``MISS_WRITE_WAIT_S`` at most), and so does interpreter exit.
+
 **Vendor verdicts** (``autocutlass.vendor``). A tuning records torch's time for its problem
 beside our winner. A record of this GPU's exact problem or bucket that serves (any policy but
 ``heuristic`` and ``off``), or a config a tuning just chose, is served by the torch op instead when
@@ -94,6 +100,7 @@ Settings are read once, when a ``Dispatcher`` is made; ``reset()`` makes the def
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -377,6 +384,10 @@ RECHECK_S = 5.0
 """Seconds a call served while another process tunes its problem keeps its memo entry; then the
 next call looks the problem up again."""
 
+MISS_WRITE_WAIT_S = 5.0
+"""How long ``Dispatcher.stats()`` waits at most for the miss writes under way (a database that
+hangs is bounded by its own timeouts; this bounds the wait for them)."""
+
 _DEFERRED = object()
 """``Dispatcher._tune``'s answer when another process is tuning the problem."""
 
@@ -506,6 +517,8 @@ class Dispatcher:
         self._background = background
         self._bg_lock = threading.Lock()
         self._bg_jobs: dict[tuple[str, str], _BgJob] = {}
+        self._miss_lock = threading.Lock()
+        self._miss_writers: list[threading.Thread] = []
         _DISPATCHERS.add(self)
 
     # ---- hot path --------------------------------------------------------------------------
@@ -623,19 +636,20 @@ class Dispatcher:
         hard_key = info.hard_key(first.source_hash())
         found = self._stored(problem, families, info, sibling=False)
         near = self._near_enough(problem, found)  # what may serve; a far record only seeds the tuning
+        tunes_now = pol is Policy.TUNE and may_tune  # else the caller must not wait for the miss's write
         if near is not None and (pol is Policy.CACHED or near.rank < _RANK["nearest"]):
             self._n.db_hits += 1
             if near.rank == _RANK["nearest"]:  # a stand-in: tune --pending should tune the problem itself
-                self._record_miss(problem, hard_key)
+                self._record_miss(problem, hard_key, wait=tunes_now)
             elif vendor_ok and self._vendor_faster(problem, near.record, info):
                 return self._vendor_choice(problem)
             return _Choice(near.family, near.config)
-        self._record_miss(problem, hard_key)
+        self._record_miss(problem, hard_key, wait=tunes_now)
         sibling = self._near_enough(problem, self._stored(problem, families, info, sibling=True))
         priors = self._priors(problem, hard_key) if pol in (Policy.TUNE, Policy.BACKGROUND) else []
         seeds = [c.record.config for c in (found, sibling, *priors) if c is not None and c.family is first]
         memo, waits_for = _Memo.KEEP, None
-        if pol is Policy.TUNE and may_tune:
+        if tunes_now:
             tuned = self._tune(problem, first, hard_key, info, seeds)
             if tuned is _DEFERRED:
                 memo = _Memo.RECHECK
@@ -775,6 +789,8 @@ class Dispatcher:
         waiting for them are dropped, so its next call looks the problem up and queues its own)."""
         self._lock = threading.RLock()
         self._bg_lock = threading.Lock()
+        self._miss_lock = threading.Lock()
+        self._miss_writers = []  # the parent's threads, not running here
         jobs, self._bg_jobs = self._bg_jobs, {}
         for key, job in jobs.items():
             if job.state is _BgState.DONE:
@@ -832,13 +848,38 @@ class Dispatcher:
             self._log_once("db", f"tuning database lookup failed, treated as a miss: {e}")
             return None
 
-    def _record_miss(self, problem: OpProblem, hard_key: HardKey) -> None:
+    def _record_miss(self, problem: OpProblem, hard_key: HardKey, *, wait: bool = True) -> None:
+        """Count a miss of ``problem`` in the user database (for ``autocutlass tune --pending``).
+        ``wait`` False (a caller that will not tune now: ``cached``, ``background``, a capture or a
+        trace) writes it on a short-lived daemon thread: the caller does not wait for the write,
+        nor for the first write's SQLAlchemy import (0.2-1 s; lookups of SQLite files need none).
+        ``stats()`` waits for the writes under way, so its counts include them."""
+        if wait:
+            self._write_miss(problem, hard_key)
+            return
+        writer = threading.Thread(target=self._write_miss, args=(problem, hard_key), name="autocutlass-miss",
+                                  daemon=True)  # fmt: skip
+        with self._miss_lock:
+            self._miss_writers = [t for t in self._miss_writers if t.is_alive()]
+            self._miss_writers.append(writer)
+        writer.start()
+
+    def _write_miss(self, problem: OpProblem, hard_key: HardKey) -> None:
         store, _ = self._open_store()
         try:
             store.record_miss(problem, hard_key)
-            self._n.misses_recorded += 1
+            with self._miss_lock:
+                self._n.misses_recorded += 1
         except DatabaseError as e:
             self._log_once("db", f"cannot record a tuning miss: {e}")
+
+    def wait_for_miss_writes(self, timeout: float = MISS_WRITE_WAIT_S) -> None:
+        """Wait (at most ``timeout`` seconds in all) for the miss writes under way to finish."""
+        deadline = time.monotonic() + timeout
+        with self._miss_lock:
+            writers = list(self._miss_writers)
+        for t in writers:
+            t.join(max(0.0, deadline - time.monotonic()))
 
     def _from_record(self, rec: Any, problem: OpProblem, *, quiet: bool = False) -> tuple[Family, Any] | None:
         """The record's (family, config) if it still serves ``problem``; else None (logged, unless
@@ -924,12 +965,26 @@ class Dispatcher:
 
     # ---- inspection ------------------------------------------------------------------------
     def stats(self) -> Stats:
+        """The counters; the miss writes under way are waited for first (``wait_for_miss_writes``)."""
+        if self._miss_writers:
+            self.wait_for_miss_writes()
         return self._n.snapshot()
 
     def clear(self) -> None:
         """Forget memoised entries (not the counters, nor the compiled runners)."""
         with self._lock:
             self._memo.clear()
+
+
+def _finish_miss_writes() -> None:
+    """At interpreter exit: let the miss writes under way finish (``MISS_WRITE_WAIT_S`` at most per
+    dispatcher), so that a short script's misses reach ``autocutlass tune --pending``."""
+    for d in list(_DISPATCHERS):
+        if d._miss_writers:
+            d.wait_for_miss_writes()
+
+
+atexit.register(_finish_miss_writes)
 
 
 def _after_fork_in_child() -> None:

@@ -237,6 +237,12 @@ class Rig:
     store: FakeStore
     tuner: FakeTuner
 
+    def misses(self) -> list[Any]:
+        """The misses recorded, once the dispatcher's miss writes under way are done (``cached``,
+        ``background`` and captures write them on a thread of their own)."""
+        self.dispatcher.wait_for_miss_writes()
+        return self.store.misses
+
 
 def make_rig(policy: Policy = Policy.TUNE, *, strict: bool = False, store: FakeStore | None = None,
              tuner: FakeTuner | None = None, cc: tuple[int, int] = (9, 0), open_error: bool = False) -> Rig:

@@ -207,7 +207,7 @@ def test_backward_is_three_dispatcher_calls_fingerprinted_per_direction(monkeypa
     assert (dgrad.problem.m, dgrad.problem.n, dgrad.problem.k) == (48, 32, 48)
     assert (wgrad.problem.m, wgrad.problem.n, wgrad.problem.k, wgrad.problem.a_major) == (48, 32, 48, Major.COL)
     looked_up = [p for p in rig.store.lookups if isinstance(p, ConvProblem)]
-    assert [p.direction.value for p in looked_up] == ["fprop", "dgrad", "wgrad"] and rig.store.misses == looked_up
+    assert [p.direction.value for p in looked_up] == ["fprop", "dgrad", "wgrad"] and rig.misses() == looked_up
     assert all(p.epilogue.is_plain for p in looked_up[1:])
     xr, wr, br = (t.detach().clone().requires_grad_() for t in (x, w, b))
     F.conv2d(xr, wr, br).backward(dy)

@@ -12,6 +12,7 @@ autocast are C calls (not counted), ``torch.compiler.is_compiling()`` is two sma
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable
 
@@ -57,11 +58,16 @@ def _entered(f: Callable[[], object]) -> list[str]:
         if event == "call":
             entered.append(frame.f_code.co_qualname)
 
+    # No garbage collection inside the profiled call: a collection there runs callbacks of objects
+    # other tests left behind (a dead Dispatcher leaving its WeakSet), which are not the hit path's.
+    gc.collect()
+    gc.disable()
     sys.setprofile(hook)
     try:
         f()
     finally:
         sys.setprofile(None)
+        gc.enable()
     return entered[1:]  # f itself first
 
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -70,7 +74,7 @@ def test_tune_policy_uses_exact_record_without_tuning() -> None:
     p = validate.plan(validate.Call(validate.Op.MATMUL, a, b), _ctx()).problem
     rig.store.records[p.key()] = Record("fake", {"tile": 64}, "exact")
     close(calls(rig.dispatcher).matmul(a, b), a @ b)
-    assert rig.tuner.calls == [] and rig.store.misses == []
+    assert rig.tuner.calls == [] and rig.misses() == []
     assert rig.family.launches[-1].config == FakeConfig(64)
     s = rig.dispatcher.stats()
     assert (s.db_lookups, s.db_hits, s.tunes, s.misses_recorded) == (2, 1, 0, 0)  # 2: the record, the vendor's
@@ -85,7 +89,7 @@ def test_tune_policy_accepts_bucket_but_tunes_over_nearest() -> None:
     calls(rig.dispatcher).linear(t(100, 64), t(96, 64))
     assert len(rig.tuner.calls) == 1 and rig.tuner.calls[0].m == 100
     assert rig.family.launches[-1].config == FakeConfig(256)  # the tuned winner runs
-    assert [p.m for p in rig.store.misses] == [100]  # recorded for `autocutlass tune --pending`
+    assert [p.m for p in rig.misses()] == [100]  # recorded for `autocutlass tune --pending`
 
 
 def test_tune_policy_falls_back_to_nearest_then_default_when_tuning_finds_nothing() -> None:
@@ -107,7 +111,66 @@ def test_cached_policy_never_tunes() -> None:
     rig = make_rig(Policy.CACHED)
     close(calls(rig.dispatcher).linear(x, w), x @ w.t())
     assert rig.tuner.calls == [] and rig.family.launches[-1].config == FakeConfig(128)
-    assert len(rig.store.misses) == 1 and rig.dispatcher.stats().misses_recorded == 1
+    assert len(rig.misses()) == 1 and rig.dispatcher.stats().misses_recorded == 1
+
+
+class _SlowMisses(FakeStore):
+    """A store whose miss writes wait for ``gate`` and note the thread they ran on."""
+
+    def __init__(self, **kw) -> None:  # noqa: ANN003
+        super().__init__(**kw)
+        self.gate = threading.Event()
+        self.threads: list[threading.Thread] = []
+
+    def record_miss(self, problem, hard_key) -> None:  # noqa: ANN001
+        self.threads.append(threading.current_thread())
+        assert self.gate.wait(30)
+        super().record_miss(problem, hard_key)
+
+
+@pytest.mark.parametrize("pol", [Policy.CACHED, Policy.BACKGROUND])
+def test_a_call_that_will_not_tune_does_not_wait_for_its_miss_write(pol: Policy) -> None:
+    """cached and background serve at once: the miss (for tune --pending) is written on a thread of
+    its own (a first write imports SQLAlchemy: up to a second); stats() waits for it."""
+    store = _SlowMisses()
+    rig = make_rig(pol, store=store)
+    x, w = t(100, 64), t(96, 64)
+    close(calls(rig.dispatcher).linear(x, w), x @ w.t())  # returned while the write waits
+    assert rig.store.misses == [] and len(store.threads) == 1 and store.threads[0] is not threading.current_thread()
+    store.gate.set()
+    assert rig.dispatcher.stats().misses_recorded == 1 and [p.m for p in rig.store.misses] == [100]
+
+
+_EXIT_CHILD = """
+import sys, time, torch
+from pathlib import Path
+from _dispatch_fakes import FakeStore, make_rig, calls
+from autocutlass.settings import Policy
+class Slow(FakeStore):
+    def record_miss(self, problem, hard_key):
+        time.sleep(0.5)
+        Path(sys.argv[1]).write_text(problem.describe())
+rig = make_rig(Policy.CACHED, store=Slow())
+calls(rig.dispatcher).linear(torch.randn(100, 64).to(torch.bfloat16), torch.randn(96, 64).to(torch.bfloat16))
+"""
+
+
+def test_interpreter_exit_waits_for_the_miss_writes(tmp_path: Path) -> None:
+    flag = tmp_path / "written"
+    here = Path(__file__).resolve().parent
+    r = subprocess.run([sys.executable, "-c", _EXIT_CHILD, str(flag)], cwd=here, capture_output=True, text=True,
+                       timeout=300, check=False, env={**os.environ, "PYTHONPATH": str(here)})  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert flag.is_file() and "100x96x64" in flag.read_text()
+
+
+def test_a_call_that_tunes_writes_its_miss_before_tuning_on_its_own_thread() -> None:
+    store = _SlowMisses()
+    store.gate.set()
+    rig = make_rig(Policy.TUNE, store=store)
+    x, w = t(100, 64), t(96, 64)
+    close(calls(rig.dispatcher).linear(x, w), x @ w.t())
+    assert store.threads == [threading.current_thread()] and len(rig.store.misses) == 1 and len(rig.tuner.calls) == 1
 
 
 def test_a_far_nearest_record_serves_nothing_but_seeds_the_tuning() -> None:
@@ -124,12 +187,12 @@ def test_a_far_nearest_record_serves_nothing_but_seeds_the_tuning() -> None:
     rig = make_rig(Policy.CACHED, store=FakeStore(fallback=far))
     close(calls(rig.dispatcher).linear(x, w), x @ w.t())
     assert rig.family.launches[-1].config == FakeConfig(128)  # seeds[0], not the far record
-    assert len(rig.store.misses) == 1 and rig.dispatcher.stats().db_hits == 0
+    assert len(rig.misses()) == 1 and rig.dispatcher.stats().db_hits == 0
 
     rig = make_rig(Policy.CACHED, store=FakeStore(fallback=near))
     close(calls(rig.dispatcher).linear(x, w), x @ w.t())
     assert rig.family.launches[-1].config == FakeConfig(256)
-    assert len(rig.store.misses) == 1 and rig.dispatcher.stats().db_hits == 1
+    assert len(rig.misses()) == 1 and rig.dispatcher.stats().db_hits == 1
 
     rig = make_rig(Policy.TUNE, store=FakeStore(fallback=far), tuner=FakeTuner(result={}))
     calls(rig.dispatcher).linear(x, w)
@@ -140,7 +203,7 @@ def test_a_far_nearest_record_serves_nothing_but_seeds_the_tuning() -> None:
 def test_heuristic_policy_never_reads_the_database() -> None:
     rig = make_rig(Policy.HEURISTIC, store=FakeStore(fallback=Record("fake", {"tile": 256}, "exact")))
     calls(rig.dispatcher).matmul(t(32, 64), t(64, 48))
-    assert rig.store.lookups == [] and rig.tuner.calls == [] and rig.store.misses == []
+    assert rig.store.lookups == [] and rig.tuner.calls == [] and rig.misses() == []
     assert rig.family.launches[-1].config == FakeConfig(128)
 
 
@@ -211,7 +274,7 @@ def test_failing_lookup_behaves_as_miss(caplog: pytest.LogCaptureFixture) -> Non
         close(calls(rig.dispatcher).linear(x, w), x @ w.t())
         x2 = t(48, 64)
         close(calls(rig.dispatcher).linear(x2, w), x2 @ w.t())
-    assert rig.family.launches[-1].config == FakeConfig(128) and len(rig.store.misses) == 2
+    assert rig.family.launches[-1].config == FakeConfig(128) and len(rig.misses()) == 2
     assert sum("lookup failed" in r.message for r in caplog.records) == 1
 
 

@@ -466,7 +466,7 @@ def test_tune_policy_looks_up_and_tunes_the_fp8_problem() -> None:
     calls(rig.dispatcher).scaled_mm(f8(100, 64), wt(96, 64), scale(1.0), scale(1.0), out_dtype=torch.float16, use_fast_accum=True)
     (tuned,) = rig.tuner.calls
     assert tuned.a_dtype is DType.E4M3 and tuned.d_dtype is DType.FP16 and tuned.m == 100
-    assert rig.store.lookups == [tuned, tuned] and rig.store.misses == [tuned]  # again after: the vendor verdict
+    assert rig.store.lookups == [tuned, tuned] and rig.misses() == [tuned]  # again after: the vendor verdict
 
 
 # ---- the multi-GPU guard -----------------------------------------------------------------------

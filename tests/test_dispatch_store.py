@@ -64,6 +64,7 @@ def test_cached_misses_are_recorded_for_pending(tmp_path: Path) -> None:
     d = dispatcher(tmp_path, Policy.CACHED, fam, tuner, db)
     calls(d).matmul(torch.randn(32, 64).to(BF), torch.randn(64, 48).to(BF))
     assert tuner.calls == [] and fam.launches[-1].config == FakeConfig(128)
+    d.wait_for_miss_writes()  # written on a thread of its own: the call did not wait for it
     pending = TuningStore(db).pending_misses(HARD_KEY)
     assert [(p.m, p.n, p.k) for p in pending] == [(32, 48, 64)]
 

@@ -110,7 +110,7 @@ def test_pointwise_conv_is_served_as_a_conv_problem(act, with_bias: bool, with_r
     # looked up and recorded as the convolution, not as its GEMM
     looked = rig.store.lookups[0]
     assert isinstance(looked, ConvProblem) and looked.epilogue.bias is with_bias
-    assert isinstance(rig.store.misses[0], ConvProblem)
+    assert isinstance(rig.misses()[0], ConvProblem)
 
 
 def test_a_dropped_bias_or_a_swapped_activation_fails_the_comparison() -> None:
