@@ -296,3 +296,15 @@ def test_sqlite_urls_resolve_without_sqlalchemy_as_sqlalchemy_reads_them(tmp_pat
         else:
             assert loc.sqlite_path is None, raw
     assert os.fspath(resolve(tmp_path / "x.sqlite").sqlite_path) == str((tmp_path / "x.sqlite").resolve())
+
+
+def test_a_row_whose_problem_is_not_json_is_skipped_not_raised(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "t.sqlite"
+    store = TuningStore(path)
+    store.record_best(GemmProblem(m=256, n=4096, k=4096), H100, "hopper_gemm", {"tile": "exact"}, 1.0, 1.0)
+    store.record_best(GemmProblem(m=200, n=4096, k=4096), H100, "hopper_gemm", {"tile": "bucket"}, 1.0, 1.0)
+    with sqlite3.connect(path) as c:
+        c.execute("""UPDATE problems SET problem = '{not json' WHERE "key" = ?""", (QUERIES[0].key(),))
+    rec = TuningStore(path).lookup(QUERIES[0], H100)
+    assert rec is not None and rec.source == "bucket" and rec.config == {"tile": "bucket"}
+    assert any("cannot read" in r.getMessage() for r in caplog.records)

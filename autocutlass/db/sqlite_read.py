@@ -79,6 +79,15 @@ def _sibling_args(hard_key: HardKey) -> tuple[Any, ...]:
             hard_key.protocol_version)  # fmt: skip
 
 
+def _json_or_text(text: Any) -> Any:
+    """A stored JSON value, or the text itself when it is not JSON: ``records.stored_problem`` then
+    reports the row as unreadable and the store skips it, as it skips one SQLAlchemy cannot decode."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
+
+
 class SqliteReader:
     """Read-only lookups in the SQLite tuning database at ``loc`` (module docstring).
     ``immutable``: the file never changes while it is open (shipped databases): no locking."""
@@ -164,7 +173,7 @@ class SqliteReader:
     @staticmethod
     def _rows(conn: sqlite3.Connection, sql: str, args: Sequence[Any]) -> list[LookupRow]:
         return [
-            LookupRow(key, op, bucket, json.loads(problem), family, config, float(med), float(tf), device)
+            LookupRow(key, op, bucket, _json_or_text(problem), family, config, float(med), float(tf), device)
             for key, op, bucket, problem, family, config, med, tf, device in conn.execute(sql, tuple(args))
         ]
 
