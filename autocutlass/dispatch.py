@@ -354,6 +354,32 @@ def _capturing(device_index: int) -> bool:
     return device_index >= 0 and torch.cuda.is_current_stream_capturing()
 
 
+def _uncounted() -> None:
+    """The per-call counting of a torch entry that counts nothing (a vendor verdict, a stand-in)."""
+
+
+def _torch_served(entry: Entry, count: Callable[[], None]) -> Entry:
+    """``entry`` (one that runs torch) marked for ``torch_served``; ``count`` counts one call of it."""
+    try:
+        entry.autocutlass_torch_served = count  # type: ignore[attr-defined]
+    except AttributeError:  # not a plain function (a bound method): a wrapper carries the mark
+
+        def wrapped(*args: Any) -> Any:
+            return entry(*args)
+
+        wrapped.autocutlass_torch_served = count  # type: ignore[attr-defined]
+        return wrapped
+    return entry
+
+
+def torch_served(entry: Entry) -> Callable[[], None] | None:
+    """For an entry of ``Dispatcher.entry`` that runs torch (a fallback, a vendor verdict, torch
+    standing in for a background tuning): a function that does the counting one call of the entry
+    does (``stats().fallbacks``) without running it, for a caller that computes the call together
+    with others in one torch op; None for an entry that runs our kernels (or may expire)."""
+    return getattr(entry, "autocutlass_torch_served", None)
+
+
 def _always() -> bool:
     return True
 
@@ -537,6 +563,23 @@ class Dispatcher:
             self._n.memo_hits += 1
         return entry(*args)
 
+    def entry(self, fe: FrontEnd, *args: Any) -> Entry:
+        """The entry ``call(fe, *args)`` would run, without running it (looked up, or built and
+        memoised on a miss, counted as ``call`` counts). ``torch_served(entry)`` says whether it
+        runs torch, so that a caller may merge such calls into one torch op (conv2d's eager
+        backward: dgrad and wgrad in one ``aten.convolution_backward``)."""
+        pol = POLICY_OVERRIDE.policy or self._policy
+        try:
+            key = fe.memo_key(pol, *args)
+            entry = self._memo.get(key)
+        except (AttributeError, TypeError):
+            fe.reject(*args)
+            raise
+        if entry is None:
+            return self._miss(fe, key, pol, args)
+        self._n.memo_hits += 1
+        return entry
+
     # ---- miss path -------------------------------------------------------------------------
     def _miss(self, fe: FrontEnd, key: tuple[Any, ...], pol: Policy, args: tuple[Any, ...]) -> Entry:
         with self._lock:
@@ -547,7 +590,7 @@ class Dispatcher:
             call = fe.make_call(*args)
             if pol is Policy.OFF:
                 fe.expected(call)  # the same errors as under the other policies
-                entry, memo = fe.torch_entry(call), _Memo.KEEP
+                entry, memo = _torch_served(fe.torch_entry(call), _uncounted), _Memo.KEEP
             else:
                 entry, memo, waits_for = self._build(fe, call, fe.plan(call, self._ctx), pol)
             if memo is _Memo.WAIT:
@@ -603,7 +646,7 @@ class Dispatcher:
             if isinstance(chosen, str):
                 return self._fallback(fe, call, chosen), _Memo.KEEP, None
             if chosen.family is None:  # a vendor verdict, or torch standing in during a background tuning
-                return fe.torch_entry(call), chosen.memo, chosen.waits_for
+                return _torch_served(fe.torch_entry(call), _uncounted), chosen.memo, chosen.waits_for
             runner = self._runner(chosen.family, chosen.config, plan.problem)
         except (CantImplement, KernelCompileError) as e:
             if self.settings.strict:
@@ -956,7 +999,10 @@ class Dispatcher:
             n.fallbacks += 1
             return run(*args)
 
-        return counted
+        def count() -> None:
+            n.fallbacks += 1
+
+        return _torch_served(counted, count)
 
     def _log_once(self, where: str, message: str) -> None:
         if (where, message) not in self._logged:

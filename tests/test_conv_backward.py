@@ -10,6 +10,7 @@ import dataclasses
 import logging
 import math
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from torch.library import opcheck
 
 import autocutlass
 from autocutlass import api, torch_ops  # noqa: F401  (registers the ops)
+from autocutlass.dispatch import torch_served
 from autocutlass.ops.conv.backward import CONV2D_DGRAD, CONV2D_WGRAD
 from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
 from autocutlass.ops.gemm.problem import GemmProblem, Major
@@ -321,3 +323,89 @@ def test_evaluation_verifies_backward_runners(direction: str) -> None:
     assert not ok and "NaN" in (why or "")
     baseline = ev.torch_baseline(p, inputs)()
     assert ev.check_output(p, baseline, ref)[0]
+
+
+# ---- the eager backward: torch-served dgrad and wgrad merged into one op ---------------------
+def _convolution_backwards(step: Any) -> int:
+    """How many ``aten::convolution_backward`` ops ``step()`` ran (the eager autograd path)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        step()
+    return sum(1 for e in prof.events() if e.name == "aten::convolution_backward")
+
+
+MERGED = {
+    "bias s2 channels_last": ((2, 8, 9, 7), (6, 8, 3, 3), True, {"stride": 2, "padding": 1}, True),
+    "same uneven dilated": ((2, 4, 7, 6), (3, 4, 2, 3), True, {"padding": "same", "dilation": (1, 2)}, False),
+    "unbatched no bias": ((4, 6, 5), (6, 4, 3, 3), False, {"padding": 1}, False),
+    "groups": ((2, 8, 6, 6), (6, 4, 3, 3), True, {"padding": 1, "groups": 2}, True),
+}
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same'")
+@pytest.mark.parametrize("case", sorted(MERGED))
+def test_eager_backward_served_by_torch_is_one_convolution_backward(case: str) -> None:
+    """On the eager path, when torch serves both directions (CPU tensors here; on a GPU the gated
+    backward kernels' fallbacks and vendor verdicts), dX, dW and db come from one
+    ``aten.convolution_backward``, as torch's own conv does, not one per direction plus a bias
+    sum; the gradients are torch's and the dispatcher counts both directions' fallbacks."""
+    xs, ws, with_bias, kw, cl = MERGED[case]
+    x, w = r(*xs, grad=True, cl=cl and len(xs) == 4), r(*ws, grad=True, cl=cl)
+    b = r(ws[0], grad=True) if with_bias else None
+    xr, wr = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    br = b.detach().clone().requires_grad_() if b is not None else None
+    dy = r(*F.conv2d(xr, wr, br, **kw).shape)
+    F.conv2d(xr, wr, br, **kw).backward(dy)
+    for step in range(2):  # the first builds the entries, the second runs the memoised ones
+        for t in (x, w, b):
+            if t is not None:
+                t.grad = None
+        before = api.dispatcher().stats().fallbacks
+        assert _convolution_backwards(lambda: autocutlass.conv2d(x, w, b, **kw).backward(dy)) == 1, step
+        assert api.dispatcher().stats().fallbacks - before == 3  # fprop, dgrad, wgrad
+        torch.testing.assert_close(x.grad, xr.grad)
+        torch.testing.assert_close(w.grad, wr.grad)
+        if b is not None:
+            torch.testing.assert_close(b.grad, br.grad)
+
+
+@pytest.mark.parametrize("wanted", ["dx", "dw"])
+def test_eager_backward_of_one_gradient_runs_only_its_direction(wanted: str) -> None:
+    x, w, b = r(2, 8, 6, 5, grad=wanted == "dx"), r(6, 8, 3, 3, grad=wanted == "dw"), r(6)
+    dy = r(2, 6, 6, 5)
+    before = api.dispatcher().stats().fallbacks
+    assert _convolution_backwards(lambda: autocutlass.conv2d(x, w, b, padding=1).backward(dy)) == 1
+    assert api.dispatcher().stats().fallbacks - before == 2  # fprop and the one direction
+    gx, gw = torch.ops.aten.convolution_backward(dy, x.detach(), w.detach(), None, [1, 1], [1, 1], [1, 1], False,
+                                                 [0, 0], 1, [True, True, False])[:2]  # fmt: skip
+    torch.testing.assert_close(x.grad if wanted == "dx" else w.grad, gx if wanted == "dx" else gw)
+    assert (w.grad if wanted == "dx" else x.grad) is None
+
+
+def test_kernel_served_directions_are_not_merged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where our kernels serve the directions (the fake family: pointwise layers as GEMMs), the
+    eager backward launches them, one per direction, and runs no torch convolution backward."""
+    rig = make_rig(Policy.HEURISTIC)
+    monkeypatch.setattr(api, "_default", rig.dispatcher)
+    x, w = r(2, 32, 4, 6, dtype=BF, grad=True, cl=True), r(48, 32, 1, 1, dtype=BF, grad=True, cl=True)
+    dy = r(2, 48, 4, 6, dtype=BF, cl=True)
+    assert _convolution_backwards(lambda: autocutlass.conv2d(x, w).backward(dy)) == 0
+    assert len(rig.family.launches) == 3 and rig.dispatcher.stats().fallbacks == 0
+
+
+def test_torch_served_marks_entries_that_run_torch() -> None:
+    rig = make_rig(Policy.HEURISTIC)
+    d = rig.dispatcher
+    dy, w = r(2, 48, 4, 6, dtype=BF, cl=True), r(48, 32, 3, 3, dtype=BF, cl=True)
+    args = ([2, 32, 4, 6], [1, 1], [1, 1], [1, 1], 1)
+    fallback = d.entry(CONV2D_DGRAD, dy, w, *args)  # 3x3: the fake family does not serve it
+    count = torch_served(fallback)
+    assert count is not None
+    before = d.stats().fallbacks
+    count()
+    assert d.stats().fallbacks == before + 1  # counts one call without running it
+    assert d.entry(CONV2D_DGRAD, dy, w, *args) is fallback  # memoised, as call memoises it
+    torch.testing.assert_close(fallback(dy, w, *args), torch.nn.grad.conv2d_input(args[0], w, dy, padding=1))
+    pointwise = d.entry(CONV2D_DGRAD, dy, r(48, 32, 1, 1, dtype=BF, cl=True), [2, 32, 4, 6], [1, 1], [0, 0], [1, 1], 1)
+    assert torch_served(pointwise) is None  # our kernel
+    off = make_rig(Policy.OFF).dispatcher.entry(CONV2D_DGRAD, dy, w, *args)
+    assert torch_served(off) is not None

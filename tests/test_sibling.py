@@ -6,6 +6,7 @@ this GPU's own: the store finds them only through ``lookup_sibling``, dispatch c
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,8 @@ def test_layered_store_asks_shipped_databases_of_siblings(tmp_path: Path) -> Non
 
 
 def test_the_shipped_h200_database_serves_an_h100_as_a_sibling(tmp_path: Path) -> None:
+    """The H200's shipped records serve an H100 as a sibling's where the H100 has none of its own
+    (its own shipped database is left out here: it holds most of the same problems)."""
     shipped_dir = default_shipped_dir()
     assert shipped_dir is not None and (shipped_dir / "NVIDIA-H200.sqlite").is_file()
     path = shipped_dir / "NVIDIA-H200.sqlite"
@@ -99,12 +102,33 @@ def test_the_shipped_h200_database_serves_an_h100_as_a_sibling(tmp_path: Path) -
     records = shipped.bests("NVIDIA H200")
     release(path)
     assert records
-    layered = LayeredStore(TuningStore(tmp_path / "user.sqlite"), shipped_dir)
+    only_h200 = tmp_path / "tuning_dbs"
+    only_h200.mkdir()
+    shutil.copyfile(path, only_h200 / path.name)
+    layered = LayeredStore(TuningStore(tmp_path / "user.sqlite"), only_h200)
     for r in records:
         h100 = dataclasses.replace(r.hard_key, gpu_name="NVIDIA H100 80GB HBM3")
         assert layered.lookup(r.problem, h100) is None
         rec = layered.lookup_sibling(problem_from_dict(r.problem.as_dict()), h100)
         assert rec is not None and rec.sibling and rec.source == "exact" and rec.config == r.config
+
+
+def test_the_shipped_h100_database_serves_an_h100_as_its_own(tmp_path: Path) -> None:
+    """With the H100's own shipped database beside the H200's, an H100 gets its own records
+    exactly (never a sibling's stand-in where it has one)."""
+    shipped_dir = default_shipped_dir()
+    assert shipped_dir is not None
+    path = shipped_dir / "NVIDIA-H100-80GB-HBM3.sqlite"
+    assert path.is_file()
+    shipped = TuningStore(path, read_only=True, immutable=True)
+    records = shipped.bests("NVIDIA H100 80GB HBM3")
+    release(path)
+    assert records
+    layered = LayeredStore(TuningStore(tmp_path / "user.sqlite"), shipped_dir)
+    for r in records:
+        rec = layered.lookup(problem_from_dict(r.problem.as_dict()), r.hard_key)
+        assert rec is not None and not rec.sibling and rec.source == "exact" and rec.config == r.config
+        assert rec.origin == str(path)
 
 
 # ---- dispatch with fakes -----------------------------------------------------------------------
