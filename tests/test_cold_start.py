@@ -264,6 +264,20 @@ def test_helper_keys_equal_the_dsl_modules_keys(monkeypatch: pytest.MonkeyPatch)
     assert helper_kernels.transpose_source_hash() == transpose.own_source_hash()
 
 
+def test_tail_zero_key_equals_the_dsl_modules_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("cutlass")
+    from autocutlass.kernels import tail_zero
+
+    for arch in ("sm_90a", "sm_100a"):
+        monkeypatch.setenv("CUTE_DSL_ARCH", arch)
+        for width in tail_zero.WIDTHS:
+            assert helper_kernels.tail_zero_key(width) == tail_zero.tail_zero_compile_key(width)
+    assert helper_kernels.tail_zero_key(16) != helper_kernels.tail_zero_key(32)
+    assert helper_kernels.TAIL_ZERO_KEY_CONSTANTS == {"threads": tail_zero.THREADS, "max_ctas": tail_zero.MAX_CTAS}
+    assert (helper_kernels.TAIL_ZERO_PREFIX, helper_kernels.TAIL_ZERO_FUNCTION) == (
+        tail_zero._CACHE.prefix, tail_zero.FUNCTION_NAME)  # fmt: skip
+
+
 def test_caches_of_one_prefix_share_their_state() -> None:
     a, b, other = ObjectCache("t_shared", "f"), ObjectCache("t_shared", "f"), ObjectCache("t_other", "f")
     a.memory["k"] = "fn"

@@ -226,3 +226,73 @@ def test_bench_a_tiny_grouped_suite_on_the_gpu(tmp_path: Path, monkeypatch: pyte
     for r in rows.values():
         assert r["status"] == "ok" and r["verified"] and r["path"] in ("heuristic", "memo"), r
         assert r["ratio_vs_grouped_mm"] > 0 and r["ratio_vs_loop"] > 0 and len(r["rounds_ms"]["loop"]) == 2
+
+
+# ---- the torch path's tail zeroing (kernels.tail_zero through ops.grouped.tail) -------------
+def _poisoned(t: int, n: int, ld: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """A (t, ld) buffer of random non-zero values (NaNs in fp32) and its (t, n) view."""
+    buf = torch.randn(t, ld, device="cuda").to(dtype)
+    buf[buf == 0] = 1
+    if dtype is torch.float32:
+        buf[::3, ::2] = float("nan")
+    return buf, buf[:, :n]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_the_tail_zeroing_kernel_writes_only_the_tail(dtype: torch.dtype) -> None:
+    from autocutlass.ops.grouped import tail
+
+    tail.reset()
+    for t, n, ld in ((1, 1, 1), (7, 5, 8), (1000, 768, 768), (4097, 14336, 14336), (300, 3, 16)):
+        for ends in ([t], [0], [t // 3, t // 2], [t // 2, t + 5], [-4], [t // 2] * 3):
+            buf, y = _poisoned(t, n, ld, dtype)
+            before = buf.clone()
+            got = tail.zero_tail(y, torch.tensor(ends, dtype=torch.int32, device="cuda"))
+            torch.cuda.synchronize()
+            end = min(max(ends[-1], 0), t)
+            want = before.clone()
+            want[end:, :n] = 0
+            assert got is y and torch.equal(buf.view(torch.uint8), want.view(torch.uint8)), (t, n, ld, ends)
+    assert tail._ready[(torch.cuda.current_device(), torch.empty((), dtype=dtype).element_size())] is not None
+
+
+def test_the_tail_zeroing_kernel_replays_in_a_cuda_graph_with_other_offsets() -> None:
+    from autocutlass.ops.grouped import tail
+
+    tail.reset()
+    buf, y = _poisoned(512, 256, 256, torch.bfloat16)
+    offs = torch.tensor([100, 512], dtype=torch.int32, device="cuda")
+    tail.zero_tail(y, offs)  # readies the kernel outside the capture
+    source = buf.clone()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        buf.copy_(source)
+        tail.zero_tail(y, offs)
+    for end in (512, 300, 0, 511):
+        offs.copy_(torch.tensor([min(end, 100), end], dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        want = source.clone()
+        want[end:] = 0
+        assert torch.equal(buf, want), end
+
+
+def test_torch_path_grouped_mm_zeroes_the_tail_without_a_full_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """autocutlass.grouped_mm served by torch (the kernels gated off): the rows past offs[-1] are
+    zero, the others torch._grouped_mm's, and no masked_fill runs."""
+    from torch.profiler import ProfilerActivity, profile
+
+    monkeypatch.delenv("AUTOCUTLASS_GROUPED_KERNELS", raising=False)
+    autocutlass.reset()
+
+    x = torch.randn(1000, 512, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(8, 768, 512, device="cuda", dtype=torch.bfloat16).transpose(-2, -1)
+    offs = torch.tensor([100, 200, 300, 400, 500, 600, 700, 800], dtype=torch.int32, device="cuda")
+    y = autocutlass.grouped_mm(x, w, offs)  # the miss: plans and readies the kernel
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        y = autocutlass.grouped_mm(x, w, offs)
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events()]
+    assert not any("masked_fill" in n for n in names), names
+    ref = torch._grouped_mm(x, w, offs)
+    assert torch.equal(y[:800], ref[:800]) and not y[800:].any()

@@ -1,14 +1,15 @@
-"""The helper kernels a GEMM runner launches besides the GEMM, fetched without the DSL.
+"""The helper kernels launched besides our GEMMs, fetched without the DSL.
 
-The split-K reduce (``hopper_gemm.reduce``) and the 32-bit transpose (``transpose``) are CuTe
-DSL modules that import the DSL when imported. A runner asks for them here instead:
-``get_reduce`` and ``get_transpose`` compute the same compile keys as those modules, without
-importing them, and look in the same caches (``ObjectCache`` of the same prefix: one state per
+The split-K reduce (``hopper_gemm.reduce``), the 32-bit transpose (``transpose``) and the
+grouped output's tail zeroing (``tail_zero``, for ``torch._grouped_mm``'s result) are CuTe DSL
+modules that import the DSL when imported. Their users ask for them here instead:
+``get_reduce``, ``get_transpose`` and ``get_tail_zero`` compute the same compile keys as those
+modules, without importing them, and look in the same caches (``ObjectCache`` of the same prefix: one state per
 process); only a miss imports the kernel's module, which compiles (and imports the DSL).
 
-The keys are restated here, not imported: ``reduce_key`` is ``reduce.reduce_compile_key`` and
-``transpose_key`` is ``transpose.transpose_compile_key`` (the payload fields, the constants of
-the transpose it covers, the GEMM family's source hash, the DSL version from the package
+The keys are restated here, not imported: ``reduce_key`` is ``reduce.reduce_compile_key``,
+``transpose_key`` is ``transpose.transpose_compile_key`` and ``tail_zero_key`` is
+``tail_zero.tail_zero_compile_key`` (the payload fields, the constants of the kernel it covers, the GEMM family's source hash, the DSL version from the package
 metadata and the target architecture); tests/test_cold_start.py checks that they agree. Should
 they drift apart, a lookup here misses and the kernel's module serves the call (compiled or
 loaded under its own key): slower, never wrong.
@@ -37,8 +38,16 @@ TRANSPOSE_KEY_CONSTANTS = {"tile": 64, "threads": 256, "swizzle": 7}
 """``transpose``'s cache prefix, exported function name, source file and the constants its key
 covers (``TILE``, ``THREADS``, ``SWIZZLE_MASK``)."""
 
+TAIL_ZERO_PREFIX = "tail_zero"
+TAIL_ZERO_FUNCTION = "autocutlass_tail_zero"
+TAIL_ZERO_SOURCE = Path(__file__).resolve().with_name("tail_zero.py")
+TAIL_ZERO_KEY_CONSTANTS = {"threads": 256, "max_ctas": 264}
+"""``tail_zero``'s cache prefix, exported function name, source file and the constants its key
+covers (``THREADS``, ``MAX_CTAS``)."""
+
 _REDUCE = ObjectCache(REDUCE_PREFIX, REDUCE_FUNCTION)
 _TRANSPOSE = ObjectCache(TRANSPOSE_PREFIX, TRANSPOSE_FUNCTION)
+_TAIL_ZERO = ObjectCache(TAIL_ZERO_PREFIX, TAIL_ZERO_FUNCTION)
 
 
 def reduce_key(splits: int, d_dtype: DType, c_dtype: DType | None, bias: bool, activation: Activation, rank: int) -> str:
@@ -92,3 +101,20 @@ def get_transpose(rank: int, cache_dir: Path | None) -> Any:
     from autocutlass.kernels.transpose import get_transpose as compile_transpose
 
     return compile_transpose(rank, cache_dir)
+
+
+def tail_zero_key(width: int) -> str:
+    """``tail_zero.tail_zero_compile_key(width)`` for width 16 or 32, without the DSL."""
+    own = hashlib.sha256(TAIL_ZERO_SOURCE.read_bytes()).hexdigest()[:16]
+    return digest({"family": TAIL_ZERO_PREFIX, "width": width, **TAIL_ZERO_KEY_CONSTANTS, "dsl": dsl_version(),
+                    "self": own, "arch": target_arch()})  # fmt: skip
+
+
+def get_tail_zero(width: int, cache_dir: Path | None) -> Any:
+    """``tail_zero.get_tail_zero``: from memory or disk without the DSL, else through it."""
+    fn = _TAIL_ZERO.find(tail_zero_key(width), cache_dir) if width in (16, 32) else None
+    if fn is not None:
+        return fn
+    from autocutlass.kernels.tail_zero import get_tail_zero as compile_tail_zero
+
+    return compile_tail_zero(width, cache_dir)

@@ -60,6 +60,7 @@ from autocutlass.ops.gemm.frontend import (
     pow2_align,
 )
 from autocutlass.ops.grouped.problem import GroupedGemmProblem
+from autocutlass.ops.grouped.tail import zero_tail
 from autocutlass.ops.launch import meta, on_device
 from autocutlass.ops.types import Activation, DType, Epilogue, Major
 
@@ -263,7 +264,8 @@ def group_rows(offs: torch.Tensor, rows: int) -> torch.Tensor:
 
 def torch_grouped(call: GroupedCall) -> torch.Tensor:
     """The call computed by torch: ``torch._grouped_mm`` (in float32 when ``out_dtype`` is wider
-    than the operands), rows past ``offs[-1]`` zeroed (2d_3d), then the bias of each row's group,
+    than the operands), rows past ``offs[-1]`` zeroed (2d_3d: ``tail.zero_tail``, on an sm_90
+    GPU by a kernel that writes only those rows), then the bias of each row's group,
     then the activation. Row-major contiguous like the kernel's output (torch may pad the rows of
     an unaligned N on CUDA)."""
     x, w, offs, bias = call.x, call.w, call.offs, call.bias
@@ -273,12 +275,11 @@ def torch_grouped(call: GroupedCall) -> torch.Tensor:
     else:
         y = torch._grouped_mm(x.float(), w.float(), offs).to(out_dt)
     if form_of(x, w) is Form.M_GROUPED:
-        # row t belongs to group g(t); rows past offs[-1] (g = E) are zero (torch leaves them unwritten)
+        # rows past offs[-1] are zero (torch leaves them unwritten); row t belongs to group g(t)
         assert offs is not None
-        rows = group_rows(offs, y.shape[0])
-        y = y.masked_fill_((rows >= offs.shape[0]).unsqueeze(1), 0)
+        y = zero_tail(y, offs)
         if bias is not None:
-            y = y + torch.cat([bias, bias.new_zeros((1, bias.shape[1]))])[rows]
+            y = y + torch.cat([bias, bias.new_zeros((1, bias.shape[1]))])[group_rows(offs, y.shape[0])]
     elif bias is not None:
         y = y + bias.unsqueeze(1)
     y = activate(y, call.activation)
