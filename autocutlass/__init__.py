@@ -3,7 +3,8 @@
 ``matmul``, ``linear`` and ``gemm`` are drop-in for their torch counterparts on CUDA tensors,
 ``scaled_mm`` (fp8 e4m3 with per-tensor scales) for ``torch._scaled_mm``, ``conv2d`` for
 ``F.conv2d``, ``grouped_mm`` (mixture-of-experts layers) for ``torch._grouped_mm``;
-``policy`` picks what happens when a problem was never tuned; ``stats`` counts what dispatch did.
+``policy`` picks what happens when a problem was never tuned; ``stats`` counts what dispatch did;
+``prewarm`` starts the on-line tuning processes before the first miss.
 ``swap_linear_`` / ``unswap_linear_`` (and ``swap_conv2d_`` / ``unswap_conv2d_``) put a whole model's
 layers on autocutlass in place; ``autocutlass.nn`` holds the modules. The entry points are
 differentiable and compile with torch.compile as ``torch.ops.autocutlass.*`` custom ops
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from autocutlass.api import conv2d, gemm, grouped_mm, linear, matmul, policy, reset, scaled_mm, stats
     from autocutlass.dispatch import Stats
     from autocutlass.nn import swap_conv2d_, swap_linear_, unswap_conv2d_, unswap_linear_
+    from autocutlass.warmup import prewarm
 
 __version__ = "0.1.0"
 
@@ -60,6 +62,7 @@ __all__ = [
     "matmul",
     "nn",
     "policy",
+    "prewarm",
     "reset",
     "scaled_mm",
     "stats",
@@ -76,6 +79,7 @@ _LAZY = {
     "linear": "autocutlass.api",
     "matmul": "autocutlass.api",
     "policy": "autocutlass.api",
+    "prewarm": "autocutlass.warmup",
     "reset": "autocutlass.api",
     "scaled_mm": "autocutlass.api",
     "stats": "autocutlass.api",

@@ -24,6 +24,8 @@ AUTOCUTLASS_CONV_WGRAD     1: serve conv2d wgrad with the implicit-GEMM wgrad ke
                            (``hopper_conv_wgrad``; off until validated on a GPU)
 AUTOCUTLASS_VENDOR_VERDICTS  0: our kernels serve every tuned problem, even where its tuning  1
                            measured torch faster (``autocutlass.vendor``)
+AUTOCUTLASS_PREWARM        0: the model swaps do not start the tuning processes ahead of    1
+                           the first miss (``autocutlass.prewarm``)
 =========================  =============================================================  ===========================
 
 ``AUTOCUTLASS_TUNE_TRIALS_WITH_PRIORS`` (8): the trial budget of an on-line tuning when the
@@ -127,6 +129,9 @@ class Settings:
     vendor_verdicts: bool = True
     """``AUTOCUTLASS_VENDOR_VERDICTS`` (on unless 0): torch serves a tuned problem whose tuning
     measured it faster than our best (``autocutlass.vendor``)."""
+    prewarm: bool = True
+    """``AUTOCUTLASS_PREWARM`` (on unless 0): ``swap_linear_`` and ``swap_conv2d_`` start the
+    on-line tuning processes under the tuning policies (``autocutlass.prewarm``)."""
     conv_wgrad_kernel: bool = False
     """``AUTOCUTLASS_CONV_WGRAD``: the ``hopper_conv_wgrad`` family serves conv2d wgrad problems
     (off by default: its kernel is compiled in CI but not yet validated on a GPU)."""
@@ -168,6 +173,7 @@ class Settings:
             conv_dgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_DGRAD"),
             conv_wgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_WGRAD"),
             vendor_verdicts=_flag(e, "AUTOCUTLASS_VENDOR_VERDICTS") or not e.get("AUTOCUTLASS_VENDOR_VERDICTS", "").strip(),
+            prewarm=_flag(e, "AUTOCUTLASS_PREWARM") or not e.get("AUTOCUTLASS_PREWARM", "").strip(),
         )
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from autocutlass import warmup
 from autocutlass.nn.modules import Conv2d, Linear
 
 Filter = Callable[[nn.Module, str], bool]
@@ -51,10 +52,19 @@ def servable_conv2d(module: nn.Module, fqn: str = "") -> bool:
     )  # fmt: skip
 
 
+def _swapped(result: tuple[nn.Module, int]) -> nn.Module:
+    """The root of a swap, after starting the tuning processes when it swapped a layer
+    (``autocutlass.prewarm``: only under the tuning policies, with a served GPU)."""
+    root, swapped = result
+    warmup.after_swap(swapped)
+    return root
+
+
 def _replace(model: nn.Module, source: type[nn.Module], keep: Filter, make: Callable[[nn.Module], nn.Module]
-             ) -> nn.Module:  # fmt: skip
+             ) -> tuple[nn.Module, int]:  # fmt: skip
     """Replace every module of exactly type ``source`` that ``keep`` accepts by ``make(module)``,
-    under every name it is reachable by; returns the root (new when the root itself is replaced)."""
+    under every name it is reachable by; returns the root (new when the root itself is replaced)
+    and how many modules were replaced."""
     made: dict[int, nn.Module] = {}
     places: list[tuple[nn.Module | None, str, nn.Module]] = []
     for fqn, module in model.named_modules(remove_duplicate=False):
@@ -75,20 +85,20 @@ def _replace(model: nn.Module, source: type[nn.Module], keep: Filter, make: Call
             root = new
         else:
             setattr(parent, name, new)
-    return root
+    return root, len(made)
 
 
 def swap_linear_(model: nn.Module, filter_fn: Filter | None = None) -> nn.Module:
     """Replace, in place, every ``nn.Linear`` of ``model`` that ``filter_fn(module, fqn)`` accepts
     (default ``servable_linear``) by an ``autocutlass.nn.Linear`` sharing its parameters; returns
     ``model`` (or the new module when ``model`` itself is a swapped ``nn.Linear``)."""
-    return _replace(model, nn.Linear, filter_fn or servable_linear, Linear.from_linear)
+    return _swapped(_replace(model, nn.Linear, filter_fn or servable_linear, Linear.from_linear))
 
 
 def unswap_linear_(model: nn.Module) -> nn.Module:
     """The inverse of ``swap_linear_``: every ``autocutlass.nn.Linear`` becomes an ``nn.Linear``
     sharing its parameters; returns ``model`` (or the new root)."""
-    return _replace(model, Linear, lambda m, fqn: True, lambda m: m.to_linear())  # type: ignore[attr-defined]
+    return _replace(model, Linear, lambda m, fqn: True, lambda m: m.to_linear())[0]  # type: ignore[attr-defined]
 
 
 def swap_conv2d_(model: nn.Module, filter_fn: Filter | None = None) -> nn.Module:
@@ -96,9 +106,9 @@ def swap_conv2d_(model: nn.Module, filter_fn: Filter | None = None) -> nn.Module
     ``servable_conv2d``: dense convolutions with channel counts that are multiples of 8) by an ``autocutlass.nn.Conv2d``
     sharing its parameters; returns ``model`` (or the new root). Inputs must be channels_last
     (``model.to(memory_format=torch.channels_last)`` and the same for the input) to be served."""
-    return _replace(model, nn.Conv2d, filter_fn or servable_conv2d, Conv2d.from_conv2d)
+    return _swapped(_replace(model, nn.Conv2d, filter_fn or servable_conv2d, Conv2d.from_conv2d))
 
 
 def unswap_conv2d_(model: nn.Module) -> nn.Module:
     """The inverse of ``swap_conv2d_``."""
-    return _replace(model, Conv2d, lambda m, fqn: True, lambda m: m.to_conv2d())  # type: ignore[attr-defined]
+    return _replace(model, Conv2d, lambda m, fqn: True, lambda m: m.to_conv2d())[0]  # type: ignore[attr-defined]

@@ -15,7 +15,9 @@ Contract:
   and the benchmark child frees the problem's inputs (``GpuLane.release``).
 * **Crashes.** A child that dies or times out is a result of that candidate
   (``workers.IsolatedWorker``) and is started again on the next request; a pool needs no repair.
-* **Idle.** After ``idle_s`` seconds without a tuning the children are closed (their memory, and
+* **Warm.** ``warm()`` starts the children before a tuning needs them (``autocutlass.prewarm``,
+  called by the model swaps under the tuning policies): the tuning then skips their start-up.
+* **Idle.** After ``idle_s`` seconds without a tuning (or a ``warm``) the children are closed (their memory, and
   the benchmark child's CUDA context on the GPU, given back); the next tuning starts them again.
   ``idle_s`` 0 closes them after every tuning (a pipeline per tuning, as before the pool).
 * **Exit.** ``close()`` (at interpreter exit for the shared pool) marks the pool closed, then
@@ -184,20 +186,49 @@ class TuningPool:
                 self.tunings += 1
                 self._arm_timer()
 
+    # ---- before a tuning --------------------------------------------------------------------
+    def warm(self, device_index: int | None = None) -> bool:
+        """Start the compile children now, without waiting for them to load (each imports torch
+        and the DSL: seconds), so that a tuning soon after finds them ready; with
+        ``device_index`` also that device's benchmark child (which makes a CUDA context on that
+        GPU). The idle timer runs from here: no tuning within ``idle_s`` closes them again. False
+        (nothing started) when the pool closes its children after every tuning (``idle_s`` 0)."""
+        if self.idle_s <= 0:
+            return False
+        with self._state:
+            self.check_open()
+            compile_pool = self._compile_pool()
+        if device_index is None:
+            compile_pool.start()
+        else:
+            self._lane(device_index)
+        if self._turn.acquire(blocking=False):  # a tuning under way arms the timer when it ends
+            try:
+                self._cancel_timer()
+                self._arm_timer()
+            finally:
+                self._turn.release()
+        return True
+
+    def _compile_pool(self) -> CompilePool:
+        """The compile children's pool, made on first use (``_state`` held)."""
+        if self._compile is None:
+            self._compile = CompilePool(self.compile_workers, compile_handler=self._compile_handler,
+                                        start_timeout_s=self._start_timeout_s, arch=self._arch,
+                                        env=self._compile_env, **self._compile_options)  # fmt: skip
+        return self._compile
+
     def _lane(self, device_index: int) -> GpuLane:
         with self._state:
             self.check_open()
-            if self._compile is None:
-                self._compile = CompilePool(self.compile_workers, compile_handler=self._compile_handler,
-                                            start_timeout_s=self._start_timeout_s, arch=self._arch,
-                                            env=self._compile_env, **self._compile_options)  # fmt: skip
+            self._compile_pool()
             lane = self._lanes.get(device_index)
             if lane is None:
                 lane = GpuLane(self._compile, visible_device(device_index), bench_handler=self._bench_handler,
                                start_timeout_s=self._start_timeout_s, bench_env=self._bench_env,
                                **self._lane_options)  # fmt: skip
                 self._lanes[device_index] = lane
-            compile_pool = self._compile
+            compile_pool = self._compile_pool()
         compile_pool.start()  # no-ops for children still running: start-up overlaps
         lane.start()
         return lane
