@@ -409,3 +409,35 @@ def test_torch_served_marks_entries_that_run_torch() -> None:
     assert torch_served(pointwise) is None  # our kernel
     off = make_rig(Policy.OFF).dispatcher.entry(CONV2D_DGRAD, dy, w, *args)
     assert torch_served(off) is not None
+
+
+def _aten_ops(model: nn.Module, x: torch.Tensor) -> dict[str, int]:
+    """The aten ops of one forward + backward of ``model`` (after a warm-up step)."""
+    model(x).sum().backward()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        model(x).sum().backward()
+    counts: dict[str, int] = {}
+    for e in prof.events():
+        if e.name.startswith("aten::"):
+            counts[e.name] = counts.get(e.name, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("frozen", ["nothing", "weight", "input"])
+@pytest.mark.parametrize("cl", [True, False], ids=["channels_last", "nchw"])
+def test_the_eager_torch_served_backward_copies_nothing_torch_does_not(frozen: str, cl: bool) -> None:
+    """On the torch-served eager path (CPU tensors here), a conv's forward + backward makes no
+    copy that torch's own conv makes not: no layout conversion of dY, of the gradients or of a
+    stand-in operand, whichever gradients are wanted (a frozen weight: dgrad alone; an input
+    that needs no grad: wgrad alone; both: one merged call)."""
+    fmt = CL if cl else torch.contiguous_format
+    x = torch.randn(2, 16, 9, 9).contiguous(memory_format=fmt).requires_grad_(frozen != "input")
+    model = nn.Sequential(nn.Conv2d(16, 24, 3, padding=1), nn.ReLU(), nn.Conv2d(24, 8, 1)).to(memory_format=fmt)
+    if frozen == "weight":
+        for p in model.parameters():
+            p.requires_grad_(False)
+    ref = _aten_ops(model, x)
+    autocutlass.swap_conv2d_(model)
+    ours = _aten_ops(model, x)
+    for op in ("aten::copy_", "aten::clone", "aten::contiguous", "aten::convolution_backward", "aten::sum"):
+        assert ours.get(op, 0) == ref.get(op, 0), (op, ours.get(op, 0), ref.get(op, 0))

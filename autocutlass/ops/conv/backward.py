@@ -113,13 +113,17 @@ def torch_grad(call: ConvGradCall) -> torch.Tensor:
     """The call computed by torch (``aten.convolution_backward`` with one output of its mask), in
     the layout ``grad_output_format`` gives."""
     dgrad = call.direction is ConvDirection.DGRAD
-    stand_in = call.dy.new_empty(1).expand(call.size)  # the computed tensor's shape, as torch.nn.grad does
+    fmt = grad_output_format(call.dy, call.other)
+    # The operand not read (x for dgrad, w for wgrad): an uninitialised tensor of its shape in the
+    # result's layout (no memory traffic). torch.nn.grad's stride-0 stand-in (``expand``) makes
+    # convolution_backward pick the contiguous layout, then copy the result (measured on CPU: one
+    # clone per call that torch's own conv backward does not make).
+    stand_in = torch.empty(call.size, dtype=call.dy.dtype, device=call.dy.device, memory_format=fmt)
     x, w = (stand_in, call.other) if dgrad else (call.other, stand_in)
     mask = [dgrad, not dgrad, False]
     grads = torch.ops.aten.convolution_backward(call.dy, x, w, None, list(call.stride), list(call.padding),
                                                 list(call.dilation), False, [0, 0], call.groups, mask)  # fmt: skip
     out = grads[0] if dgrad else grads[1]
-    fmt = grad_output_format(call.dy, call.other)
     return out if out.is_contiguous(memory_format=fmt) else out.contiguous(memory_format=fmt)
 
 
