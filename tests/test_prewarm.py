@@ -70,8 +70,8 @@ def test_warmed_children_no_tuning_uses_close_after_the_idle_time() -> None:
     try:
         pool.warm()
         assert pool.pids()
-        _wait_for(lambda: not pool.pids(), "the idle timer to close the warmed children")
-        assert pool.idle_closes == 1 and not pool.closed
+        _wait_for(lambda: pool.idle_closes == 1, "the idle timer to close the warmed children")
+        assert not pool.pids() and not pool.closed
     finally:
         pool.close()
 

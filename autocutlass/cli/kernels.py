@@ -1,4 +1,5 @@
-"""`autocutlass kernels list | compile`: kernel discovery and GPU-free compile checks.
+"""`autocutlass kernels list | compile | warm`: kernel discovery and GPU-free compile checks
+(``warm``, in ``kernels_warm``: the stored records' kernels compiled into the kernel cache).
 
 ``kernels compile`` builds the tuning space of one problem class (``--dtype``, ``--layout``,
 ``--shape``), keeps the feasible configs (and those ``--filter`` keeps, ``--limit`` of them
@@ -53,6 +54,9 @@ def add_kernels_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.
                       help="keep configs whose FIELD is one of the values, e.g. swap_ab=true or tile_n=16,32 "
                            "(repeatable; all must hold)")  # fmt: skip
     comp.set_defaults(func=cmd_compile)
+    from autocutlass.cli.kernels_warm import add_warm_parser
+
+    add_warm_parser(sub)
     return p
 
 

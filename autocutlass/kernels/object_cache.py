@@ -83,6 +83,12 @@ class ObjectCache:
         self.stats = state.stats
         self._lock = state.lock
 
+    @staticmethod
+    def total_compiled() -> int:
+        """Functions compiled in this process, over every cache prefix."""
+        with _STATES_LOCK:
+            return sum(state.stats.compiled for state in _STATES.values())
+
     def path(self, cache_dir: Path, key: str) -> Path:
         return cache_dir / f"{self.prefix}-{key}.o"
 

@@ -1,0 +1,195 @@
+"""`autocutlass kernels warm`: compile the kernels of stored records into the kernel cache, GPU-free.
+
+A call served by a stored record runs that record's kernel; in a process whose kernel cache
+lacks it, the first such call compiles it (seconds per kernel class: measured 7.7 s / 10.7 s for
+a first call with an empty cache on an H200 / H100). ``kernels warm`` compiles every kernel the
+records of the given databases would run, ahead of time and without a GPU
+(``CUTE_DSL_ARCH``), so that a fresh machine, container or CI image serves from the start: bake
+the cache into an image with ``AUTOCUTLASS_CACHE_DIR`` pointing at a directory of it.
+
+Records: ``--db`` (repeatable: a file or URL) or, by default, the user database (if it exists)
+and every shipped database. Kept: this DSL version's records of families whose sources match
+the installed ones (others would never be served, so their kernels are skipped and counted),
+optionally only GPU ``--gpu``; torch's recorded times (vendor verdicts) run no kernel of ours.
+One compile per (family, config, kernel class): compile keys name no GPU model, so an H200's
+records warm an H100 too. The grouped path's tail-zeroing helper is warmed as well. Exit 0 when
+every kernel compiled (or was cached already), 1 when any failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from autocutlass.cli.common import UsageError, positive_int
+
+Job = tuple[str, str, dict[str, Any], dict[str, Any], str]
+"""(arch, family, config, problem, cache dir) of one compile."""
+Outcome = tuple[str, str | None, bool]
+"""(label, error or None, whether it compiled: False for a kernel already in the cache)."""
+
+
+def add_warm_parser(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser("warm", help="compile the kernels of stored records into the kernel cache (no GPU needed)")
+    p.add_argument("--db", action="append", default=[], metavar="PATH_OR_URL",
+                   help="a database whose records to warm (repeatable); default: the user database "
+                        "(if it exists) and the shipped ones")  # fmt: skip
+    p.add_argument("--gpu", default=None, metavar="NAME", help="only records measured on this GPU model")
+    p.add_argument("--arch", default="sm_90a", choices=("sm_90a",), help="target architecture (default sm_90a)")
+    p.add_argument("--cache-dir", default=None, type=Path, metavar="DIR",
+                   help="the kernel cache to fill (default: AUTOCUTLASS_CACHE_DIR's kernels/)")  # fmt: skip
+    p.add_argument("--workers", type=positive_int, default=max(1, min(8, (os.cpu_count() or 2) - 1)),
+                   help="compile in N GPU-blind processes")  # fmt: skip
+    p.set_defaults(func=cmd_warm)
+
+
+def _sources(ns: argparse.Namespace) -> list[tuple[str, bool]]:
+    """(database, whether it is a shipped read-only file) to read records from."""
+    if ns.db:
+        return [(d, False) for d in ns.db]
+    from autocutlass.db.layered import shipped_db_paths
+    from autocutlass.db.location import resolve
+    from autocutlass.settings import current
+
+    s = current()
+    out: list[tuple[str, bool]] = []
+    user = resolve(s.db_url)
+    if user.sqlite_path is None or user.sqlite_path.is_file():
+        out.append((s.db_url, False))
+    out += [(str(p), True) for p in shipped_db_paths(s.shipped_dbs_dir)]
+    return out
+
+
+def _records(source: str, shipped: bool, gpu: str | None) -> list[Any]:
+    from autocutlass.db import TuningStore
+    from autocutlass.db.engine import release
+
+    store = TuningStore(source, read_only=True, immutable=shipped)  # never writes, never creates
+    try:
+        return store.bests(gpu)
+    finally:
+        if shipped:
+            release(source)
+
+
+def plan_jobs(records: Sequence[Any], arch: str, cache_dir: Path) -> tuple[list[Job], dict[str, int]]:
+    """The compiles ``records`` need, one per (family, config, kernel class), and what was
+    skipped (counts by reason)."""
+    from autocutlass.device import dsl_version
+    from autocutlass.kernels import family_names, get_family
+
+    hashes = {name: get_family(name).source_hash() for name in family_names()}
+    jobs: dict[tuple[str, str, Any], Job] = {}
+    skipped: dict[str, int] = {}
+
+    def skip(why: str) -> None:
+        skipped[why] = skipped.get(why, 0) + 1
+
+    for r in records:
+        if r.family not in hashes:
+            skip(f"family {r.family!r} is not a kernel family of this version")
+            continue
+        if r.hard_key.kernel_hash != hashes[r.family]:
+            skip("measured with other kernel sources (never served by this version)")
+            continue
+        if r.hard_key.dsl_version != dsl_version():
+            skip(f"measured with DSL {r.hard_key.dsl_version} (installed: {dsl_version()})")
+            continue
+        key = (r.family, json.dumps(r.config, sort_keys=True), r.problem.kernel_class_key())
+        if key not in jobs:
+            jobs[key] = (arch, r.family, r.config, r.problem.as_dict(), str(cache_dir))
+    return list(jobs.values()), skipped
+
+
+def compile_job(job: Job) -> Outcome:
+    """Compile one record's kernel into the cache (in a worker: GPU-blind); (label, error, compiled)."""
+    _arch, family, cfg_dict, prob_dict, cache_dir = job
+    from autocutlass.errors import CantImplement, KernelCompileError
+    from autocutlass.kernels import get_family
+    from autocutlass.kernels.object_cache import ObjectCache
+    from autocutlass.ops.registry import problem_from_dict
+
+    fam = type(get_family(family))(cache_dir=Path(cache_dir))
+    cfg = fam.config_from_dict(cfg_dict)
+    problem = problem_from_dict(prob_dict)
+    label = f"{family} {cfg} for {problem.describe()}"
+    before = ObjectCache.total_compiled()
+    try:
+        fam.compile(cfg, problem)
+    except (CantImplement, KernelCompileError) as e:
+        return label, f"{type(e).__name__}: {e}", False
+    return label, None, ObjectCache.total_compiled() > before
+
+
+def _helpers_job(cache_dir: str) -> Outcome:
+    """Worker: the grouped torch path's tail-zeroing kernel, both widths."""
+    from autocutlass.errors import KernelCompileError
+    from autocutlass.kernels.helper_kernels import get_tail_zero
+    from autocutlass.kernels.object_cache import ObjectCache
+
+    before = ObjectCache.total_compiled()
+    try:
+        for width in (16, 32):
+            get_tail_zero(width, Path(cache_dir))
+    except KernelCompileError as e:
+        return "tail_zero", str(e), False
+    return "tail_zero (16 and 32 bits)", None, ObjectCache.total_compiled() > before
+
+
+def _init_worker(arch: str) -> None:
+    """A compile process: the target architecture, and no GPU (compiles need none)."""
+    os.environ["CUTE_DSL_ARCH"] = arch
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+
+def _run(jobs: Sequence[Job], cache_dir: str, workers: int, arch: str) -> Iterator[Outcome]:
+    if workers <= 1:
+        yield _helpers_job(cache_dir)
+        for j in jobs:
+            yield compile_job(j)
+        return
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
+                                initargs=(arch,)) as pool:  # fmt: skip
+        futures = [pool.submit(_helpers_job, cache_dir), *(pool.submit(compile_job, j) for j in jobs)]
+        for fut in cf.as_completed(futures):
+            yield fut.result()
+
+
+def cmd_warm(ns: argparse.Namespace) -> int:
+    os.environ["CUTE_DSL_ARCH"] = ns.arch
+    from autocutlass.settings import current
+
+    cache_dir = (ns.cache_dir or current().kernel_cache_dir).expanduser().resolve()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    records: list[Any] = []
+    for source, shipped in _sources(ns):
+        try:
+            found = _records(source, shipped, ns.gpu)
+        except Exception as e:  # an unreadable database is named, not a traceback
+            raise UsageError(f"cannot read the records of {source}: {type(e).__name__}: {e}") from e
+        print(f"{source}: {len(found)} records" + (f" of {ns.gpu}" if ns.gpu else ""), flush=True)
+        records += found
+    jobs, skipped = plan_jobs(records, ns.arch, cache_dir)
+    for why, n in sorted(skipped.items()):
+        print(f"skipped {n} record(s): {why}")
+    t0 = time.perf_counter()
+    compiled = cached = failed = 0
+    for label, err, did in _run(jobs, str(cache_dir), ns.workers, ns.arch):
+        if err is not None:
+            failed += 1
+            print(f"FAILED {label}: {err[:300]}", flush=True)
+        elif did:
+            compiled += 1
+        else:
+            cached += 1
+    print(f"kernels warm: {len(jobs)} kernel(s) of {len(records)} record(s) and the helpers into {cache_dir}: "
+          f"{compiled} compiled, {cached} already cached, {failed} failed in {time.perf_counter() - t0:.1f} s")  # fmt: skip
+    return 1 if failed else 0

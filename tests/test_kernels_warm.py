@@ -1,0 +1,84 @@
+"""``autocutlass kernels warm``: the kernels of stored records compiled into the kernel cache without
+a GPU, so that a fresh process serving those records loads them instead of compiling: one compile
+per (family, config, kernel class), records of other kernel sources or DSL versions skipped and
+counted, a second run finds everything cached, a database that cannot be read is a one-line error.
+Two GEMM compiles and the tail-zeroing helper's two (CUTE_DSL_ARCH=sm_90a), about 30 s."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from autocutlass.cli import main
+from autocutlass.device import TIMING_PROTOCOL_VERSION, HardKey, dsl_version
+from autocutlass.ops.gemm.problem import GemmProblem
+
+os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
+pytestmark = pytest.mark.compile
+
+
+def _hard_key(kernel_hash: str, gpu: str = "NVIDIA H100 80GB HBM3") -> HardKey:
+    return HardKey(gpu_name=gpu, cc="9.0", sm_count=132, dsl_version=dsl_version(), kernel_hash=kernel_hash,
+                   protocol_version=TIMING_PROTOCOL_VERSION)  # fmt: skip
+
+
+def test_warm_compiles_the_records_kernels_for_a_fresh_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("cutlass")
+    from autocutlass.db import TuningStore
+    from autocutlass.kernels.hopper_gemm import HopperGemmFamily
+
+    fam = HopperGemmFamily(cache_dir=None)
+    p1, p2 = GemmProblem(m=256, n=512, k=1024), GemmProblem(m=300, n=512, k=1024)  # one kernel class
+    cfg = fam.config_to_dict(fam.seeds(p1)[0])
+    db = tmp_path / "records.sqlite"
+    store = TuningStore(db)
+    here = _hard_key(fam.source_hash())
+    store.record_best(p1, here, fam.name, cfg, 0.01, 100.0)
+    store.record_best(p2, dataclasses.replace(here, gpu_name="NVIDIA H200"), fam.name, cfg, 0.01, 100.0)
+    store.record_best(GemmProblem(m=64, n=64, k=64), _hard_key("0123456789abcdef"), fam.name, cfg, 0.01, 1.0)
+    cache = tmp_path / "kernels"
+    args = ["kernels", "warm", "--db", str(db), "--cache-dir", str(cache), "--workers", "1"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "skipped 1 record(s): measured with other kernel sources" in out, out
+    assert "1 kernel(s) of 3 record(s)" in out and "2 compiled, 0 already cached, 0 failed" in out, out
+    assert len(list(cache.glob("hopper_gemm-*.o"))) == 1 and len(list(cache.glob("tail_zero-*.o"))) == 2
+
+    # a fresh process serving the record finds its kernel in the cache: nothing compiles there
+    child = textwrap.dedent(f"""
+        import json, sys
+        from autocutlass.kernels.hopper_gemm import HopperGemmFamily, compile as c
+        from autocutlass.ops.registry import problem_from_dict
+        fam = HopperGemmFamily(cache_dir=__import__("pathlib").Path({str(cache)!r}))
+        fam.compile(fam.config_from_dict(json.loads(sys.argv[1])), problem_from_dict(json.loads(sys.argv[2])))
+        print(c.STATS.compiled, c.STATS.disk_hits)
+    """)
+    import json
+
+    r = subprocess.run([sys.executable, "-c", child, json.dumps(cfg), json.dumps(p2.as_dict())], capture_output=True,
+                       text=True, timeout=300, check=False)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split()[-2:] == ["0", "1"], r.stdout
+
+    assert main(args) == 0  # again: everything is there
+    assert "0 compiled, 2 already cached, 0 failed" in capsys.readouterr().out
+
+
+def test_an_unreadable_database_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "not-a-db.sqlite"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    assert main(["kernels", "warm", "--db", str(bad), "--cache-dir", str(tmp_path / "k"), "--workers", "1"]) != 0
+    err = capsys.readouterr().err
+    assert "cannot read the records of" in err and str(bad) in err and "Traceback" not in err
+
+
+def test_a_missing_database_is_named_and_not_created(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nowhere.sqlite"
+    assert main(["kernels", "warm", "--db", str(missing), "--cache-dir", str(tmp_path / "k"), "--workers", "1"]) != 0
+    assert "cannot read the records of" in capsys.readouterr().err and not missing.exists()
