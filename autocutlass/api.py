@@ -85,15 +85,21 @@ def linear(
     *,
     activation: Activation | str | None = None,
     residual: torch.Tensor | None = None,
+    mul: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``activation(torch.nn.functional.linear(x, weight, bias) + residual)`` in one kernel.
+    """``activation(torch.nn.functional.linear(x, weight, bias) + residual) * mul`` in one kernel.
 
     ``x``: (..., K), its leading dimensions flattened into M (a view when they merge);
     ``weight``: (N, K); ``bias``: (N,) or None; ``activation``: None, 'relu', 'gelu' (erf),
     'gelu_tanh' or 'silu', applied in the epilogue; ``residual``: None or a tensor that broadcasts
     to the result, added in the epilogue before the activation (a transformer's residual stream:
     ``h + o_proj(attn)`` without a separate pass over ``h``; the kernel reads a residual of the
-    result's exact shape with N-contiguous rows, torch adds any other). Returns (..., N).
+    result's exact shape with N-contiguous rows, torch adds any other); ``mul``: None or a tensor
+    that broadcasts to the result, multiplied in after the activation (a gated MLP:
+    ``linear(x, w_gate, activation="silu", mul=linear(x, w_up))`` is ``silu(gate) * up`` without
+    the two elementwise passes; served by the ``hopper_gemm_gated`` kernels when
+    ``AUTOCUTLASS_GATED_KERNELS=1``, for a mul of the result's exact shape and no residual; torch
+    computes the other cases). Returns (..., N).
 
     Differentiable: dX = dZ W, dW = dZ^T X, db = sum dZ, d residual = dZ (summed to its shape),
     with dZ = dY through the activation, each GEMM an autocutlass call. While autograd records, the
@@ -102,12 +108,12 @@ def linear(
     try:
         graph = _COMPILING() or _CUDA_AUTOCAST() or _GRAD() and (
             x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
-            or (residual is not None and residual.requires_grad))
+            or (residual is not None and residual.requires_grad) or (mul is not None and mul.requires_grad))
     except AttributeError:  # not tensors: the dispatcher raises the error the eager API raises
         graph = False
     if graph:
-        return _ops.linear(x, weight, bias, activation, residual)
-    return (_default or _make_default()).call(LINEAR, x, weight, bias, activation, residual)
+        return _ops.linear(x, weight, bias, activation, residual, mul)
+    return (_default or _make_default()).call(LINEAR, x, weight, bias, activation, residual, mul)
 
 
 def gemm(

@@ -24,6 +24,7 @@ AUTOCUTLASS_CONV_WGRAD     1: serve conv2d wgrad with the implicit-GEMM wgrad ke
                            (``hopper_conv_wgrad``; off until validated on a GPU)
 AUTOCUTLASS_VENDOR_VERDICTS  0: our kernels serve every tuned problem, even where its tuning  1
                            measured torch faster (``autocutlass.vendor``)
+AUTOCUTLASS_GATED_KERNELS  1: ``linear(..., mul=)`` may run the hopper_gemm_gated kernels     0
 AUTOCUTLASS_PREWARM        0: the model swaps do not start the tuning processes ahead of    1
                            the first miss (``autocutlass.prewarm``)
 =========================  =============================================================  ===========================
@@ -129,6 +130,9 @@ class Settings:
     vendor_verdicts: bool = True
     """``AUTOCUTLASS_VENDOR_VERDICTS`` (on unless 0): torch serves a tuned problem whose tuning
     measured it faster than our best (``autocutlass.vendor``)."""
+    gated_kernels: bool = False
+    """``AUTOCUTLASS_GATED_KERNELS``: the ``hopper_gemm_gated`` family serves ``linear(..., mul=)``
+    (off until its GPU tests pass; off, torch computes ``act(F.linear(...)) * mul``)."""
     prewarm: bool = True
     """``AUTOCUTLASS_PREWARM`` (on unless 0): ``swap_linear_`` and ``swap_conv2d_`` start the
     on-line tuning processes under the tuning policies (``autocutlass.prewarm``)."""
@@ -173,6 +177,7 @@ class Settings:
             conv_dgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_DGRAD"),
             conv_wgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_WGRAD"),
             vendor_verdicts=_flag(e, "AUTOCUTLASS_VENDOR_VERDICTS") or not e.get("AUTOCUTLASS_VENDOR_VERDICTS", "").strip(),
+            gated_kernels=_flag(e, "AUTOCUTLASS_GATED_KERNELS"),
             prewarm=_flag(e, "AUTOCUTLASS_PREWARM") or not e.get("AUTOCUTLASS_PREWARM", "").strip(),
         )
 

@@ -169,16 +169,18 @@ def _(a: Tensor, b: Tensor, out: Tensor) -> None:
 
 
 # ---- linear -----------------------------------------------------------------------------------
-@_define("linear", "(Tensor x, Tensor weight, Tensor? bias, str? activation, Tensor? residual=None) -> Tensor")
+@_define("linear", "(Tensor x, Tensor weight, Tensor? bias, str? activation, Tensor? residual=None, "
+                   "Tensor? mul=None) -> Tensor")  # fmt: skip
 def _linear(x: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None,
-            residual: Tensor | None = None) -> Tensor:  # fmt: skip
-    return api.dispatcher().call(LINEAR, x, weight, bias, activation, residual)
+            residual: Tensor | None = None, mul: Tensor | None = None) -> Tensor:  # fmt: skip
+    return api.dispatcher().call(LINEAR, x, weight, bias, activation, residual, mul)
 
 
 @_linear.register_fake
-def _(x: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None, residual: Tensor | None = None) -> Tensor:
+def _(x: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None, residual: Tensor | None = None,
+      mul: Tensor | None = None) -> Tensor:  # fmt: skip
     gemm_fe.parse_activation(activation)
-    call = Call(Op.LINEAR, x, weight, c=residual, bias=bias)
+    call = Call(Op.LINEAR, x, weight, c=residual, bias=bias, mul=mul)
     return _empty_like_meta(_validated(gemm_fe.expected_result, call), x.device)
 
 
@@ -444,9 +446,12 @@ def apply_activation(y: Tensor, act: Activation) -> Tensor:
 def _linear_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     x, w, bias, activation, *rest = inputs
     residual = rest[0] if rest else None
+    mul = rest[1] if len(rest) > 1 else None
     ctx.act = gemm_fe.parse_activation(activation)
-    recompute = ctx.act is not Activation.NONE  # the pre-activation Z: X W^T + b + residual
-    ctx.save_for_backward(x, w, bias if recompute else None, residual if recompute else None)
+    # the pre-activation Z = X W^T + b + residual, recomputed for act' and for A = act(Z), which a mul's
+    # gradient needs (Y = A * mul)
+    recompute = ctx.act is not Activation.NONE or mul is not None
+    ctx.save_for_backward(x, w, bias if recompute else None, residual if recompute else None, mul)
     ctx.bias_shape = None if bias is None else bias.shape
     ctx.residual_shape = None if residual is None else residual.shape
 
@@ -466,15 +471,21 @@ def linear_grads(dz: Tensor, x: Tensor, w: Tensor, bias_shape: Any, need: Sequen
 
 
 def _linear_backward(ctx: Any, dy: Tensor) -> tuple[Any, ...]:
-    x, w, bias, residual = ctx.saved_tensors
+    x, w, bias, residual, mul = ctx.saved_tensors
+    need = ctx.needs_input_grad
+    dmul = None
+    if mul is not None:  # Y = A * mul, A = act(Z): dA = dY * mul, dmul = dY * A
+        if len(need) > 5 and need[5]:
+            a = torch.ops.autocutlass.linear(x, w, bias, None if ctx.act is Activation.NONE else ctx.act.value, residual)
+            dmul = (dy * a).sum_to_size(mul.shape)
+        dy = (dy * mul).sum_to_size(dy.shape)
     dz = dy
     if ctx.act is not Activation.NONE:  # the op was called with its activation fused: recompute Z
         dz = activation_backward(dy, torch.ops.autocutlass.linear(x, w, bias, None, residual), ctx.act)
-    need = ctx.needs_input_grad
     dx, dw, db = linear_grads(dz, x, w, ctx.bias_shape, need)
     shape = ctx.residual_shape
     dres = dz.sum_to_size(shape) if len(need) > 4 and need[4] and shape is not None else None
-    return dx, dw, db, None, dres
+    return dx, dw, db, None, dres, dmul
 
 
 def _same_pads(weight: Tensor, dilation: Sequence[int]) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -811,16 +822,21 @@ def matmul(a: Tensor, b: Tensor, out: Tensor | None) -> Tensor:
     return out
 
 
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None, activation: Any, residual: Tensor | None = None) -> Tensor:
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None, activation: Any, residual: Tensor | None = None,
+           mul: Tensor | None = None) -> Tensor:  # fmt: skip
     """``autocutlass.linear`` through ``torch.ops.autocutlass.linear``; when autograd records, the
-    activation runs outside the kernel (see the module docstring), the residual stays in it."""
-    _require_tensors("linear", x=x, weight=weight, bias=bias, residual=residual)
+    activation and the mul run outside the kernel (see the module docstring), the residual stays
+    in it."""
+    _require_tensors("linear", x=x, weight=weight, bias=bias, residual=residual, mul=mul)
     act = _activation(activation)
     if act is None:  # unknown: the op raises the eager error
-        return torch.ops.autocutlass.linear(x, weight, bias, activation, residual)
-    if act is not Activation.NONE and _records(x, weight, bias, residual):
+        return torch.ops.autocutlass.linear(x, weight, bias, activation, residual, mul)
+    if (act is not Activation.NONE or mul is not None) and _records(x, weight, bias, residual, mul):
+        if mul is not None:  # validated as the op would (a mul that does not broadcast to the result raises)
+            gemm_fe.expected_result(Call(Op.LINEAR, x, weight, c=residual, bias=bias, mul=mul))
+            return apply_activation(torch.ops.autocutlass.linear(x, weight, bias, None, residual), act) * mul
         return apply_activation(torch.ops.autocutlass.linear(x, weight, bias, None, residual), act)
-    return torch.ops.autocutlass.linear(x, weight, bias, None if act is Activation.NONE else act.value, residual)
+    return torch.ops.autocutlass.linear(x, weight, bias, None if act is Activation.NONE else act.value, residual, mul)
 
 
 def gemm(a: Tensor, b: Tensor, c: Tensor | None, alpha: float, beta: float, out: Tensor | None) -> Tensor:

@@ -94,11 +94,12 @@ class FakeRunner:
         r = alpha * torch.matmul(a.float(), b.float())
         if scales:
             r = r * scales["scale_a"] * scales["scale_b"]
-        if c is not None:
+        if c is not None and not p.epilogue.c_mul:
             r = r + beta * c.float()
         if bias is not None:
             r = r + bias.float()
-        d.copy_(_act(r, p.epilogue.activation))
+        r = _act(r, p.epilogue.activation)
+        d.copy_(r * c.float() if c is not None and p.epilogue.c_mul else r)  # the gated epilogue multiplies
 
 
 class FakeFamily:
@@ -280,8 +281,9 @@ class Calls:
     def matmul(self, a: Any, b: Any, out: Any = None) -> Any:
         return self.d.call(MATMUL, a, b, out)
 
-    def linear(self, x: Any, weight: Any, bias: Any = None, activation: Any = None, residual: Any = None) -> Any:
-        return self.d.call(LINEAR, x, weight, bias, activation, residual)
+    def linear(self, x: Any, weight: Any, bias: Any = None, activation: Any = None, residual: Any = None,
+               mul: Any = None) -> Any:  # fmt: skip
+        return self.d.call(LINEAR, x, weight, bias, activation, residual, mul)
 
     def gemm(self, a: Any, b: Any, c: Any = None, alpha: Any = 1.0, beta: Any = 0.0, out: Any = None) -> Any:
         return self.d.call(GEMM, a, b, c, alpha, beta, out)

@@ -52,18 +52,29 @@ class Epilogue:
 
     ``with_c``: D = alpha*acc + beta*C reads a C operand (beta != 0). ``bias``: one value per
     output column (length N) broadcast over rows. ``activation``: applied last, in registers.
+    ``c_mul`` (with ``with_c``): C multiplies instead, after the activation,
+    D = act(alpha*acc + bias) * C (a gated MLP's ``act(x W_gate^T) * up`` in one kernel).
     """
 
     with_c: bool = False
     bias: bool = False
     activation: Activation = Activation.NONE
+    c_mul: bool = False
+
+    def __post_init__(self) -> None:
+        if self.c_mul and not self.with_c:
+            raise ValueError("Epilogue: c_mul multiplies by C, so it needs with_c")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"with_c": self.with_c, "bias": self.bias, "activation": self.activation.value}
+        d: dict[str, Any] = {"with_c": self.with_c, "bias": self.bias, "activation": self.activation.value}
+        if self.c_mul:  # only when set: every other problem keeps the key it always had
+            d["c_mul"] = True
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Epilogue:
-        return cls(with_c=bool(d["with_c"]), bias=bool(d["bias"]), activation=Activation(d["activation"]))
+        return cls(with_c=bool(d["with_c"]), bias=bool(d["bias"]), activation=Activation(d["activation"]),
+                   c_mul=bool(d.get("c_mul", False)))  # fmt: skip
 
     @property
     def is_plain(self) -> bool:

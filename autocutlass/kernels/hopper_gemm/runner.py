@@ -164,7 +164,11 @@ class HopperGemmRunner:
     that operand, on the current stream, by our transpose kernel (``k_major_copy``), fetched
     once per rank in ``prepare``."""
 
-    def __init__(self, config: HopperGemmConfig, problem: GemmProblem, cache_dir: Path | None) -> None:
+    def __init__(self, config: HopperGemmConfig, problem: GemmProblem, cache_dir: Path | None,
+                 compiler: Any = get_compiled) -> None:  # fmt: skip
+        """``compiler(config, problem, rank, cache_dir)``: the compiled function of a rank
+        (``compile.get_compiled``; ``hopper_gemm_gated``'s for the gated kernel)."""
+        self._compiler = compiler
         self.config = config
         self.user_problem = problem
         self.problem = kernel_problem(problem, config)
@@ -184,7 +188,7 @@ class HopperGemmRunner:
     def prepare(self, rank: int) -> Any:
         fn = self._fns.get(rank)
         if fn is None:
-            fn = get_compiled(self.config, self.user_problem, rank, self._cache_dir)
+            fn = self._compiler(self.config, self.user_problem, rank, self._cache_dir)
             self._fns[rank] = fn
             if self._slabs:
                 p = self.problem

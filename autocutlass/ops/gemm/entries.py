@@ -127,31 +127,34 @@ class MatmulFrontEnd:
 
 
 class LinearFrontEnd:
-    """``autocutlass.linear(x, weight, bias=None, activation=None, residual=None)``: the residual
-    is the epilogue's C (beta 1), added before the activation."""
+    """``autocutlass.linear(x, weight, bias=None, activation=None, residual=None, mul=None)``: the
+    residual is the epilogue's C (beta 1), added before the activation; or the mul is, multiplying
+    after it (``Epilogue.c_mul``)."""
 
     name = "linear"
 
     def memo_key(self, policy: Any, x: Any, weight: Any, bias: Any, activation: Any,
-                 residual: Any = None) -> tuple[Any, ...]:  # fmt: skip
+                 residual: Any = None, mul: Any = None) -> tuple[Any, ...]:  # fmt: skip
         r = residual
         return (
             self, policy,
             _GRAD() and (x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
-                         or (r is not None and r.requires_grad)),
+                         or (r is not None and r.requires_grad) or (mul is not None and mul.requires_grad)),
             x.dtype is _F32 and _tf32_allowed(),
             x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.get_device(), weight.data_ptr() & 15,
             None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.get_device(), bias.data_ptr() & 15),
             activation,
             None if r is None else (r.shape, r.stride(), r.dtype, r.get_device(), r.data_ptr() & 15),
+            None if mul is None else (mul.shape, mul.stride(), mul.dtype, mul.get_device(), mul.data_ptr() & 15),
         )  # fmt: skip
 
-    def make_call(self, x: Any, weight: Any, bias: Any, activation: Any, residual: Any = None) -> Call:
-        return Call(Op.LINEAR, x, weight, c=residual, bias=bias, beta=1.0, activation=fe.parse_activation(activation))
+    def make_call(self, x: Any, weight: Any, bias: Any, activation: Any, residual: Any = None, mul: Any = None) -> Call:
+        return Call(Op.LINEAR, x, weight, c=residual, bias=bias, beta=1.0, activation=fe.parse_activation(activation),
+                    mul=mul)  # fmt: skip
 
-    def reject(self, x: Any, weight: Any, bias: Any, activation: Any, residual: Any = None) -> None:
-        fe.expected_result(Call(Op.LINEAR, x, weight, c=residual, bias=bias))
+    def reject(self, x: Any, weight: Any, bias: Any, activation: Any, residual: Any = None, mul: Any = None) -> None:
+        fe.expected_result(Call(Op.LINEAR, x, weight, c=residual, bias=bias, mul=mul))
 
     def expected(self, call: Call) -> None:
         fe.expected_result(call)
@@ -162,16 +165,16 @@ class LinearFrontEnd:
     def torch_entry(self, call: Call) -> Entry:
         act = call.activation
 
-        def run(x: Any, w: Any, bias: Any, _activation: Any, residual: Any = None) -> torch.Tensor:
-            return fe.torch_call(Call(Op.LINEAR, x, w, c=residual, bias=bias, beta=1.0, activation=act))
+        def run(x: Any, w: Any, bias: Any, _activation: Any, residual: Any = None, mul: Any = None) -> torch.Tensor:
+            return fe.torch_call(Call(Op.LINEAR, x, w, c=residual, bias=bias, beta=1.0, activation=act, mul=mul))
 
         return run
 
     def kernel_entry(self, plan: KernelPlan, runner: Callable[..., None], call: Call) -> Entry:
         run = _gemm_launch(plan, runner, call)
 
-        def launch(x: Any, w: Any, bias: Any, _activation: Any, residual: Any = None) -> torch.Tensor:
-            return run(x, w, residual, bias, None, 1.0, 1.0)
+        def launch(x: Any, w: Any, bias: Any, _activation: Any, residual: Any = None, mul: Any = None) -> torch.Tensor:
+            return run(x, w, residual if mul is None else mul, bias, None, 1.0, 1.0)
 
         return on_device(launch, plan.device_index)
 

@@ -118,24 +118,27 @@ def make_inputs(problem: GemmProblem, *, device: torch.device | str, seed: int =
         c=c,
         bias=bias,
         alpha=1.0,
-        beta=0.5 if problem.epilogue.with_c else 0.0,
+        beta=0.5 if problem.epilogue.with_c and not problem.epilogue.c_mul else 0.0,
         scale_a=scale_a,
         scale_b=scale_b,
     )
 
 
 def reference(problem: GemmProblem, inputs: GemmInputs) -> torch.Tensor:
-    """act(alpha * A @ B + beta * C + bias) in float32 (TF32 off), shaped like D."""
+    """act(alpha * A @ B + beta * C + bias) in float32 (TF32 off), shaped like D; with
+    ``epilogue.c_mul``, act(alpha * A @ B + bias) * C."""
     with fp32_matmul_precision("ieee"):
         acc = torch.matmul(inputs.a.float(), inputs.b.float())
     out = acc * inputs.alpha if inputs.alpha != 1.0 else acc
     if inputs.scale_a is not None and inputs.scale_b is not None:
         out = out * (inputs.scale_a.float() * inputs.scale_b.float())
-    if inputs.c is not None:
+    mul = problem.epilogue.c_mul
+    if inputs.c is not None and not mul:
         out = out + inputs.beta * inputs.c.float()
     if inputs.bias is not None:
         out = out + inputs.bias.float()
-    return activation_ref(out, problem.epilogue.activation)
+    out = activation_ref(out, problem.epilogue.activation)
+    return out * inputs.c.float() if mul and inputs.c is not None else out
 
 
 def check_output(problem: GemmProblem, d: torch.Tensor, ref: torch.Tensor) -> tuple[bool, str | None]:
@@ -177,11 +180,12 @@ def torch_baseline(problem: GemmProblem, inputs: GemmInputs) -> Any:
         out = torch.matmul(a, b)
         if inputs.alpha != 1.0:
             out = out * inputs.alpha
-        if inputs.c is not None:
+        if inputs.c is not None and not ep.c_mul:
             out = out + inputs.beta * inputs.c
         if inputs.bias is not None:
             out = out + inputs.bias
-        d.copy_(activation_ref(out, ep.activation))
+        out = activation_ref(out, ep.activation)
+        d.copy_(out * inputs.c if ep.c_mul and inputs.c is not None else out)
 
     return composite
 

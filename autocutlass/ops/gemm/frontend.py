@@ -157,6 +157,9 @@ class Call:
     out_dtype: torch.dtype | None = None
     """``scaled_mm`` only: the result's dtype, None for torch's default (the operands' dtype: fp8
     output, served by torch); the other ops' result has the operands' dtype."""
+    mul: torch.Tensor | None = None
+    """``linear`` only: a factor the result is multiplied by after the activation,
+    ``act(x W^T + bias + residual) * mul`` (a gated MLP's ``act(gate) * up``)."""
     fast_accum: bool = False
     """``scaled_mm`` only: torch._scaled_mm's ``use_fast_accum``. Our fp8 kernel accumulates in
     WGMMA's accumulator across all of K, which is fast accumulation; with False (torch's default,
@@ -197,7 +200,8 @@ def torch_call(call: Call) -> torch.Tensor:
         return r if out is None else out.copy_(r)
     if op is Op.LINEAR:
         r = F.linear(a, b, call.bias)
-        return activate(r if call.c is None else r.add_(call.c), call.activation)  # the residual, before act
+        r = activate(r if call.c is None else r.add_(call.c), call.activation)  # the residual, before act
+        return r if call.mul is None else r.mul_(call.mul)  # the factor, after it
     if op is Op.MATMUL or call.c is None or call.beta == 0:
         r = torch.matmul(a, b, out=out)
         return r.mul_(call.alpha) if op is Op.GEMM and call.alpha != 1 else r
@@ -239,7 +243,7 @@ def expected_result(call: Call) -> torch.Tensor:
         return _expected_scaled(call)
     names = {Op.MATMUL: ("a", "b"), Op.GEMM: ("a", "b"), Op.LINEAR: ("x", "weight")}[call.op]
     c_name = "residual" if call.op is Op.LINEAR else "c"
-    tensors = {names[0]: call.a, names[1]: call.b, c_name: call.c, "bias": call.bias, "out": call.out}
+    tensors = {names[0]: call.a, names[1]: call.b, c_name: call.c, "bias": call.bias, "mul": call.mul, "out": call.out}
     for name, t in tensors.items():
         if t is not None and not isinstance(t, torch.Tensor):
             raise TypeError(f"autocutlass.{call.op.value}: {name} must be a torch.Tensor, got {type(t).__name__}")
@@ -249,7 +253,7 @@ def expected_result(call: Call) -> torch.Tensor:
             f"autocutlass.{call.op.value}: {names[0]} and {names[1]} must have the same dtype, "
             f"got {a.dtype} and {b.dtype}"
         )
-    for name in (c_name, "bias"):
+    for name in (c_name, "bias", "mul"):
         t = tensors[name]
         if t is not None and t.dtype != a.dtype:
             raise RuntimeError(
@@ -276,9 +280,10 @@ def expected_result(call: Call) -> torch.Tensor:
             f"autocutlass.{call.op.value}: {names[0]} {_shape(a)} and {names[1]} {_shape(b)}{extra} "
             f"are not compatible: {e}"
         ) from e
-    if call.c is not None and not _broadcasts(call.c, r):
-        raise RuntimeError(f"autocutlass.{call.op.value}: {c_name} of shape {_shape(call.c)} does not broadcast to "
-                           f"the product's {tuple(r.shape)}")  # fmt: skip
+    for name, t in ((c_name, call.c), ("mul", call.mul)):
+        if t is not None and not _broadcasts(t, r):
+            raise RuntimeError(f"autocutlass.{call.op.value}: {name} of shape {_shape(t)} does not broadcast to "
+                               f"the product's {tuple(r.shape)}")  # fmt: skip
     _check_out(call, r)
     return r
 
@@ -308,7 +313,9 @@ def _result_shape(call: Call) -> tuple[int, ...] | None:
         if call.bias is not None and tuple(call.bias.shape) != (b.shape[0],):
             return None
         shape = (*a.shape[:-1], b.shape[0])
-        return None if call.c is not None and tuple(call.c.shape) != shape else shape
+        if any(t is not None and tuple(t.shape) != shape for t in (call.c, call.mul)):
+            return None
+        return shape
     if b.dim() not in (2, 3) or a.shape[-1] != b.shape[-2]:
         return None
     if a.dim() == 3 and b.dim() == 3 and a.shape[0] != b.shape[0]:
@@ -531,12 +538,19 @@ def _plan_linear(call: Call, result: torch.Tensor, dev: int) -> KernelPlan | Uns
             return Unsupported(got)
     assert isinstance(am, _Matrix) and isinstance(bm, _Matrix)
     cm = None
-    if call.c is not None:  # the residual: the epilogue's C, added with beta = 1 before the activation
-        got_c = _row_major_c(call.c, "residual", result, 1)
+    if call.c is not None and call.mul is not None:
+        return Unsupported("a residual and a mul together (the epilogue reads one C operand); served by torch")
+    if call.c is not None or call.mul is not None:
+        # the residual: the epilogue's C, added with beta = 1 before the activation; or the mul:
+        # C multiplying after it (c_mul)
+        c, name = (call.c, "residual") if call.c is not None else (call.mul, "mul")
+        assert c is not None
+        got_c = _row_major_c(c, name, result, 1)
         if isinstance(got_c, Unsupported):
             return got_c
         cm = got_c
-    epi = Epilogue(with_c=cm is not None, bias=bias is not None, activation=call.activation)
+    epi = Epilogue(with_c=cm is not None, bias=bias is not None, activation=call.activation,
+                   c_mul=call.mul is not None)  # fmt: skip
     return _kernel_plan(call, result, dev, am, bm, cm, (m, n), 1, epi, x if not copy else None)
 
 
@@ -722,9 +736,10 @@ def _kernel_plan(
         epilogue=epi,
     )
     c_view = None
+    c_src = call.c if call.c is not None else call.mul  # the epilogue's C: the residual, C, or the mul
     if cm is not None:
-        assert call.c is not None
-        c_view = _same_view(call.c, cm.view)
+        assert c_src is not None
+        c_view = _same_view(c_src, cm.view)
     return KernelPlan(
         problem=problem,
         a=a_view,
@@ -734,5 +749,5 @@ def _kernel_plan(
         out_shape=tuple(result.shape),
         out_dtype=result.dtype,
         device_index=dev,
-        spans=(byte_span(call.a), byte_span(call.b), byte_span(call.c), byte_span(result)),
+        spans=(byte_span(call.a), byte_span(call.b), byte_span(c_src), byte_span(result)),
     )

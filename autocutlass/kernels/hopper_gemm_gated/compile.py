@@ -1,0 +1,88 @@
+"""Compile a gated (config, kernel class) once, with symbolic shapes, and cache the result.
+
+The operands, their symbolic shapes and alignments are ``hopper_gemm.compile``'s (this module
+builds them with its ``_fake_operand``); the kernel is ``HopperGemmGatedKernel`` and the compile
+key names this family and its own source hash, so a gated kernel never shares a cache entry
+with the additive kernel of the same plan. Caches: ``ObjectCache("hopper_gemm_gated", ...)``,
+in the process and as ``<cache>/hopper_gemm_gated-<key>.o``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from autocutlass.device import dsl_version
+from autocutlass.errors import CantImplement, KernelCompileError
+from autocutlass.kernels.compile_keys import digest
+from autocutlass.kernels.hopper_gemm.check import kernel_problem
+from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig
+from autocutlass.kernels.hopper_gemm.plan import Plan, make_plan
+from autocutlass.kernels.hopper_gemm_gated.check import check
+from autocutlass.kernels.hopper_gemm_gated.sources import source_hash
+from autocutlass.kernels.object_cache import ObjectCache
+from autocutlass.ops.gemm.problem import DType, GemmProblem, Major
+
+ARCH = "sm_90a"
+PREFIX = "hopper_gemm_gated"
+FUNCTION_NAME = "autocutlass_hopper_gemm_gated"
+
+
+def target_arch() -> str:
+    return os.environ.get("CUTE_DSL_ARCH", ARCH)
+
+
+def compile_key(plan: Plan, rank: int) -> str:
+    fields = {k: (v.value if isinstance(v, Enum) else v) for k, v in dataclasses.asdict(plan).items()}
+    return digest({"family": PREFIX, "plan": fields, "rank": rank, "dsl": dsl_version(), "src": source_hash(),
+                   "arch": target_arch()})  # fmt: skip
+
+
+def _compile(plan: Plan, rank: int) -> Any:
+    """Run the DSL compiler on ``hopper_gemm.compile``'s fake operands (C always present)."""
+    os.environ.setdefault("CUTE_DSL_ARCH", ARCH)
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_stream, make_fake_tensor
+
+    from autocutlass.kernels.hopper_gemm.compile import _fake_operand
+    from autocutlass.kernels.hopper_gemm_gated.kernel import CUTLASS_DTYPES, HopperGemmGatedKernel
+
+    assert plan.with_c and plan.c_dtype is not None and not plan.split_workspace and not plan.scaled
+    m, n, k, l = (cute.sym_int32() for _ in range(4))  # noqa: E741
+    ab_align = 16 // plan.a_dtype.bytes
+    a = _fake_operand(CUTLASS_DTYPES[plan.a_dtype], (m, k), plan.a_major is Major.ROW, rank, ab_align, l)
+    b = _fake_operand(CUTLASS_DTYPES[plan.b_dtype], (k, n), plan.b_major is Major.ROW, rank, ab_align, l)
+    d = _fake_operand(CUTLASS_DTYPES[plan.d_dtype], (m, n), not plan.swap_ab, rank, 16 // plan.d_dtype.bytes, l)
+    c = _fake_operand(CUTLASS_DTYPES[plan.c_dtype], (m, n), not plan.swap_ab, rank, max(1, 4 // plan.c_dtype.bytes), l)
+    bias = None
+    if plan.bias:
+        dd = CUTLASS_DTYPES[plan.d_dtype] if plan.d_dtype is not DType.FP32 else cutlass.Float32
+        bias = make_fake_tensor(dd, (m if plan.swap_ab else n,), (1,), assumed_align=4)
+    workspace = counters = None
+    if plan.split_k > 1 or plan.stream_k:
+        workspace = make_fake_tensor(cutlass.Float32, (cute.sym_int64(),), (1,), assumed_align=16)
+        counters = make_fake_tensor(cutlass.Int32, (cute.sym_int32(),), (1,), assumed_align=4)
+    try:
+        return cute.compile(HopperGemmGatedKernel(plan), a, b, d, c, bias, workspace, counters, None, None,
+                            cutlass.Float32(1.0), cutlass.Float32(0.0), cutlass.Int32(1),
+                            make_fake_stream(use_tvm_ffi_env_stream=True), options="--enable-tvm-ffi")  # fmt: skip
+    except Exception as e:  # noqa: BLE001 - the DSL raises many types; all mean "did not compile"
+        raise KernelCompileError(f"DSL compile failed for the gated {plan}: {type(e).__name__}: {e}") from e
+
+
+_CACHE = ObjectCache(PREFIX, FUNCTION_NAME)
+STATS = _CACHE.stats
+
+
+def get_compiled(config: HopperGemmConfig, problem: GemmProblem, rank: int, cache_dir: Path | None) -> Any:
+    """The compiled TVM-FFI function for (config, class of the gated ``problem``, rank): memory,
+    disk, or compile; called like ``hopper_gemm``'s (C is the multiplier)."""
+    reason = check(config, problem)
+    if reason is not None:
+        raise CantImplement(reason)
+    plan = make_plan(config, kernel_problem(problem, config))
+    return _CACHE.get(compile_key(plan, rank), cache_dir, lambda: _compile(plan, rank))
