@@ -34,7 +34,14 @@ if TYPE_CHECKING:
     from autocutlass import nn
     from autocutlass.api import conv2d, gemm, grouped_mm, linear, matmul, policy, reset, scaled_mm, stats
     from autocutlass.dispatch import Stats
-    from autocutlass.nn import swap_conv2d_, swap_linear_, unswap_conv2d_, unswap_linear_
+    from autocutlass.nn import (
+        swap_conv2d_,
+        swap_gated_mlp_,
+        swap_linear_,
+        unswap_conv2d_,
+        unswap_gated_mlp_,
+        unswap_linear_,
+    )
     from autocutlass.warmup import prewarm
 
 __version__ = "0.1.0"
@@ -67,8 +74,10 @@ __all__ = [
     "scaled_mm",
     "stats",
     "swap_conv2d_",
+    "swap_gated_mlp_",
     "swap_linear_",
     "unswap_conv2d_",
+    "unswap_gated_mlp_",
     "unswap_linear_",
 ]
 
@@ -86,6 +95,8 @@ _LAZY = {
     "Stats": "autocutlass.dispatch",
     "swap_conv2d_": "autocutlass.nn",
     "swap_linear_": "autocutlass.nn",
+    "swap_gated_mlp_": "autocutlass.nn",
+    "unswap_gated_mlp_": "autocutlass.nn",
     "unswap_conv2d_": "autocutlass.nn",
     "unswap_linear_": "autocutlass.nn",
 }

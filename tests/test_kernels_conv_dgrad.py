@@ -116,7 +116,8 @@ def test_registry_serves_each_direction_with_its_families(monkeypatch: pytest.Mo
     monkeypatch.delenv("AUTOCUTLASS_CONV_DGRAD", raising=False)
     assert [f.name for f in families_for(dgrad())] == []  # the dgrad family: off by default too
     monkeypatch.setenv("AUTOCUTLASS_CONV_DGRAD", "1")
-    assert family_names() == ["hopper_gemm", "hopper_conv", "hopper_conv_dgrad", "hopper_conv_wgrad", "hopper_grouped"]
+    assert family_names() == ["hopper_gemm", "hopper_conv", "hopper_conv_dgrad", "hopper_conv_wgrad", "hopper_grouped",
+                              "hopper_gemm_gated"]
     names = lambda p: [f.name for f in families_for(p)]
     assert names(dgrad()) == ["hopper_conv_dgrad"]
     assert names(dgrad(r=1, s=1, pad_h=0, pad_w=0)) == ["hopper_gemm", "hopper_conv_dgrad"]  # a GEMM too

@@ -6,6 +6,7 @@ points), and in-place module swaps.
 model = autocutlass.swap_linear_(model)            # every servable nn.Linear, parameters shared
 model = torch.compile(model)                       # traces torch.ops.autocutlass.* ops
 autocutlass.unswap_linear_(model)                  # back to plain nn.Linear, parameters shared
+model = autocutlass.swap_gated_mlp_(model)         # Llama-style MLPs: act(gate) * up in one epilogue
 ```
 
 Swaps replace modules whose type is exactly ``nn.Linear`` / ``nn.Conv2d`` (a subclass has its own
@@ -16,6 +17,7 @@ module reuses the old one's parameters, buffers and hooks: nothing is copied, an
 built before the swap keeps training the same tensors.
 """
 
+from autocutlass.nn.gated import GatedMLP, swap_gated_mlp_, unswap_gated_mlp_
 from autocutlass.nn.modules import Conv2d, Linear
 from autocutlass.nn.swap import (
     servable_conv2d,
@@ -28,11 +30,14 @@ from autocutlass.nn.swap import (
 
 __all__ = [
     "Conv2d",
+    "GatedMLP",
     "Linear",
     "servable_conv2d",
     "servable_linear",
     "swap_conv2d_",
+    "swap_gated_mlp_",
     "swap_linear_",
     "unswap_conv2d_",
+    "unswap_gated_mlp_",
     "unswap_linear_",
 ]

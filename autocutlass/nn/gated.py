@@ -1,0 +1,160 @@
+"""Gated MLPs on autocutlass: ``GatedMLP`` and ``swap_gated_mlp_`` / ``unswap_gated_mlp_``.
+
+The MLP of Llama, Mistral, Qwen2/3 and Gemma models computes ``down(act(gate(x)) * up(x))``
+with three ``nn.Linear`` children named ``gate_proj``, ``up_proj`` and ``down_proj`` and an
+activation module ``act_fn``. ``GatedMLP`` computes the same with two autocutlass calls and the
+down projection::
+
+    h = autocutlass.linear(x, gate.weight, gate.bias, activation=act, mul=autocutlass.linear(x, up.weight, up.bias))
+    return down_proj(h)
+
+so the activation and the product happen in the gate projection's epilogue (the
+``hopper_gemm_gated`` kernels, while ``AUTOCUTLASS_GATED_KERNELS=1``; otherwise torch computes
+``act(F.linear(...)) * up``) instead of two passes over the (tokens, intermediate) tensors.
+
+``swap_gated_mlp_(model)`` replaces, in place, every module shaped like that: ``gate_proj`` and
+``up_proj`` ``nn.Linear`` of the same shape, a ``down_proj`` ``nn.Linear`` (or ``autocutlass.nn``
+ones), and an ``act_fn`` that computes one of autocutlass's activations (found by evaluating it
+on a probe: SiLU, GELU, tanh-approximated GELU, ReLU, whatever class implements it). Before it
+replaces a module it checks, on a small random input in the module's dtype and device with
+policy ``off`` (torch computes; nothing is tuned), that the new module's output equals the old
+one's: a module that computes something else under those names is left alone. The children are
+shared, not copied: state_dict keys, parameters and hooks on the projections stay; hooks on the
+MLP module itself do not carry over. ``unswap_gated_mlp_`` puts the original modules back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from autocutlass import api
+from autocutlass.dispatch import policy
+from autocutlass.ops.types import Activation
+
+Filter = Callable[[nn.Module, str], bool]
+
+_PROBE = torch.linspace(-6.0, 6.0, 97)
+_REFERENCES: dict[Activation, Callable[[torch.Tensor], torch.Tensor]] = {
+    Activation.SILU: torch.nn.functional.silu,
+    Activation.GELU: torch.nn.functional.gelu,
+    Activation.GELU_TANH: lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
+    Activation.RELU: torch.relu,
+}
+
+
+def activation_of(act_fn: object) -> Activation | None:
+    """The activation ``act_fn`` computes (evaluated on a float32 probe over [-6, 6]), or None."""
+    if not callable(act_fn):
+        return None
+    try:
+        with torch.no_grad():
+            got = act_fn(_PROBE.clone())
+    except Exception:  # noqa: BLE001 - an activation that cannot take a CPU float32 tensor: not ours
+        return None
+    if not isinstance(got, torch.Tensor) or got.shape != _PROBE.shape:
+        return None
+    for act, ref in _REFERENCES.items():
+        if torch.allclose(got.float(), ref(_PROBE), rtol=1e-5, atol=1e-6):
+            return act
+    return None
+
+
+class GatedMLP(nn.Module):
+    """``down_proj(act(gate_proj(x)) * up_proj(x))`` with the activation and the product in the gate
+    projection's epilogue (``autocutlass.linear(..., mul=)``). Holds the original module's three
+    projections (shared) and the original module itself (for ``unswap_gated_mlp_``)."""
+
+    def __init__(self, gate_proj: nn.Linear, up_proj: nn.Linear, down_proj: nn.Module, activation: Activation,
+                 original: nn.Module | None = None) -> None:  # fmt: skip
+        super().__init__()
+        self.gate_proj, self.up_proj, self.down_proj = gate_proj, up_proj, down_proj
+        self.activation = activation
+        self._original = (original,)  # a tuple: not a submodule (no second copy of the keys)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        up = api.linear(x, self.up_proj.weight, self.up_proj.bias)
+        h = api.linear(x, self.gate_proj.weight, self.gate_proj.bias, activation=self.activation, mul=up)
+        return self.down_proj(h)
+
+    def extra_repr(self) -> str:
+        return f"activation={self.activation.value}"
+
+    @classmethod
+    def from_mlp(cls, mlp: nn.Module) -> GatedMLP | None:
+        """A ``GatedMLP`` sharing ``mlp``'s projections, or None when ``mlp`` is not a gated MLP
+        (see the module docstring) or computes something else."""
+        gate, up, down = (getattr(mlp, n, None) for n in ("gate_proj", "up_proj", "down_proj"))
+        if not all(isinstance(p, nn.Linear) for p in (gate, up, down)):
+            return None
+        assert isinstance(gate, nn.Linear) and isinstance(up, nn.Linear) and isinstance(down, nn.Linear)
+        if gate.weight.shape != up.weight.shape or (gate.bias is None) != (up.bias is None):
+            return None
+        if down.in_features != gate.out_features:
+            return None
+        act = activation_of(getattr(mlp, "act_fn", None))
+        if act is None:
+            return None
+        new = cls(gate, up, down, act, mlp)
+        new.train(mlp.training)
+        return new if _same_output(mlp, new, gate) else None
+
+
+def _same_output(old: nn.Module, new: GatedMLP, gate: nn.Linear) -> bool:
+    """Whether ``new`` computes ``old``'s output on a small random input (torch computing both)."""
+    w = gate.weight
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    x = torch.randn(2, gate.in_features, generator=gen).to(device=w.device, dtype=w.dtype)
+    try:
+        with torch.no_grad(), policy("off"):
+            want, got = old(x), new(x)
+    except Exception:  # noqa: BLE001 - a forward that does not take (tokens, features): not a plain MLP
+        return False
+    if not isinstance(want, torch.Tensor) or want.shape != got.shape:
+        return False
+    tol = 1e-2 if w.dtype in (torch.bfloat16, torch.float16) else 1e-4
+    return bool(torch.allclose(got.float(), want.float(), rtol=tol, atol=tol * (1 + float(want.float().abs().max()))))
+
+
+def swap_gated_mlp_(model: nn.Module, filter_fn: Filter | None = None) -> nn.Module:
+    """Replace, in place, every gated MLP of ``model`` that ``filter_fn(module, fqn)`` accepts
+    (default: all) by a ``GatedMLP`` sharing its projections; returns ``model`` (or the new root
+    when ``model`` itself is one). Modules that are not gated MLPs are left as they are."""
+    keep = filter_fn or (lambda m, fqn: True)
+    made: dict[int, nn.Module | None] = {}
+    places: list[tuple[nn.Module | None, str, nn.Module]] = []
+    for fqn, module in model.named_modules(remove_duplicate=False):
+        if isinstance(module, GatedMLP) or not all(hasattr(module, n) for n in ("gate_proj", "up_proj", "down_proj")):
+            continue
+        if id(module) not in made:
+            made[id(module)] = GatedMLP.from_mlp(module) if keep(module, fqn) else None
+        parent_name, _, name = fqn.rpartition(".")
+        places.append((model.get_submodule(parent_name) if fqn else None, name, module))
+    root = model
+    for parent, name, module in places:
+        new = made.get(id(module))
+        if new is None:
+            continue
+        if parent is None:
+            root = new
+        else:
+            setattr(parent, name, new)
+    return root
+
+
+def unswap_gated_mlp_(model: nn.Module) -> nn.Module:
+    """The inverse of ``swap_gated_mlp_``: every ``GatedMLP`` made by it becomes its original module
+    again (which shares the projections, including any swapped since); returns ``model`` (or the
+    original root)."""
+    if isinstance(model, GatedMLP) and model._original[0] is not None:
+        return model._original[0]
+    for fqn, module in list(model.named_modules(remove_duplicate=False)):
+        if isinstance(module, GatedMLP) and module._original[0] is not None and fqn:
+            parent_name, _, name = fqn.rpartition(".")
+            original = module._original[0]
+            for attr in ("gate_proj", "up_proj", "down_proj"):  # projections swapped since: keep them
+                setattr(original, attr, getattr(module, attr))
+            setattr(model.get_submodule(parent_name), name, original)
+    return model
