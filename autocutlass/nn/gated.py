@@ -32,6 +32,7 @@ from torch import nn
 
 from autocutlass import api
 from autocutlass.dispatch import policy
+from autocutlass.nn.swap import replace_modules
 from autocutlass.ops.types import Activation
 
 Filter = Callable[[nn.Module, str], bool]
@@ -123,25 +124,11 @@ def swap_gated_mlp_(model: nn.Module, filter_fn: Filter | None = None) -> nn.Mod
     (default: all) by a ``GatedMLP`` sharing its projections; returns ``model`` (or the new root
     when ``model`` itself is one). Modules that are not gated MLPs are left as they are."""
     keep = filter_fn or (lambda m, fqn: True)
-    made: dict[int, nn.Module | None] = {}
-    places: list[tuple[nn.Module | None, str, nn.Module]] = []
-    for fqn, module in model.named_modules(remove_duplicate=False):
-        if isinstance(module, GatedMLP) or not all(hasattr(module, n) for n in ("gate_proj", "up_proj", "down_proj")):
-            continue
-        if id(module) not in made:
-            made[id(module)] = GatedMLP.from_mlp(module) if keep(module, fqn) else None
-        parent_name, _, name = fqn.rpartition(".")
-        places.append((model.get_submodule(parent_name) if fqn else None, name, module))
-    root = model
-    for parent, name, module in places:
-        new = made.get(id(module))
-        if new is None:
-            continue
-        if parent is None:
-            root = new
-        else:
-            setattr(parent, name, new)
-    return root
+
+    def match(module: nn.Module) -> bool:
+        return not isinstance(module, GatedMLP) and all(hasattr(module, n) for n in ("gate_proj", "up_proj", "down_proj"))
+
+    return replace_modules(model, match, lambda m, fqn: GatedMLP.from_mlp(m) if keep(m, fqn) else None)[0]
 
 
 def unswap_gated_mlp_(model: nn.Module) -> nn.Module:

@@ -65,15 +65,21 @@ def _replace(model: nn.Module, source: type[nn.Module], keep: Filter, make: Call
     """Replace every module of exactly type ``source`` that ``keep`` accepts by ``make(module)``,
     under every name it is reachable by; returns the root (new when the root itself is replaced)
     and how many modules were replaced."""
-    made: dict[int, nn.Module] = {}
+    return replace_modules(model, lambda m: type(m) is source, lambda m, fqn: make(m) if keep(m, fqn) else None)
+
+
+def replace_modules(model: nn.Module, match: Callable[[nn.Module], bool],
+                    make: Callable[[nn.Module, str], nn.Module | None]) -> tuple[nn.Module, int]:  # fmt: skip
+    """Replace every module ``match`` accepts by ``make(module, fqn)`` (None: keep it), under every
+    name it is reachable by (``make`` runs once per module, under its first name); returns the root
+    (new when the root itself is replaced) and how many modules were replaced."""
+    made: dict[int, nn.Module | None] = {}
     places: list[tuple[nn.Module | None, str, nn.Module]] = []
     for fqn, module in model.named_modules(remove_duplicate=False):
-        if type(module) is not source:
+        if not match(module):
             continue
         if id(module) not in made:
-            if not keep(module, fqn):
-                continue
-            made[id(module)] = make(module)
+            made[id(module)] = make(module, fqn)
         parent_name, _, name = fqn.rpartition(".")
         places.append((model.get_submodule(parent_name) if fqn else None, name, module))
     root = model
@@ -85,7 +91,7 @@ def _replace(model: nn.Module, source: type[nn.Module], keep: Filter, make: Call
             root = new
         else:
             setattr(parent, name, new)
-    return root, len(made)
+    return root, sum(1 for m in made.values() if m is not None)
 
 
 def swap_linear_(model: nn.Module, filter_fn: Filter | None = None) -> nn.Module:

@@ -19,6 +19,7 @@ from autocutlass.device import dsl_version
 from autocutlass.errors import CantImplement, KernelCompileError
 from autocutlass.kernels.compile_keys import digest
 from autocutlass.kernels.hopper_gemm.check import kernel_problem
+from autocutlass.kernels.hopper_gemm.compile import ARCH, target_arch
 from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig
 from autocutlass.kernels.hopper_gemm.plan import Plan, make_plan
 from autocutlass.kernels.hopper_gemm_gated.check import check
@@ -26,13 +27,8 @@ from autocutlass.kernels.hopper_gemm_gated.sources import source_hash
 from autocutlass.kernels.object_cache import ObjectCache
 from autocutlass.ops.gemm.problem import DType, GemmProblem, Major
 
-ARCH = "sm_90a"
 PREFIX = "hopper_gemm_gated"
 FUNCTION_NAME = "autocutlass_hopper_gemm_gated"
-
-
-def target_arch() -> str:
-    return os.environ.get("CUTE_DSL_ARCH", ARCH)
 
 
 def compile_key(plan: Plan, rank: int) -> str:
