@@ -24,7 +24,7 @@ steady state: each phase's forward, ours and torch, in ``--rounds`` interleaved 
 ``--reps`` forwards timed with CUDA events, medians, ``ratio`` = torch / ours (target >= 1.0).
 
 GPU machine (transformers installed there):
-    python benchmarks/probes/llama_stall_probe.py [--policies background,tune] [--shipped]
+    python benchmarks/probes/llama_stall_probe.py [--policies background,tune] [--shipped] [--gated-mlp]
         [--json OUT.json]
 """
 
@@ -72,6 +72,8 @@ def run_child(ns: argparse.Namespace) -> int:
     torch.set_default_dtype(torch.float32)
     ref = ref.to(bf).eval()
     ours = autocutlass.swap_linear_(copy.deepcopy(ref)).eval()
+    if ns.gated_mlp:  # the MLPs' act(gate) * up in the gate GEMM's epilogue (AUTOCUTLASS_GATED_KERNELS=1)
+        ours = autocutlass.swap_gated_mlp_(ours)
     d = dispatcher()
     gen = torch.Generator(device="cuda").manual_seed(1)
     inputs = {name: torch.randint(0, ns.vocab, (b, t), device="cuda", generator=gen) for name, b, t in phases(ns.seq, ns.decode_batches)}
@@ -146,6 +148,8 @@ def main() -> int:
     ap.add_argument("--tune-timeout", type=float, default=400.0, help="longest wait for the background tunings")
     ap.add_argument("--shipped", action="store_true", help="keep the shipped databases (sibling records)")
     ap.add_argument("--warm-kernel-cache", action="store_true", help="keep the user's compiled-kernel cache")
+    ap.add_argument("--gated-mlp", action="store_true",
+                    help="also swap the MLPs (swap_gated_mlp_) and set AUTOCUTLASS_GATED_KERNELS=1")  # fmt: skip
     ap.add_argument("--json", default=None)
     ap.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--policy", default=None, help=argparse.SUPPRESS)
@@ -156,6 +160,8 @@ def main() -> int:
     for policy in ns.policies.split(","):
         with tempfile.TemporaryDirectory() as tmp:
             env = {**os.environ, "AUTOCUTLASS_POLICY": policy, "AUTOCUTLASS_DB": f"{tmp}/user.sqlite"}
+            if ns.gated_mlp:
+                env["AUTOCUTLASS_GATED_KERNELS"] = "1"
             if not ns.shipped:
                 env["AUTOCUTLASS_SHIPPED_DBS"] = "off"
             if not ns.warm_kernel_cache:
