@@ -51,14 +51,27 @@ def _why_not(index: int) -> str | None:
     return None
 
 
-def prewarm(device: int | torch.device | None = None, *, bench: bool = False) -> bool:
+def _index(device: int | str | torch.device | None) -> int:
+    """The CUDA device index ``device`` names (None: the current device); ValueError for another."""
+    if device is None:
+        return torch.cuda.current_device() if torch.cuda.is_available() else 0
+    try:
+        d = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"autocutlass.prewarm: device={device!r} is not a CUDA device: {e}") from None
+    if d.type != "cuda":
+        raise ValueError(f"autocutlass.prewarm: device={device!r} is not a CUDA device")
+    if d.index is None:
+        return torch.cuda.current_device() if torch.cuda.is_available() else 0
+    return d.index
+
+
+def prewarm(device: int | str | torch.device | None = None, *, bench: bool = False) -> bool:
     """Start the on-line tuning processes now, without waiting for them; True when started
     (see the module docstring for when nothing starts). ``device``: the CUDA device whose GPU
     the tunings will time on (default: the current one); ``bench``: also start its benchmark
     child (a CUDA context on that GPU)."""
-    if isinstance(device, torch.device):
-        device = device.index
-    index = device if device is not None else (torch.cuda.current_device() if torch.cuda.is_available() else 0)
+    index = _index(device)
     why = _why_not(index)
     if why is not None:
         log.debug("autocutlass.prewarm: nothing started: %s", why)

@@ -185,3 +185,16 @@ def test_a_swap_never_fails_for_its_prewarm(gpu: _Recorder, monkeypatch: pytest.
     assert isinstance(model[0], autocutlass.nn.Linear)
     with pytest.raises(OSError):
         autocutlass.prewarm()  # the explicit call reports it
+
+
+@pytest.mark.parametrize("device", ["cpu", torch.device("cpu"), "not a device", 1.5, -1])
+def test_prewarm_refuses_what_is_not_a_cuda_device(gpu: _Recorder, device: object) -> None:
+    with pytest.raises(ValueError, match="is not a CUDA device"):
+        autocutlass.prewarm(device, bench=True)  # type: ignore[arg-type]
+    assert gpu.warms == []
+
+
+def test_prewarm_takes_device_names(gpu: _Recorder) -> None:
+    assert autocutlass.prewarm("cuda:2", bench=True) and autocutlass.prewarm(3, bench=True)
+    assert autocutlass.prewarm("cuda", bench=True)  # the current device
+    assert gpu.warms == [2, 3, 0]
