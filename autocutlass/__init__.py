@@ -5,8 +5,8 @@
 ``F.conv2d``, ``grouped_mm`` (mixture-of-experts layers) for ``torch._grouped_mm``;
 ``policy`` picks what happens when a problem was never tuned; ``stats`` counts what dispatch did;
 ``prewarm`` starts the on-line tuning processes before the first miss.
-``swap_linear_`` / ``unswap_linear_`` (and ``swap_conv2d_`` / ``unswap_conv2d_``) put a whole model's
-layers on autocutlass in place; ``autocutlass.nn`` holds the modules. The entry points are
+``swap_linear_`` / ``unswap_linear_`` (and ``swap_conv2d_`` / ``unswap_conv2d_``, ``swap_gated_mlp_`` /
+``unswap_gated_mlp_``) put a whole model's layers on autocutlass in place; ``autocutlass.nn`` holds the modules. The entry points are
 differentiable and compile with torch.compile as ``torch.ops.autocutlass.*`` custom ops
 (``autocutlass.torch_ops``, registered when the entry points are first imported).
 The entry points (and torch) are imported on first use, so ``import autocutlass.db`` stays light.
