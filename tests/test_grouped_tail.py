@@ -74,6 +74,13 @@ def test_cpu_outputs_are_zeroed_by_the_masked_fill(dtype: torch.dtype) -> None:
     assert torch.equal(full, kept)  # no tail: nothing written
 
 
+def test_an_empty_output_launches_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tail, "_launcher", lambda y: pytest.fail("asked for the kernel of an empty output"))
+    for shape in ((0, 4), (5, 0)):
+        y = torch.empty(shape)
+        assert tail.zero_tail(y, torch.tensor([0], dtype=torch.int32)) is y
+
+
 class _Cuda:
     """What ``_prepare`` asks of torch.cuda, on a CPU machine: an sm_90 device (or another cc)."""
 

@@ -114,6 +114,8 @@ def _prepare(index: int, size: int) -> Launcher | None:
 def zero_tail(y: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
     """``y`` (T, N) with the rows past ``offs[-1]`` (clamped into [0, T]) zeroed in place; ``offs``
     int32 (E,), E >= 1, on ``y``'s device."""
+    if y.numel() == 0:
+        return y
     fn = _launcher(y) if offs.numel() > 0 else None
     if fn is None:
         return _masked_fill(y, offs)
