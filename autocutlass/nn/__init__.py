@@ -7,6 +7,7 @@ model = autocutlass.swap_linear_(model)            # every servable nn.Linear, p
 model = torch.compile(model)                       # traces torch.ops.autocutlass.* ops
 autocutlass.unswap_linear_(model)                  # back to plain nn.Linear, parameters shared
 model = autocutlass.swap_gated_mlp_(model)         # Llama-style MLPs: act(gate) * up in one epilogue
+fused = autocutlass.nn.fuse_conv_bn(convnet.eval())  # inference: BatchNorm folded, add + act in the epilogue
 ```
 
 Swaps replace modules whose type is exactly ``nn.Linear`` / ``nn.Conv2d`` (a subclass has its own
@@ -17,6 +18,7 @@ module reuses the old one's parameters, buffers and hooks: nothing is copied, an
 built before the swap keeps training the same tensors.
 """
 
+from autocutlass.nn.fuse import FusedConv2d, fuse_conv_bn
 from autocutlass.nn.gated import GatedMLP, swap_gated_mlp_, unswap_gated_mlp_
 from autocutlass.nn.modules import Conv2d, Linear
 from autocutlass.nn.swap import (
@@ -30,8 +32,10 @@ from autocutlass.nn.swap import (
 
 __all__ = [
     "Conv2d",
+    "FusedConv2d",
     "GatedMLP",
     "Linear",
+    "fuse_conv_bn",
     "servable_conv2d",
     "servable_linear",
     "swap_conv2d_",

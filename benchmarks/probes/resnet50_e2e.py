@@ -14,6 +14,13 @@ is not: it stays on cuDNN). Measured:
   autocutlass), builds the model and times its first forward, for ours (database warm, kernel
   cache as it is) and for torch with cudnn.benchmark on (its per-process search) and off.
 
+With ``--fuse-bn`` two more variants run: ``ours-fused`` (``autocutlass.nn.fuse_conv_bn``: BatchNorm
+folded into the convolutions, the residual adds and ReLUs in their epilogues) and ``torch-fused``
+(torch's own eval folding, ``torch.fx.experimental.optimization.fuse``: conv+BN folded, the adds and
+ReLUs separate), with ratios against both. ``--tune-misses N`` then tunes the problems the warm-up
+missed (``autocutlass tune --pending --trials N`` on the same database, e.g. the fused
+convolutions' epilogues) before timing.
+
 The miss policy is ``AUTOCUTLASS_POLICY`` (default here ``cached``: a miss is served by the nearest
 stored record or the family's default config and recorded for ``autocutlass tune --pending``).
 GPU machine: ``python benchmarks/probes/resnet50_e2e.py --json OUT.json``
@@ -87,6 +94,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--first-call", action="store_true", help="also time the first forward of fresh processes")
+    ap.add_argument("--fuse-bn", action="store_true", help="also time fuse_conv_bn and torch's own conv-BN folding")
+    ap.add_argument("--tune-misses", type=int, default=0, metavar="N",
+                    help="tune the warm-up's misses (N trials each) before timing")  # fmt: skip
     ap.add_argument("--child", choices=["ours", "cudnn-benchmark", "cudnn-default"], help=argparse.SUPPRESS)
     ns = ap.parse_args()
     os.environ.setdefault("AUTOCUTLASS_POLICY", "cached")
@@ -118,7 +128,27 @@ def main() -> int:
         out = ours(x)
         res["rel_err_logits"] = _rel(out, out_ref)
         res["finite"] = bool(torch.isfinite(out).all())
+    runs = {"ours": (ours, True), "torch-benchmark": (ref, True), "torch-default": (ref, False)}
+    if ns.fuse_bn:
+        from torch.fx.experimental.optimization import fuse as torch_fuse
+
+        fused, torch_fused = autocutlass.nn.fuse_conv_bn(ref), torch_fuse(copy.deepcopy(ref))
+        with torch.no_grad():
+            fused(x)
+            res["rel_err_logits_fused"] = _rel(fused(x), out_ref)
+            res["rel_err_logits_torch_fused"] = _rel(torch_fused(x), out_ref)
+        runs.update({"ours-fused": (fused, True), "torch-fused": (torch_fused, True)})
     res["stats_after_warmup"] = autocutlass.stats().as_dict()
+    if ns.tune_misses:
+        t0 = time.perf_counter()
+        p = subprocess.run([sys.executable, "-m", "autocutlass.cli", "tune", "--pending", "--trials", str(ns.tune_misses)],
+                           capture_output=True, text=True, check=False, timeout=1800)  # fmt: skip
+        res["tune_misses"] = {"rc": p.returncode, "s": round(time.perf_counter() - t0, 1), "tail": p.stdout[-1500:]}
+        print(f"# tune --pending: rc {p.returncode}, {res['tune_misses']['s']} s", flush=True)
+        autocutlass.reset()  # look the problems up again
+        with torch.no_grad():
+            for m, _ in runs.values():
+                m(x)
 
     def timed(model: Any, bench: bool) -> float:
         torch.backends.cudnn.benchmark = bench
@@ -131,7 +161,6 @@ def main() -> int:
         end.synchronize()
         return start.elapsed_time(end) / ns.iters
 
-    runs = {"ours": (ours, True), "torch-benchmark": (ref, True), "torch-default": (ref, False)}
     with torch.no_grad():  # warm every variant (cudnn.benchmark's search happens here)
         for m, bench in runs.values():
             timed(m, bench)
@@ -145,6 +174,12 @@ def main() -> int:
     res["images_per_s"] = {k: round(ns.batch / (v / 1e3), 1) for k, v in med.items()}
     res["ratio_vs_benchmark"] = round(med["torch-benchmark"] / med["ours"], 4)
     res["ratio_vs_default"] = round(med["torch-default"] / med["ours"], 4)
+    if ns.fuse_bn:
+        res["fused_ratio_vs_benchmark"] = round(med["torch-benchmark"] / med["ours-fused"], 4)
+        res["fused_ratio_vs_torch_fused"] = round(med["torch-fused"] / med["ours-fused"], 4)
+        print(f"fused: ours {res['images_per_s']['ours-fused']} img/s, torch-fused {res['images_per_s']['torch-fused']}; "
+              f"x{res['fused_ratio_vs_benchmark']} vs torch (cudnn.benchmark, unfused), "
+              f"x{res['fused_ratio_vs_torch_fused']} vs torch's own folding", flush=True)  # fmt: skip
     res["stats"] = autocutlass.stats().as_dict()
     print(f"ResNet-50 b{ns.batch}: ours {res['images_per_s']['ours']} img/s, cudnn.benchmark "
           f"{res['images_per_s']['torch-benchmark']}, default {res['images_per_s']['torch-default']}; "
