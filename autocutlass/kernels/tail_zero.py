@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -51,6 +50,7 @@ from cutlass import cute
 
 from autocutlass.device import dsl_version
 from autocutlass.errors import KernelCompileError
+from autocutlass.kernels.compile_keys import digest, target_arch
 from autocutlass.kernels.object_cache import ObjectCache
 
 FUNCTION_NAME = "autocutlass_tail_zero"
@@ -93,10 +93,6 @@ class TailZeroKernel:
 
 
 # ------------------------------------------------------------------------------ compile + caches
-def target_arch() -> str:
-    return os.environ.get("CUTE_DSL_ARCH", ARCH)
-
-
 @functools.cache
 def own_source_hash() -> str:
     """sha256 of this file (the kernel's own source), 16 hex digits."""
@@ -107,17 +103,8 @@ def tail_zero_compile_key(width: int) -> str:
     """Stable key of one compiled kernel: width, launch constants, DSL version, source, arch."""
     if width not in WIDTHS:
         raise ValueError(f"tail_zero: width={width!r} is not 16 or 32")
-    payload = {
-        "family": PREFIX,
-        "width": width,
-        "threads": THREADS,
-        "max_ctas": MAX_CTAS,
-        "dsl": dsl_version(),
-        "self": own_source_hash(),
-        "arch": target_arch(),
-    }
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+    return digest({"family": PREFIX, "width": width, "threads": THREADS, "max_ctas": MAX_CTAS, "dsl": dsl_version(),
+                   "self": own_source_hash(), "arch": target_arch()})  # fmt: skip
 
 
 def _compile(width: int, ptx_dir: Path | None = None) -> Any:
