@@ -217,3 +217,8 @@ def test_the_kernel_layer_gets_bias_residual_and_activation(monkeypatch: pytest.
     assert ep.bias and ep.with_c and not ep.c_mul and ep.activation is Activation.RELU
     assert rig.dispatcher.stats().fallbacks == 0
     torch.testing.assert_close(y.float(), model(x).float(), rtol=0.05, atol=0.1)
+
+
+def test_fusing_something_else_than_a_module_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="torch.nn.Module, got list"):
+        fuse_conv_bn([nn.Conv2d(3, 3, 1)])  # type: ignore[arg-type]

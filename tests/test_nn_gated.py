@@ -113,3 +113,10 @@ def test_filter_and_mismatched_projections() -> None:
     (nn.Mish(), None), ("silu", None)])  # fmt: skip
 def test_activation_of(module: object, act: Activation | None) -> None:
     assert activation_of(module) is act
+
+
+@pytest.mark.parametrize("swap", ["swap_linear_", "unswap_linear_", "swap_conv2d_", "unswap_conv2d_", "swap_gated_mlp_",
+                                  "unswap_gated_mlp_"])  # fmt: skip
+def test_a_swap_of_something_else_than_a_module_is_a_type_error(swap: str) -> None:
+    with pytest.raises(TypeError, match="torch.nn.Module, got int"):
+        getattr(autocutlass, swap)(5)

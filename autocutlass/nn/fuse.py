@@ -159,6 +159,8 @@ def _set_module(gm: fx.GraphModule, target: str, module: nn.Module) -> None:
 def fuse_conv_bn(model: nn.Module) -> fx.GraphModule:
     """``model`` (eval) traced, with every conv -> BatchNorm [-> add] [-> activation] as one
     ``FusedConv2d``; see the module docstring."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"fuse_conv_bn expects a torch.nn.Module, got {type(model).__name__}")
     if model.training:
         raise ValueError("fuse_conv_bn folds BatchNorm's running statistics: call model.eval() first")
     try:

@@ -135,6 +135,8 @@ def unswap_gated_mlp_(model: nn.Module) -> nn.Module:
     """The inverse of ``swap_gated_mlp_``: every ``GatedMLP`` made by it becomes its original module
     again (which shares the projections, including any swapped since); returns ``model`` (or the
     original root)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"autocutlass.unswap_gated_mlp_ expects a torch.nn.Module, got {type(model).__name__}")
     if isinstance(model, GatedMLP) and model._original[0] is not None:
         return model._original[0]
     for fqn, module in list(model.named_modules(remove_duplicate=False)):

@@ -73,6 +73,8 @@ def replace_modules(model: nn.Module, match: Callable[[nn.Module], bool],
     """Replace every module ``match`` accepts by ``make(module, fqn)`` (None: keep it), under every
     name it is reachable by (``make`` runs once per module, under its first name); returns the root
     (new when the root itself is replaced) and how many modules were replaced."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"autocutlass: a module swap expects a torch.nn.Module, got {type(model).__name__}")
     made: dict[int, nn.Module | None] = {}
     places: list[tuple[nn.Module | None, str, nn.Module]] = []
     for fqn, module in model.named_modules(remove_duplicate=False):
