@@ -5,7 +5,7 @@ waits for the tuning pool's children to start (``search.pool``: compile children
 torch and the DSL, a benchmark child that makes a CUDA context): seconds that the first miss of
 every fresh process pays on top of its tuning. ``prewarm()`` starts them now, without waiting
 for them, so that their start-up overlaps whatever the program does next (loading weights,
-building the model). ``swap_linear_`` and ``swap_conv2d_`` call it when they swap a layer
+building the model). ``swap_linear_``, ``swap_conv2d_`` and ``swap_gated_mlp_`` call it when they swap a layer
 (unless ``AUTOCUTLASS_PREWARM=0``): a model is about to run on autocutlass, and its first calls
 are likely to miss.
 

@@ -163,10 +163,16 @@ def test_a_swap_that_swaps_prewarms(gpu: _Recorder) -> None:
     assert isinstance(model[0], autocutlass.nn.Linear) and gpu.warms == [None]
     autocutlass.swap_conv2d_(model)
     assert gpu.warms == [None, None]
+    gated = nn.Module()
+    gated.gate_proj, gated.up_proj, gated.down_proj = nn.Linear(8, 16), nn.Linear(8, 16), nn.Linear(16, 8)
+    gated.act_fn = nn.SiLU()
+    gated.forward = lambda x: gated.down_proj(gated.act_fn(gated.gate_proj(x)) * gated.up_proj(x))  # type: ignore[method-assign]
+    assert isinstance(autocutlass.swap_gated_mlp_(gated), autocutlass.nn.GatedMLP)
+    assert gpu.warms == [None, None, None]
     autocutlass.swap_linear_(nn.Sequential(nn.ReLU()))  # nothing to swap
     autocutlass.swap_linear_(_model(), filter_fn=lambda m, fqn: False)
     autocutlass.unswap_linear_(model)
-    assert gpu.warms == [None, None]
+    assert gpu.warms == [None, None, None]
 
 
 def test_autocutlass_prewarm_0_keeps_the_swaps_from_prewarming(gpu: _Recorder, monkeypatch: pytest.MonkeyPatch) -> None:

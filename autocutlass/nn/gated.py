@@ -30,7 +30,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from autocutlass import api
+from autocutlass import api, warmup
 from autocutlass.dispatch import policy
 from autocutlass.nn.swap import replace_modules
 from autocutlass.ops.types import Activation
@@ -128,7 +128,9 @@ def swap_gated_mlp_(model: nn.Module, filter_fn: Filter | None = None) -> nn.Mod
     def match(module: nn.Module) -> bool:
         return not isinstance(module, GatedMLP) and all(hasattr(module, n) for n in ("gate_proj", "up_proj", "down_proj"))
 
-    return replace_modules(model, match, lambda m, fqn: GatedMLP.from_mlp(m) if keep(m, fqn) else None)[0]
+    root, swapped = replace_modules(model, match, lambda m, fqn: GatedMLP.from_mlp(m) if keep(m, fqn) else None)
+    warmup.after_swap(swapped)  # as the other swaps: start the tuning processes (tuning policies only)
+    return root
 
 
 def unswap_gated_mlp_(model: nn.Module) -> nn.Module:
