@@ -134,8 +134,9 @@ class Settings:
     """``AUTOCUTLASS_GATED_KERNELS``: the ``hopper_gemm_gated`` family serves ``linear(..., mul=)``
     (off until its GPU tests pass; off, torch computes ``act(F.linear(...)) * mul``)."""
     prewarm: bool = True
-    """``AUTOCUTLASS_PREWARM`` (on unless 0): the model swaps (``swap_linear_``, ``swap_conv2d_``, ``swap_gated_mlp_``) start the
-    on-line tuning processes under the tuning policies (``autocutlass.prewarm``)."""
+    """``AUTOCUTLASS_PREWARM`` (on unless 0): the model swaps (``swap_linear_``, ``swap_conv2d_``,
+    ``swap_gated_mlp_``) start the on-line tuning processes under the tuning policies
+    (``autocutlass.prewarm``)."""
     conv_wgrad_kernel: bool = False
     """``AUTOCUTLASS_CONV_WGRAD``: the ``hopper_conv_wgrad`` family serves conv2d wgrad problems
     (off by default: its kernel is compiled in CI but not yet validated on a GPU)."""
