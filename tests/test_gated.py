@@ -229,3 +229,24 @@ def test_gated_configs_compile(name: str, tmp_path) -> None:  # noqa: ANN001
     fam.compile(cfg, p)
     assert gated_compile.STATS.compiled == before + 1
     assert len(list(tmp_path.glob("hopper_gemm_gated-*.o"))) == 1
+
+
+@pytest.mark.compile
+def test_the_gated_epilogue_multiplies_by_c(tmp_path) -> None:  # noqa: ANN001
+    """The override takes: per accumulator element one C load (bf16) and two float multiplies
+    (alpha, then C), and no fused multiply-add (the additive epilogue's x + beta * C)."""
+    pytest.importorskip("cutlass")
+    import re
+    from collections import Counter
+
+    from autocutlass.kernels.hopper_gemm.check import kernel_problem
+    from autocutlass.kernels.hopper_gemm.plan import make_plan
+    from autocutlass.kernels.hopper_gemm_gated import compile as gated_compile
+
+    cfg = HopperGemmConfig(128, 128, 64, store=Store.DIRECT)
+    p = GemmProblem(m=256, n=256, k=256, c_dtype=DType.BF16, b_major=Major.COL,
+                    epilogue=Epilogue(with_c=True, c_mul=True))  # fmt: skip
+    ptx = gated_compile._compile(make_plan(cfg, kernel_problem(p, cfg)), 2, ptx_dir=tmp_path).__ptx__
+    count = Counter(re.findall(r"^\s*(?:@!?%p\d+\s+)?([a-z][\w.]*)\s", ptx, re.MULTILINE))
+    loads = count["ld.global.b16"]
+    assert loads > 0 and count["mul.f32"] == 2 * loads and count["fma.rn.f32"] == 0, count

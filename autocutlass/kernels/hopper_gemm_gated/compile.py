@@ -37,8 +37,9 @@ def compile_key(plan: Plan, rank: int) -> str:
                    "arch": target_arch()})  # fmt: skip
 
 
-def _compile(plan: Plan, rank: int) -> Any:
-    """Run the DSL compiler on ``hopper_gemm.compile``'s fake operands (C always present)."""
+def _compile(plan: Plan, rank: int, ptx_dir: Path | None = None) -> Any:
+    """Run the DSL compiler on ``hopper_gemm.compile``'s fake operands (C always present). With
+    ``ptx_dir`` the PTX is kept there (readable as the result's ``__ptx__``): for tests."""
     os.environ.setdefault("CUTE_DSL_ARCH", ARCH)
     import cutlass
     import cutlass.cute as cute
@@ -65,7 +66,8 @@ def _compile(plan: Plan, rank: int) -> Any:
     try:
         return cute.compile(HopperGemmGatedKernel(plan), a, b, d, c, bias, workspace, counters, None, None,
                             cutlass.Float32(1.0), cutlass.Float32(0.0), cutlass.Int32(1),
-                            make_fake_stream(use_tvm_ffi_env_stream=True), options="--enable-tvm-ffi")  # fmt: skip
+                            make_fake_stream(use_tvm_ffi_env_stream=True),
+                            options="--enable-tvm-ffi" + ("" if ptx_dir is None else f" --keep-ptx --dump-dir={ptx_dir}"))  # fmt: skip
     except Exception as e:  # noqa: BLE001 - the DSL raises many types; all mean "did not compile"
         raise KernelCompileError(f"DSL compile failed for the gated {plan}: {type(e).__name__}: {e}") from e
 
