@@ -31,3 +31,17 @@ def test_info_creates_no_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert main(["info"]) == 0
     assert "not created yet" in capsys.readouterr().out
     assert list(tmp_path.iterdir()) == []
+
+
+def test_info_names_the_families_switched_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    monkeypatch.setenv("AUTOCUTLASS_DB", str(tmp_path / "new.sqlite"))
+    for name in ("AUTOCUTLASS_GROUPED_KERNELS", "AUTOCUTLASS_CONV_DGRAD", "AUTOCUTLASS_CONV_WGRAD"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AUTOCUTLASS_GATED_KERNELS", "1")
+    assert main(["info"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("switched off"))
+    for name, var in (("hopper_grouped", "AUTOCUTLASS_GROUPED_KERNELS"), ("hopper_conv_dgrad", "AUTOCUTLASS_CONV_DGRAD"),
+                      ("hopper_conv_wgrad", "AUTOCUTLASS_CONV_WGRAD")):  # fmt: skip
+        assert f"{name} ({var}=1 to use it)" in line
+    assert "hopper_gemm_gated" not in line  # switched on above

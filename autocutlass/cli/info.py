@@ -45,10 +45,20 @@ def cmd_info(ns: argparse.Namespace) -> int:
     sources = ", ".join(f"{family} {h}" for family, h in hashes.items())
     print(f"toolchain      nvidia-cutlass-dsl {dsl_version()};  kernel sources {sources}")
     print(f"policy         {s.policy.value}{' (strict)' if s.strict else ''}")
+    print(f"switched off   {switched_off(s) or 'nothing'}")
     print(f"kernel cache   {s.kernel_cache_dir}")
     for line in info_db_lines(s):
         print(line)
     return 0
+
+
+def switched_off(s: settings_mod.Settings) -> str:
+    """The kernel families awaiting their GPU validation that are off now, with the variable that
+    turns each on (``kernels.GATES``, and hopper_conv_wgrad, which gates itself)."""
+    from autocutlass.kernels import GATES
+
+    gates = {**GATES, "hopper_conv_wgrad": ("conv_wgrad_kernel", "AUTOCUTLASS_CONV_WGRAD")}
+    return ", ".join(f"{name} ({var}=1 to use it)" for name, (field, var) in gates.items() if not getattr(s, field))
 
 
 def _version() -> str:
