@@ -522,3 +522,46 @@ def test_dsl_free_load_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
     for off in ("0", "off", "false", "no"):
         monkeypatch.setenv("AUTOCUTLASS_DSL_FREE_LOAD", off)
         assert not dsl_free_load()
+
+
+# ---- the shipped compiled kernels ------------------------------------------------------------
+_SHIPPED_KERNELS_CHILD = """
+import json
+from pathlib import Path
+from autocutlass.cli.kernels_warm import _records, plan_jobs
+from autocutlass.db.layered import shipped_db_paths
+from autocutlass.kernels import get_family
+from autocutlass.kernels.object_cache import _STATES
+from autocutlass.ops.registry import problem_from_dict
+
+cache = Path(sys.argv[2])
+records = [r for p in shipped_db_paths(Path(sys.argv[3])) for r in _records(str(p), True, None)]
+jobs, skipped = plan_jobs(records, "sm_90a", cache)
+failed = []
+for _arch, name, cfg, prob, _dir in jobs:
+    fam = type(get_family(name))(cache_dir=cache)
+    try:
+        fam.compile(fam.config_from_dict(cfg), problem_from_dict(prob))
+    except Exception as e:  # noqa: BLE001
+        failed.append(f"{name} {cfg}: {type(e).__name__}: {e}"[:300])
+stats = [s.stats for s in _STATES.values()]
+print(json.dumps({"records": len(records), "jobs": len(jobs), "failed": failed[:5], "blocked_imported": imported_blocked(),
+                  "compiled": sum(s.compiled for s in stats), "shipped_hits": sum(s.shipped_hits for s in stats)}))
+"""
+
+
+def test_every_shipped_records_kernel_loads_from_the_shipped_objects_without_the_dsl(tmp_path: Path) -> None:
+    """``tuning_dbs/kernels.tar.xz`` holds the compiled object of every kernel the shipped
+    databases' records run (with these sources and this DSL): a fresh process with an empty kernel
+    cache and the DSL blocked builds every one of their runners from those objects. (When kernel
+    sources change, the records go stale with them and are not checked; re-tuned records need
+    ``autocutlass kernels warm --db tuning_dbs/<gpu>.sqlite ... --archive tuning_dbs/kernels.tar.xz``.)"""
+    pytest.importorskip("cutlass")
+    env = {**os.environ, "AUTOCUTLASS_SHIPPED_KERNELS": str(SHIPPED / "kernels.tar.xz"), "AUTOCUTLASS_DSL_FREE_LOAD": "1"}
+    code = "import sys\n" + _SHIPPED_KERNELS_CHILD
+    r = subprocess.run([sys.executable, "-c", BLOCK + code, ",".join(SERVE_BLOCKED), str(tmp_path / "cache"), str(SHIPPED)],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-6000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["jobs"] > 0 and out["failed"] == [] and out["blocked_imported"] == [], out
+    assert out["compiled"] == 0 and out["shipped_hits"] > 0, out  # jobs sharing a compile key load once

@@ -82,3 +82,73 @@ def test_a_missing_database_is_named_and_not_created(tmp_path: Path, capsys: pyt
     missing = tmp_path / "nowhere.sqlite"
     assert main(["kernels", "warm", "--db", str(missing), "--cache-dir", str(tmp_path / "k"), "--workers", "1"]) != 0
     assert "cannot read the records of" in capsys.readouterr().err and not missing.exists()
+
+
+def test_shipped_objects_serve_a_fresh_cache_without_compiling(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Objects warmed into a shipped archive (``AUTOCUTLASS_SHIPPED_KERNELS``; by default the
+    shipped databases' ``kernels.tar.xz``) serve a process whose own kernel cache is empty: written
+    into it and loaded, nothing compiled; with the shipped kernels off, the same call compiles."""
+    pytest.importorskip("cutlass")
+    import json
+
+    from autocutlass.db import TuningStore
+    from autocutlass.kernels.hopper_gemm import HopperGemmFamily
+
+    fam = HopperGemmFamily(cache_dir=None)
+    p = GemmProblem(m=512, n=256, k=512)
+    cfg = fam.config_to_dict(fam.seeds(p)[0])
+    db = tmp_path / "records.sqlite"
+    TuningStore(db).record_best(p, _hard_key(fam.source_hash()), fam.name, cfg, 0.01, 100.0)
+    shipped = tmp_path / "shipped" / "kernels.tar.xz"
+    assert main(["kernels", "warm", "--db", str(db), "--archive", str(shipped), "--workers", "1"]) == 0
+    assert "3 objects into" in capsys.readouterr().out  # the GEMM and the tail-zeroing helper's two
+    import tarfile
+
+    with tarfile.open(shipped) as tar:
+        assert all(m.mtime == 0 and m.name.endswith(".o") for m in tar.getmembers())
+    child = textwrap.dedent("""
+        import json, sys
+        from pathlib import Path
+        from autocutlass.kernels.hopper_gemm import HopperGemmFamily, compile as c
+        from autocutlass.ops.registry import problem_from_dict
+        fam = HopperGemmFamily(cache_dir=Path(sys.argv[3]))
+        fam.compile(fam.config_from_dict(json.loads(sys.argv[1])), problem_from_dict(json.loads(sys.argv[2])))
+        print(c.STATS.compiled, c.STATS.shipped_hits)
+    """)
+    for setting, want in ((str(shipped), ["0", "1"]), ("off", ["1", "0"])):
+        user = tmp_path / f"user-{setting == 'off'}"
+        env = {**os.environ, "AUTOCUTLASS_SHIPPED_KERNELS": setting}
+        r = subprocess.run([sys.executable, "-c", child, json.dumps(cfg), json.dumps(p.as_dict()), str(user)],
+                           capture_output=True, text=True, timeout=300, check=False, env=env)  # fmt: skip
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert r.stdout.split()[-2:] == want, (setting, r.stdout)
+        assert len(list(user.glob("hopper_gemm-*.o"))) == 1  # copied (or compiled) into the user's cache
+
+
+def test_shipped_objects_come_from_an_archive_or_a_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    import logging
+
+    from autocutlass.cli.kernels_warm import write_archive
+    from autocutlass.kernels.object_cache import ObjectCache, shipped_object
+
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    (objects / "fam-k1.o").write_bytes(b"one")
+    (objects / "fam-k2.o").write_bytes(b"two")
+    (objects / "fam-k2.so").write_bytes(b"not shipped")
+    archive = tmp_path / "kernels.tar.xz"
+    assert write_archive(objects, archive) == 2
+    first = archive.read_bytes()
+    assert write_archive(objects, archive) == 2 and archive.read_bytes() == first  # the same bytes again
+    for source in (archive, objects):
+        assert shipped_object(source, "fam-k2.o") == b"two" and shipped_object(source, "fam-k3.o") is None
+    assert shipped_object(tmp_path / "nowhere.tar.xz", "fam-k1.o") is None
+    bad = tmp_path / "bad.tar.xz"
+    bad.write_bytes(b"not an archive" * 10)
+    monkeypatch.setenv("AUTOCUTLASS_SHIPPED_KERNELS", str(bad))
+    with caplog.at_level(logging.WARNING, logger="autocutlass"):
+        assert ObjectCache("fam", "f")._from_shipped("k1", tmp_path / "cache") is None  # a miss: it compiles
+    assert any("cannot use the shipped compiled kernel fam-k1.o" in m for m in caplog.messages)
+    monkeypatch.setenv("AUTOCUTLASS_SHIPPED_KERNELS", "off")
+    assert ObjectCache("fam", "f")._from_shipped("k1", tmp_path / "cache") is None

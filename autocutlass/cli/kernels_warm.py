@@ -12,8 +12,11 @@ and every shipped database. Kept: this DSL version's records of families whose s
 the installed ones (others would never be served, so their kernels are skipped and counted),
 optionally only GPU ``--gpu``; torch's recorded times (vendor verdicts) run no kernel of ours.
 One compile per (family, config, kernel class): compile keys name no GPU model, so an H200's
-records warm an H100 too. The grouped path's tail-zeroing helper is warmed as well. Exit 0 when
-every kernel compiled (or was cached already), 1 when any failed.
+records warm an H100 too. The grouped path's tail-zeroing helper is warmed as well. With
+``--archive FILE.tar.xz`` the objects are compiled into a fresh directory and packed into that
+archive instead: how ``tuning_dbs/kernels.tar.xz``, the shipped compiled kernels that a
+kernel-cache miss reads (``kernels.object_cache``), is made. Exit 0 when every kernel compiled (or
+was cached already), 1 when any failed.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ def add_warm_parser(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--arch", default="sm_90a", choices=("sm_90a",), help="target architecture (default sm_90a)")
     p.add_argument("--cache-dir", default=None, type=Path, metavar="DIR",
                    help="the kernel cache to fill (default: AUTOCUTLASS_CACHE_DIR's kernels/)")  # fmt: skip
+    p.add_argument("--archive", default=None, type=Path, metavar="FILE.tar.xz",
+                   help="write the objects into this archive instead of a kernel cache (how tuning_dbs/kernels.tar.xz, "
+                        "the shipped compiled kernels, is made)")  # fmt: skip
     p.add_argument("--workers", type=positive_int, default=max(1, min(8, (os.cpu_count() or 2) - 1)),
                    help="compile in N GPU-blind processes")  # fmt: skip
     p.set_defaults(func=cmd_warm)
@@ -148,23 +154,57 @@ def _init_worker(arch: str) -> None:
 
 
 def _run(jobs: Sequence[Job], cache_dir: str, workers: int, arch: str) -> Iterator[Outcome]:
-    if workers <= 1:
-        yield _helpers_job(cache_dir)
-        for j in jobs:
-            yield compile_job(j)
-        return
+    """Outcomes in the order they finish, from ``workers`` spawned processes (always fresh ones:
+    a kernel this process holds in memory would count as cached without being in ``cache_dir``)."""
     import concurrent.futures as cf
     import multiprocessing as mp
 
-    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
+    with cf.ProcessPoolExecutor(max(1, workers), mp_context=mp.get_context("spawn"), initializer=_init_worker,
                                 initargs=(arch,)) as pool:  # fmt: skip
         futures = [pool.submit(_helpers_job, cache_dir), *(pool.submit(compile_job, j) for j in jobs)]
         for fut in cf.as_completed(futures):
             yield fut.result()
 
 
+def write_archive(objects: Path, archive: Path) -> int:
+    """Pack the ``*.o`` files of ``objects`` into ``archive`` (xz, names sorted, times and owners
+    zeroed: the same objects give the same bytes), replacing it atomically; the member count."""
+    import tarfile
+    import tempfile
+
+    names = sorted(p.name for p in objects.glob("*.o"))
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=archive.parent, prefix=archive.name, suffix=".tmp")
+    os.close(fd)
+    try:
+        with tarfile.open(tmp, "w:xz", preset=9) as tar:
+            for name in names:
+                info = tar.gettarinfo(str(objects / name), arcname=name)
+                info.mtime, info.uid, info.gid, info.uname, info.gname, info.mode = 0, 0, 0, "", "", 0o644
+                with open(objects / name, "rb") as f:
+                    tar.addfile(info, f)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, archive)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return len(names)
+
+
 def cmd_warm(ns: argparse.Namespace) -> int:
     os.environ["CUTE_DSL_ARCH"] = ns.arch
+    if ns.archive is not None:
+        import tempfile
+
+        if ns.cache_dir is not None:
+            raise UsageError("--archive and --cache-dir: give one (the archive is written from a fresh cache)")
+        with tempfile.TemporaryDirectory() as tmp:
+            ns.cache_dir = Path(tmp)  # objects of the same key in the archive being replaced are reused
+            rc = cmd_warm(argparse.Namespace(**{**vars(ns), "archive": None}))
+            if rc == 0:
+                n = write_archive(Path(tmp), ns.archive)
+                print(f"kernels warm: {n} objects into {ns.archive} ({ns.archive.stat().st_size} bytes)")
+        return rc
     from autocutlass.settings import current
 
     cache_dir = (ns.cache_dir or current().kernel_cache_dir).expanduser().resolve()

@@ -21,12 +21,21 @@ imports the DSL) may each make one.
 
 Used by ``hopper_gemm.compile`` (the GEMM), ``hopper_conv.compile``, ``hopper_gemm.reduce``
 (split-K reduce), ``transpose`` and ``helpers``.
+
+**Shipped kernels.** On a miss in ``cache_dir``, the object of the same key is looked for in
+``shipped_kernels()`` (``tuning_dbs/kernels.tar.xz``: the kernels the shipped databases' records
+run, compiled by ``autocutlass kernels warm --archive``; or a directory of objects): found, it is
+written into ``cache_dir`` and loaded as a disk hit, so a fresh machine's first call loads instead of compiling. The key (DSL version,
+sources, target architecture) decides, as for the user's own cache: an object of other sources
+is never found.
 """
 
 from __future__ import annotations
 
 import logging
+import lzma
 import os
+import tarfile
 import tempfile
 import threading
 from collections.abc import Callable
@@ -57,6 +66,53 @@ class CacheStats:
     compiled: int = 0
     disk_hits: int = 0
     memory_hits: int = 0
+    shipped_hits: int = 0
+    """Disk hits whose object came from the shipped kernels (copied into the cache first)."""
+
+
+SHIPPED_KERNELS_ENV = "AUTOCUTLASS_SHIPPED_KERNELS"
+"""Compiled objects shipped beside the tuning databases: a ``.tar.xz`` of ``<prefix>-<key>.o``
+files or a directory of them (default: the shipped databases' ``kernels.tar.xz``, none when
+``AUTOCUTLASS_SHIPPED_DBS=off``); ``off`` disables them."""
+
+SHIPPED_KERNELS_ARCHIVE = "kernels.tar.xz"
+
+
+def shipped_kernels() -> Path | None:
+    """Where shipped compiled objects are looked for on a cache miss (an archive or a directory),
+    or None. Read at each miss (not on the hit path), from the environment."""
+    raw = os.environ.get(SHIPPED_KERNELS_ENV)
+    if raw is not None and raw.strip():
+        return None if raw.strip().lower() == "off" else Path(raw).expanduser()
+    from autocutlass.settings import current
+
+    shipped = current().shipped_dbs_dir
+    return None if shipped is None else shipped / SHIPPED_KERNELS_ARCHIVE
+
+
+_ARCHIVE_NAMES: dict[tuple[Path, float], frozenset[str]] = {}
+_ARCHIVE_LOCK = threading.Lock()
+
+
+def shipped_object(source: Path, name: str) -> bytes | None:
+    """The bytes of object ``name`` in ``source`` (an archive or a directory), or None."""
+    if source.is_dir():
+        path = source / name
+        return path.read_bytes() if path.is_file() else None
+    if not source.is_file():
+        return None
+    key = (source, source.stat().st_mtime)
+    with _ARCHIVE_LOCK:  # the member list, read once per archive and process (one decompression)
+        names = _ARCHIVE_NAMES.get(key)
+        if names is None:
+            with tarfile.open(source, "r:xz") as tar:
+                names = frozenset(tar.getnames())
+            _ARCHIVE_NAMES[key] = names
+    if name not in names:
+        return None
+    with tarfile.open(source, "r:xz") as tar:
+        member = tar.extractfile(name)
+        return None if member is None else member.read()
 
 
 @dataclass
@@ -107,9 +163,40 @@ class ObjectCache:
         fn = self.memory.get(key)
         if fn is None and cache_dir is not None:
             fn = self._load(self.path(cache_dir, key))
+            if fn is None:
+                fn = self._from_shipped(key, cache_dir)
             if fn is not None:
                 self.stats.disk_hits += 1
                 self.memory[key] = fn
+        return fn
+
+    def _from_shipped(self, key: str, cache_dir: Path) -> Any | None:
+        """The shipped object of ``key`` (``shipped_kernels``), written into ``cache_dir``
+        atomically and loaded from there (its linked library is made beside it: the shipped
+        files may be read-only), or None when none is shipped or it cannot be used."""
+        source = shipped_kernels()
+        if source is None:
+            return None
+        path = self.path(cache_dir, key)
+        try:
+            data = shipped_object(source, path.name)
+            if data is None:
+                return None
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp.o")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, path)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        except (OSError, tarfile.TarError, EOFError, lzma.LZMAError) as e:
+            log.warning("cannot use the shipped compiled kernel %s from %s: %s", path.name, source, e)
+            return None
+        fn = self._load(path)
+        if fn is not None:
+            self.stats.shipped_hits += 1
         return fn
 
     def get(self, key: str, cache_dir: Path | None, build: Callable[[], Any]) -> Any:

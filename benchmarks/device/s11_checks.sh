@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 11's GPU checks (prepared in session 11, which had no device time; run them first in the
-# next session, about 11 minutes on one GPU):
+# next session, about 13 minutes on one GPU):
 # 1. GPU tests of the grouped torch path's tail-zeroing kernel (kernels/tail_zero.py: exact tail,
 #    CUDA-graph replay, no masked_fill in autocutlass.grouped_mm's torch path) and the conv
 #    backward GPU tests (the eager backward now merges torch-served dgrad + wgrad);
@@ -8,7 +8,8 @@
 #    torch._grouped_mm: the served torch path's overhead (was x0.77-0.83 on Mixtral with the fill);
 # 3. a ResNet-50 b32 training step on the eager path (was x0.657, session 10);
 # 4. autocutlass.prewarm: a fresh process's first tuned call with and without it;
-# 5. a Qwen3-MoE block forward (moe_block_bench.py) on torch._grouped_mm vs ours, kernels off and on.
+# 5. a Qwen3-MoE block forward (moe_block_bench.py) on torch._grouped_mm vs ours, kernels off and on;
+# 6. cold start with empty kernel caches: the shipped compiled kernels (tuning_dbs/kernels) load instead of compiling.
 # Everything lands in OUT/s11.tgz.   bash benchmarks/device/s11_checks.sh OUT
 set -u
 out=${1:?OUT}; w=$(mktemp -d); mkdir -p "$out"
@@ -31,6 +32,9 @@ stamp "rn50 train (eager path): $(grep -E '^resnet50' "$w/rn50-train-eager.log" 
 timeout 200 python benchmarks/probes/prewarm_probe.py --size 4096 --idle 8 --repeats 2 \
     --json "$w/prewarm.json" >"$w/prewarm.log" 2>&1
 stamp "prewarm: $(tail -1 "$w/prewarm.log")"
+timeout 150 python benchmarks/probes/cold_start.py --cases square,decode --repeats 2 \
+    --json "$w/cold-start-shipped-kernels.json" >"$w/cold-start-shipped-kernels.log" 2>&1  # cold: shipped objects now
+stamp "cold start (cold = empty caches, shipped kernels): $(tail -4 "$w/cold-start-shipped-kernels.log" | tr '\n' ' ' | cut -c1-600)"
 for k in 0 1; do  # a Qwen3-MoE block at 4096 tokens: torch path (kernels gated off), then our kernels (shipped records)
     AUTOCUTLASS_GROUPED_KERNELS=$k AUTOCUTLASS_DB=$w/empty.sqlite timeout 120 python benchmarks/probes/moe_block_bench.py \
         --json "$w/moe-block-kernels$k.json" >"$w/moe-block-kernels$k.log" 2>&1
