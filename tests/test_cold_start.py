@@ -536,9 +536,9 @@ from autocutlass.ops.registry import problem_from_dict
 
 cache = Path(sys.argv[2])
 records = [r for p in shipped_db_paths(Path(sys.argv[3])) for r in _records(str(p), True, None)]
-jobs, skipped = plan_jobs(records, "sm_90a", cache)
+jobs, skipped = plan_jobs(records)
 failed = []
-for _arch, name, cfg, prob, _dir in jobs:
+for name, cfg, prob in jobs:
     fam = type(get_family(name))(cache_dir=cache)
     try:
         fam.compile(fam.config_from_dict(cfg), problem_from_dict(prob))

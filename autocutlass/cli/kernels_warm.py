@@ -31,8 +31,8 @@ from typing import Any
 
 from autocutlass.cli.common import UsageError, positive_int
 
-Job = tuple[str, str, dict[str, Any], dict[str, Any], str]
-"""(arch, family, config, problem, cache dir) of one compile."""
+Job = tuple[str, dict[str, Any], dict[str, Any]]
+"""(family, config, problem) of one compile."""
 Outcome = tuple[str, str | None, bool]
 """(label, error or None, whether it compiled: False for a kernel already in the cache)."""
 
@@ -83,7 +83,7 @@ def _records(source: str, shipped: bool, gpu: str | None) -> list[Any]:
             release(source)
 
 
-def plan_jobs(records: Sequence[Any], arch: str, cache_dir: Path) -> tuple[list[Job], dict[str, int]]:
+def plan_jobs(records: Sequence[Any]) -> tuple[list[Job], dict[str, int]]:
     """The compiles ``records`` need, one per (family, config, kernel class), and what was
     skipped (counts by reason)."""
     from autocutlass.device import dsl_version
@@ -108,13 +108,13 @@ def plan_jobs(records: Sequence[Any], arch: str, cache_dir: Path) -> tuple[list[
             continue
         key = (r.family, json.dumps(r.config, sort_keys=True), r.problem.kernel_class_key())
         if key not in jobs:
-            jobs[key] = (arch, r.family, r.config, r.problem.as_dict(), str(cache_dir))
+            jobs[key] = (r.family, r.config, r.problem.as_dict())
     return list(jobs.values()), skipped
 
 
-def compile_job(job: Job) -> Outcome:
-    """Compile one record's kernel into the cache (in a worker: GPU-blind); (label, error, compiled)."""
-    _arch, family, cfg_dict, prob_dict, cache_dir = job
+def compile_job(job: Job, cache_dir: str) -> Outcome:
+    """Compile one record's kernel into ``cache_dir`` (in a worker: GPU-blind); (label, error, compiled)."""
+    family, cfg_dict, prob_dict = job
     from autocutlass.errors import CantImplement, KernelCompileError
     from autocutlass.kernels import get_family
     from autocutlass.kernels.object_cache import ObjectCache
@@ -161,7 +161,7 @@ def _run(jobs: Sequence[Job], cache_dir: str, workers: int, arch: str) -> Iterat
 
     with cf.ProcessPoolExecutor(max(1, workers), mp_context=mp.get_context("spawn"), initializer=_init_worker,
                                 initargs=(arch,)) as pool:  # fmt: skip
-        futures = [pool.submit(_helpers_job, cache_dir), *(pool.submit(compile_job, j) for j in jobs)]
+        futures = [pool.submit(_helpers_job, cache_dir), *(pool.submit(compile_job, j, cache_dir) for j in jobs)]
         for fut in cf.as_completed(futures):
             yield fut.result()
 
@@ -217,7 +217,7 @@ def cmd_warm(ns: argparse.Namespace) -> int:
             raise UsageError(f"cannot read the records of {source}: {type(e).__name__}: {e}") from e
         print(f"{source}: {len(found)} records" + (f" of {ns.gpu}" if ns.gpu else ""), flush=True)
         records += found
-    jobs, skipped = plan_jobs(records, ns.arch, cache_dir)
+    jobs, skipped = plan_jobs(records)
     for why, n in sorted(skipped.items()):
         print(f"skipped {n} record(s): {why}")
     t0 = time.perf_counter()
