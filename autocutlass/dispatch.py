@@ -359,16 +359,9 @@ def _uncounted() -> None:
 
 
 def _torch_served(entry: Entry, count: Callable[[], None]) -> Entry:
-    """``entry`` (one that runs torch) marked for ``torch_served``; ``count`` counts one call of it."""
-    try:
-        entry.autocutlass_torch_served = count  # type: ignore[attr-defined]
-    except AttributeError:  # not a plain function (a bound method): a wrapper carries the mark
-
-        def wrapped(*args: Any) -> Any:
-            return entry(*args)
-
-        wrapped.autocutlass_torch_served = count  # type: ignore[attr-defined]
-        return wrapped
+    """``entry`` (one that runs torch: a closure each front-end's ``torch_entry`` makes per call
+    shape) marked for ``torch_served``; ``count`` counts one call of it."""
+    entry.autocutlass_torch_served = count  # type: ignore[attr-defined]
     return entry
 
 
