@@ -42,6 +42,7 @@ from torch import fx, nn
 from autocutlass import api
 from autocutlass.nn.modules import Conv2d
 from autocutlass.ops.types import Activation
+from autocutlass.torch_ops import apply_activation
 
 _ACT_MODULES: dict[type[nn.Module], Activation] = {nn.ReLU: Activation.RELU, nn.SiLU: Activation.SILU}
 _ACT_FUNCTIONS: dict[Any, Activation] = {
@@ -67,7 +68,7 @@ class FusedConv2d(Conv2d):
             x, padding = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode), 0
         if residual is not None and tuple(residual.shape) != self._out_shape(x, padding):
             y = api.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
-            return _ACT_TORCH[self.activation](y + residual)
+            return apply_activation(y + residual, self.activation)
         return api.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups,
                           activation=act, residual=residual)  # fmt: skip
 
@@ -83,12 +84,6 @@ class FusedConv2d(Conv2d):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, activation={self.activation.value}"
-
-
-_ACT_TORCH = {
-    Activation.NONE: lambda t: t, Activation.RELU: torch.relu, Activation.SILU: F.silu, Activation.GELU: F.gelu,
-    Activation.GELU_TANH: lambda t: F.gelu(t, approximate="tanh"),
-}  # fmt: skip
 
 
 def fold(conv: nn.Conv2d, bn: nn.BatchNorm2d, activation: Activation = Activation.NONE) -> FusedConv2d:

@@ -25,25 +25,18 @@ MLP module itself do not carry over. ``unswap_gated_mlp_`` puts the original mod
 
 from __future__ import annotations
 
-from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from autocutlass import api, warmup
 from autocutlass.dispatch import policy
-from autocutlass.nn.swap import replace_modules
+from autocutlass.nn.swap import Filter, replace_modules
 from autocutlass.ops.types import Activation
-
-Filter = Callable[[nn.Module, str], bool]
+from autocutlass.torch_ops import apply_activation
 
 _PROBE = torch.linspace(-6.0, 6.0, 97)
-_REFERENCES: dict[Activation, Callable[[torch.Tensor], torch.Tensor]] = {
-    Activation.SILU: torch.nn.functional.silu,
-    Activation.GELU: torch.nn.functional.gelu,
-    Activation.GELU_TANH: lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
-    Activation.RELU: torch.relu,
-}
+_CANDIDATES = (Activation.SILU, Activation.GELU, Activation.GELU_TANH, Activation.RELU)
 
 
 def activation_of(act_fn: object) -> Activation | None:
@@ -57,8 +50,8 @@ def activation_of(act_fn: object) -> Activation | None:
         return None
     if not isinstance(got, torch.Tensor) or got.shape != _PROBE.shape:
         return None
-    for act, ref in _REFERENCES.items():
-        if torch.allclose(got.float(), ref(_PROBE), rtol=1e-5, atol=1e-6):
+    for act in _CANDIDATES:
+        if torch.allclose(got.float(), apply_activation(_PROBE, act), rtol=1e-5, atol=1e-6):
             return act
     return None
 

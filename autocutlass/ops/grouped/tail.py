@@ -29,13 +29,14 @@ from typing import Any
 
 import torch
 
+from autocutlass.ops.gemm.frontend import SERVED_CC
+
 log = logging.getLogger("autocutlass")
 
 Launcher = Callable[[torch.Tensor, torch.Tensor], Any]
 """``fn(out_bits, offs)``: the compiled kernel on an int16/int32 view of the output."""
 
 _BITS = {2: torch.int16, 4: torch.int32}
-_SERVED_CC = (9, 0)
 _lock = threading.Lock()
 _ready: dict[tuple[int, int], Launcher | None] = {}
 """(device index, element bytes) -> the checked kernel, or None where the masked fill serves."""
@@ -94,7 +95,7 @@ def _launcher(y: torch.Tensor) -> Launcher | None:
 
 
 def _prepare(index: int, size: int) -> Launcher | None:
-    if torch.cuda.get_device_capability(index) != _SERVED_CC:
+    if torch.cuda.get_device_capability(index) != SERVED_CC:
         return None
     try:
         fn = fetch(8 * size)
