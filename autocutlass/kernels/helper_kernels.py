@@ -64,9 +64,14 @@ def reduce_key(splits: int, d_dtype: DType, c_dtype: DType | None, bias: bool, a
                     "arch": target_arch()})  # fmt: skip
 
 
+def _file_hash(path: Path) -> str:
+    """sha256 of a kernel module's file, 16 hex digits (its ``own_source_hash()``)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
 def transpose_source_hash() -> str:
     """``transpose.own_source_hash()``: sha256 of the transpose module's file, 16 hex digits."""
-    return hashlib.sha256(TRANSPOSE_SOURCE.read_bytes()).hexdigest()[:16]
+    return _file_hash(TRANSPOSE_SOURCE)
 
 
 def transpose_key(rank: int) -> str:
@@ -105,9 +110,8 @@ def get_transpose(rank: int, cache_dir: Path | None) -> Any:
 
 def tail_zero_key(width: int) -> str:
     """``tail_zero.tail_zero_compile_key(width)`` for width 16 or 32, without the DSL."""
-    own = hashlib.sha256(TAIL_ZERO_SOURCE.read_bytes()).hexdigest()[:16]
     return digest({"family": TAIL_ZERO_PREFIX, "width": width, **TAIL_ZERO_KEY_CONSTANTS, "dsl": dsl_version(),
-                    "self": own, "arch": target_arch()})  # fmt: skip
+                    "self": _file_hash(TAIL_ZERO_SOURCE), "arch": target_arch()})  # fmt: skip
 
 
 def get_tail_zero(width: int, cache_dir: Path | None) -> Any:
