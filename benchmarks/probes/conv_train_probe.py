@@ -94,6 +94,26 @@ def _unet(nn: Any) -> Any:
     )  # fmt: skip
 
 
+def _profile(torch: Any, run: Any, top: int, steps: int) -> list[dict[str, Any]]:
+    """One call of ``run`` (``--steps`` training steps) under torch.profiler: the GPU time per kernel
+    name, per step, costliest first, after a TOTAL row."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        run()
+    torch.cuda.synchronize()
+    per: dict[str, list[float]] = {}
+    for ev in prof.key_averages():
+        t = getattr(ev, "device_time_total", None) or getattr(ev, "cuda_time_total", 0.0)
+        if t and ev.count:
+            per[ev.key] = [t / 1e3, ev.count]
+    rows = sorted(per.items(), key=lambda kv: -kv[1][0])
+    total = sum(v[0] for _, v in rows)
+    out = [{"kernel": "TOTAL", "ms": round(total / steps, 3), "calls": sum(int(v[1]) for _, v in rows) // steps}]
+    out += [{"kernel": k, "ms": round(v[0] / steps, 3), "calls": int(v[1]) // steps} for k, v in rows[:top]]
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", help="write the results here")
@@ -103,6 +123,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=5, help="training steps per timed round")
     ap.add_argument("--swap", choices=["all", "pointwise"], default="all")
+    ap.add_argument("--no-gc", action="store_true", help="disable Python's garbage collector during the timed rounds")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="after timing, profile one step per side and print its N costliest GPU kernels")
     ns = ap.parse_args()
     os.environ.setdefault("AUTOCUTLASS_POLICY", "cached")
 
@@ -198,11 +221,25 @@ def main() -> int:
         for f in sides.values():
             f()  # warm-up: the optimizer's state, cuDNN's benchmark of the new shapes
         ms: dict[str, list[float]] = {k: [] for k in sides}
+        mem_keys = ("num_device_alloc", "num_device_free", "num_alloc_retries")
+        mem: dict[str, dict[str, int]] = {k: dict.fromkeys(mem_keys, 0) for k in sides}
+        if ns.no_gc:
+            import gc
+
+            gc.collect()
+            gc.disable()
         for r in range(ns.rounds):
             order = list(sides) if r % 2 == 0 else list(sides)[::-1]
             for k in order:
+                m0 = torch.cuda.memory_stats()
                 ms[k].append(sides[k]())
+                m1 = torch.cuda.memory_stats()
+                for key in mem_keys:  # cudaMalloc / cudaFree inside timed steps stall the stream
+                    mem[k][key] += int(m1.get(key, 0) - m0.get(key, 0))
+        print(f"# {name}: allocator calls inside the timed steps {mem}; peak reserved "
+              f"{torch.cuda.max_memory_reserved() / 2**30:.1f} GiB", file=sys.stderr)  # fmt: skip
         med = {k: statistics.median(v) for k, v in ms.items()}
+        profiles = {k: _profile(torch, f, ns.profile, ns.steps) for k, f in sides.items()} if ns.profile else {}
         result["models"][name] = {
             "batch": batch, "input": list(shape), "convs_swapped": swapped,
             "grad_rel_err_max": errs[-1] if errs else None, "grad_rel_err_median": errs[len(errs) // 2][0] if errs else None,
@@ -211,8 +248,12 @@ def main() -> int:
             "images_per_s": {k: batch / (v * 1e-3) for k, v in med.items()},
             "speedup_vs_torch": med["torch"] / med["autocutlass"],
             "stats_warmup": {k: after_warmup[k] - before[k] for k in before},
-            "stats_after": autocutlass.stats().as_dict(),
+            "stats_after": autocutlass.stats().as_dict(), "profile": profiles, "allocator": mem,
         }  # fmt: skip
+        for side, rows in profiles.items():
+            print(f"# {name} {side}: GPU kernels of one step, costliest first (ms, calls)", file=sys.stderr)
+            for row in rows:
+                print(f"  {row['ms']:8.3f} {row['calls']:5d}  {row['kernel'][:150]}", file=sys.stderr)
         print(f"{name}: {med['autocutlass']:.1f} ms vs torch {med['torch']:.1f} ms per step "
               f"(x{med['torch'] / med['autocutlass']:.3f}); worst grad rel err {errs[-1] if errs else None}; "
               f"vs float32: {result['models'][name]['grad_rel_err_vs_fp32']}", file=sys.stderr)  # fmt: skip
