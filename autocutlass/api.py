@@ -97,8 +97,8 @@ def linear(
     result's exact shape with N-contiguous rows, torch adds any other); ``mul``: None or a tensor
     that broadcasts to the result, multiplied in after the activation (a gated MLP:
     ``linear(x, w_gate, activation="silu", mul=linear(x, w_up))`` is ``silu(gate) * up`` without
-    the two elementwise passes; served by the ``hopper_gemm_gated`` kernels when
-    ``AUTOCUTLASS_GATED_KERNELS=1``, for a mul of the result's exact shape and no residual; torch
+    the two elementwise passes; served by the ``hopper_gemm_gated`` kernels, unless
+    ``AUTOCUTLASS_GATED_KERNELS=0``, for a mul of the result's exact shape and no residual; torch
     computes the other cases). Returns (..., N).
 
     Differentiable: dX = dZ W, dW = dZ^T X, db = sum dZ, d residual = dZ (summed to its shape),

@@ -18,13 +18,14 @@ AUTOCUTLASS_TUNE_TRIALS    trial budget of an on-line (miss-policy) tuning      
 AUTOCUTLASS_TUNE_SECONDS   wall-clock budget of an on-line tuning                         60
 AUTOCUTLASS_LOG            log level of the ``autocutlass`` logger                        WARNING
 AUTOCUTLASS_GROUPED_KERNELS  1: ``grouped_mm`` calls may run the hopper_grouped kernels       0
-AUTOCUTLASS_CONV_DGRAD     1: serve conv2d dgrad (stride 1) with the fprop kernel on dY   0
-                           (``hopper_conv_dgrad``; off until a training step matches on a GPU)
+AUTOCUTLASS_CONV_DGRAD     0: never serve conv2d dgrad with ``hopper_conv_dgrad`` (the      1
+                           fprop kernel on dY, stride 1); cuDNN does
 AUTOCUTLASS_CONV_WGRAD     1: serve conv2d wgrad with the implicit-GEMM wgrad kernel       0
                            (``hopper_conv_wgrad``; off until validated on a GPU)
 AUTOCUTLASS_VENDOR_VERDICTS  0: our kernels serve every tuned problem, even where its tuning  1
                            measured torch faster (``autocutlass.vendor``)
-AUTOCUTLASS_GATED_KERNELS  1: ``linear(..., mul=)`` may run the hopper_gemm_gated kernels     0
+AUTOCUTLASS_GATED_KERNELS  0: ``linear(..., mul=)`` never runs the hopper_gemm_gated         1
+                           kernels (torch computes ``act(F.linear(...)) * mul``)
 AUTOCUTLASS_PREWARM        0: the model swaps do not start the tuning processes ahead of    1
                            the first miss (``autocutlass.prewarm``)
 =========================  =============================================================  ===========================
@@ -124,15 +125,17 @@ class Settings:
     them after every tuning."""
     grouped_kernels: bool = False
     """AUTOCUTLASS_GROUPED_KERNELS: the hopper_grouped family serves grouped_mm calls."""
-    conv_dgrad_kernel: bool = False
-    """``AUTOCUTLASS_CONV_DGRAD``: the ``hopper_conv_dgrad`` family serves conv2d dgrad problems (off
-    by default: its per-problem GPU tests passed, a whole training step's have not yet)."""
+    conv_dgrad_kernel: bool = True
+    """``AUTOCUTLASS_CONV_DGRAD`` (on unless 0): the ``hopper_conv_dgrad`` family serves conv2d
+    dgrad problems (its GPU tests, a whole training step's included, passed on an H100,
+    2026-11-25)."""
     vendor_verdicts: bool = True
     """``AUTOCUTLASS_VENDOR_VERDICTS`` (on unless 0): torch serves a tuned problem whose tuning
     measured it faster than our best (``autocutlass.vendor``)."""
-    gated_kernels: bool = False
-    """``AUTOCUTLASS_GATED_KERNELS``: the ``hopper_gemm_gated`` family serves ``linear(..., mul=)``
-    (off until its GPU tests pass; off, torch computes ``act(F.linear(...)) * mul``)."""
+    gated_kernels: bool = True
+    """``AUTOCUTLASS_GATED_KERNELS`` (on unless 0): the ``hopper_gemm_gated`` family serves
+    ``linear(..., mul=)`` (its GPU tests passed on an H100, 2026-11-25); off, torch computes
+    ``act(F.linear(...)) * mul``."""
     prewarm: bool = True
     """``AUTOCUTLASS_PREWARM`` (on unless 0): the model swaps (``swap_linear_``, ``swap_conv2d_``,
     ``swap_gated_mlp_``) start the on-line tuning processes under the tuning policies
@@ -175,10 +178,10 @@ class Settings:
             tune_trials_with_priors=_int(e, "AUTOCUTLASS_TUNE_TRIALS_WITH_PRIORS", 8, minimum=1),
             tune_pool_idle_s=_seconds(e, "AUTOCUTLASS_TUNE_POOL_IDLE_S", 300.0, zero="closing them after every tuning"),
             grouped_kernels=_flag(e, "AUTOCUTLASS_GROUPED_KERNELS"),
-            conv_dgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_DGRAD"),
+            conv_dgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_DGRAD") or not e.get("AUTOCUTLASS_CONV_DGRAD", "").strip(),
             conv_wgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_WGRAD"),
             vendor_verdicts=_flag(e, "AUTOCUTLASS_VENDOR_VERDICTS") or not e.get("AUTOCUTLASS_VENDOR_VERDICTS", "").strip(),
-            gated_kernels=_flag(e, "AUTOCUTLASS_GATED_KERNELS"),
+            gated_kernels=_flag(e, "AUTOCUTLASS_GATED_KERNELS") or not e.get("AUTOCUTLASS_GATED_KERNELS", "").strip(),
             prewarm=_flag(e, "AUTOCUTLASS_PREWARM") or not e.get("AUTOCUTLASS_PREWARM", "").strip(),
         )
 

@@ -449,7 +449,7 @@ def test_bench_a_tiny_conv_suite_on_the_gpu(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("AUTOCUTLASS_DB", str(tmp_path / "db.sqlite"))
     monkeypatch.delenv("AUTOCUTLASS_STRICT", raising=False)
     monkeypatch.delenv("AUTOCUTLASS_CONV_WGRAD", raising=False)
-    monkeypatch.setenv("AUTOCUTLASS_CONV_DGRAD", "1")  # the stride-1 dgrad kernel is gated
+    monkeypatch.setenv("AUTOCUTLASS_CONV_DGRAD", "1")  # the default, set against a caller environment
     autocutlass.reset()
     f = tmp_path / "conv.json"
     f.write_text(json.dumps({"cases": [

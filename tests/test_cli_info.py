@@ -38,10 +38,15 @@ def test_info_names_the_families_switched_off(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("AUTOCUTLASS_DB", str(tmp_path / "new.sqlite"))
     for name in ("AUTOCUTLASS_GROUPED_KERNELS", "AUTOCUTLASS_CONV_DGRAD", "AUTOCUTLASS_CONV_WGRAD"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AUTOCUTLASS_GATED_KERNELS", "1")
+    monkeypatch.delenv("AUTOCUTLASS_GATED_KERNELS", raising=False)  # on by default
     assert main(["info"]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("switched off"))
-    for name, var in (("hopper_grouped", "AUTOCUTLASS_GROUPED_KERNELS"), ("hopper_conv_dgrad", "AUTOCUTLASS_CONV_DGRAD"),
-                      ("hopper_conv_wgrad", "AUTOCUTLASS_CONV_WGRAD")):  # fmt: skip
+    for name, var in (("hopper_grouped", "AUTOCUTLASS_GROUPED_KERNELS"), ("hopper_conv_wgrad", "AUTOCUTLASS_CONV_WGRAD")):
         assert f"{name} ({var}=1 to use it)" in line
-    assert "hopper_gemm_gated" not in line  # switched on above
+    assert "hopper_gemm_gated" not in line and "hopper_conv_dgrad" not in line  # on by default
+    monkeypatch.setenv("AUTOCUTLASS_GATED_KERNELS", "0")
+    monkeypatch.setenv("AUTOCUTLASS_CONV_DGRAD", "off")
+    assert main(["info"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("switched off"))
+    assert "hopper_gemm_gated (AUTOCUTLASS_GATED_KERNELS=unset to use it)" in line
+    assert "hopper_conv_dgrad (AUTOCUTLASS_CONV_DGRAD=unset to use it)" in line

@@ -557,7 +557,10 @@ def test_every_shipped_records_kernel_loads_from_the_shipped_objects_without_the
     sources change, the records go stale with them and are not checked; re-tuned records need
     ``autocutlass kernels warm --db tuning_dbs/<gpu>.sqlite ... --archive tuning_dbs/kernels.tar.xz``.)"""
     pytest.importorskip("cutlass")
-    env = {**os.environ, "AUTOCUTLASS_SHIPPED_KERNELS": str(SHIPPED / "kernels.tar.xz"), "AUTOCUTLASS_DSL_FREE_LOAD": "1"}
+    from autocutlass.cli.kernels_warm import GATE_VARIABLES
+
+    env = {**os.environ, "AUTOCUTLASS_SHIPPED_KERNELS": str(SHIPPED / "kernels.tar.xz"), "AUTOCUTLASS_DSL_FREE_LOAD": "1",
+           **dict.fromkeys(GATE_VARIABLES, "1")}  # records of families switched off by default load too  # fmt: skip
     code = "import sys\n" + _SHIPPED_KERNELS_CHILD
     r = subprocess.run([sys.executable, "-c", BLOCK + code, ",".join(SERVE_BLOCKED), str(tmp_path / "cache"), str(SHIPPED)],
                        cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)  # fmt: skip

@@ -22,7 +22,7 @@ from torch.library import opcheck
 
 import autocutlass
 from autocutlass import torch_ops  # noqa: F401  (registers the ops)
-from autocutlass.kernels import families_for, get_family
+from autocutlass.kernels import families_for, get_family, unsupported_reason
 from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig, Schedule, SplitMode, Store
 from autocutlass.ops.gemm.problem import DType, GemmProblem, Major
 from autocutlass.ops.registry import problem_from_dict
@@ -184,7 +184,10 @@ def _gated(m: int = 4096, **kw: object) -> GemmProblem:
 def test_the_gated_family_alone_serves_a_multiplying_epilogue(monkeypatch: pytest.MonkeyPatch) -> None:
     p = _gated()
     assert "hopper_gemm_gated" in (get_family("hopper_gemm").supports(p) or "")
-    assert families_for(p) == []  # gated off by default
+    assert [f.name for f in families_for(p)] == ["hopper_gemm_gated"]  # on by default (GPU-validated)
+    monkeypatch.setenv("AUTOCUTLASS_GATED_KERNELS", "0")
+    assert families_for(p) == []
+    assert "hopper_gemm_gated: switched off by AUTOCUTLASS_GATED_KERNELS=0" in unsupported_reason(p)
     monkeypatch.setenv("AUTOCUTLASS_GATED_KERNELS", "1")
     assert [f.name for f in families_for(p)] == ["hopper_gemm_gated"]
     plain = GemmProblem(m=4096, n=14336, k=4096, b_major=Major.COL)

@@ -113,9 +113,9 @@ def test_space_seeds_and_check_are_the_forward_problems(problem: ConvProblem) ->
 
 def test_registry_serves_each_direction_with_its_families(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AUTOCUTLASS_CONV_WGRAD", raising=False)  # the wgrad kernel: off by default
-    monkeypatch.delenv("AUTOCUTLASS_CONV_DGRAD", raising=False)
-    assert [f.name for f in families_for(dgrad())] == []  # the dgrad family: off by default too
-    monkeypatch.setenv("AUTOCUTLASS_CONV_DGRAD", "1")
+    monkeypatch.setenv("AUTOCUTLASS_CONV_DGRAD", "0")
+    assert [f.name for f in families_for(dgrad())] == []  # switched off
+    monkeypatch.delenv("AUTOCUTLASS_CONV_DGRAD", raising=False)  # on by default
     assert family_names() == ["hopper_gemm", "hopper_conv", "hopper_conv_dgrad", "hopper_conv_wgrad", "hopper_grouped",
                               "hopper_gemm_gated"]
     names = lambda p: [f.name for f in families_for(p)]

@@ -152,3 +152,27 @@ def test_shipped_objects_come_from_an_archive_or_a_directory(tmp_path: Path, mon
     assert any("cannot use the shipped compiled kernel fam-k1.o" in m for m in caplog.messages)
     monkeypatch.setenv("AUTOCUTLASS_SHIPPED_KERNELS", "off")
     assert ObjectCache("fam", "f")._from_shipped("k1", tmp_path / "cache") is None
+
+
+def test_compile_workers_turn_every_gated_family_on() -> None:
+    """A stored record of a family switched off by default (the wgrad kernel) still has its kernel
+    compiled: the compile processes turn on every gate there is."""
+    from autocutlass.cli.kernels_warm import GATE_VARIABLES, _init_worker
+    from autocutlass.kernels import GATES
+
+    assert {var for _, var in GATES.values()} | {"AUTOCUTLASS_CONV_WGRAD"} == set(GATE_VARIABLES)
+    saved = {k: os.environ.get(k) for k in (*GATE_VARIABLES, "CUTE_DSL_ARCH", "CUDA_VISIBLE_DEVICES")}
+    try:
+        for var in GATE_VARIABLES:
+            os.environ[var] = "0"
+        _init_worker("sm_90a")
+        from autocutlass.settings import current
+
+        s = current()
+        assert s.grouped_kernels and s.conv_dgrad_kernel and s.conv_wgrad_kernel and s.gated_kernels
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

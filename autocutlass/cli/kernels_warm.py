@@ -147,10 +147,20 @@ def _helpers_job(cache_dir: str) -> Outcome:
     return "tail_zero (16 and 32 bits)", None, ObjectCache.total_compiled() > before
 
 
+GATE_VARIABLES = ("AUTOCUTLASS_GROUPED_KERNELS", "AUTOCUTLASS_CONV_DGRAD", "AUTOCUTLASS_CONV_WGRAD",
+                  "AUTOCUTLASS_GATED_KERNELS")  # fmt: skip
+"""The settings that switch kernel families off (``kernels.GATES`` and hopper_conv_wgrad's own): a
+compile process turns them all on, since a stored record of a family switched off here still
+runs where a user turns it on, and its kernel belongs in the cache (or the shipped archive)."""
+
+
 def _init_worker(arch: str) -> None:
-    """A compile process: the target architecture, and no GPU (compiles need none)."""
+    """A compile process: the target architecture, no GPU (compiles need none), every gated
+    family on (``GATE_VARIABLES``)."""
     os.environ["CUTE_DSL_ARCH"] = arch
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    for var in GATE_VARIABLES:
+        os.environ[var] = "1"
 
 
 def _run(jobs: Sequence[Job], cache_dir: str, workers: int, arch: str) -> Iterator[Outcome]:

@@ -34,7 +34,7 @@ _FAMILIES: dict[str, type[KernelFamily]] = {
 """Families by name, in preference order: where several serve a problem (a pointwise convolution
 is a GEMM for hopper_gemm and an implicit GEMM with a 1x1 filter for hopper_conv; a pointwise
 dgrad a GEMM and a forward convolution for hopper_conv_dgrad; a pointwise wgrad a GEMM and an
-implicit-GEMM wgrad for hopper_conv_wgrad, which is off by default until validated on a GPU), a
+implicit-GEMM wgrad for hopper_conv_wgrad, which is off by default: it loses to cuDNN), a
 miss is tuned under the first, and the stored records of all are looked up. hopper_gemm_gated
 alone serves GEMMs with a multiplying epilogue (linear's ``mul=``)."""
 
@@ -44,7 +44,14 @@ GATES: dict[str, tuple[str, str]] = {
     "hopper_gemm_gated": ("gated_kernels", "AUTOCUTLASS_GATED_KERNELS"),
 }
 """Families that serve problems only while a setting is on (``Settings`` field, variable): new
-kernels awaiting their GPU validation."""
+kernels awaiting their GPU validation (their setting is off by default), and validated ones a
+user may switch off (on by default: hopper_conv_dgrad, hopper_gemm_gated)."""
+
+
+def gate_is_opt_out(field: str) -> bool:
+    """True when the gate's setting is on by default (the variable switches the family off)."""
+    f = Settings.__dataclass_fields__[field]
+    return f.default is True
 
 
 def _gate(name: str, settings: Settings) -> str | None:
@@ -52,6 +59,8 @@ def _gate(name: str, settings: Settings) -> str | None:
     gate = GATES.get(name)
     if gate is None or getattr(settings, gate[0]):
         return None
+    if gate_is_opt_out(gate[0]):
+        return f"switched off by {gate[1]}=0"
     return f"switched off until its GPU tests pass (set {gate[1]}=1 to use it)"
 
 

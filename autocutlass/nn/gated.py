@@ -9,7 +9,7 @@ down projection::
     return down_proj(h)
 
 so the activation and the product happen in the gate projection's epilogue (the
-``hopper_gemm_gated`` kernels, while ``AUTOCUTLASS_GATED_KERNELS=1``; otherwise torch computes
+``hopper_gemm_gated`` kernels, unless ``AUTOCUTLASS_GATED_KERNELS=0``, when torch computes
 ``act(F.linear(...)) * up``) instead of two passes over the (tokens, intermediate) tensors.
 
 ``swap_gated_mlp_(model)`` replaces, in place, every module shaped like that: ``gate_proj`` and

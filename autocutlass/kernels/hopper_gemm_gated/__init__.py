@@ -10,8 +10,9 @@ Modules: ``kernel`` (``HopperGemmGatedKernel``: ``HopperGemmKernel`` with the mu
 register epilogue), ``compile`` (its compile key and caches), ``check`` (``hopper_gemm``'s rules
 on the additive twin, less fp8 and workspace split-K), ``sources``. Space and seeds are
 ``hopper_gemm``'s without workspace split-K; runners are ``hopper_gemm``'s calling this family's
-compiled functions. Gated by ``AUTOCUTLASS_GATED_KERNELS`` until its GPU tests pass
-(``tests/test_gpu_gated.py``); off, ``linear(..., mul=)`` runs torch's ``act(F.linear) * mul``.
+compiled functions. On by default since its GPU tests passed (``tests/test_gpu_gated.py``, an
+H100, 2026-11-25); ``AUTOCUTLASS_GATED_KERNELS=0`` switches it off, and ``linear(..., mul=)`` then
+runs torch's ``act(F.linear) * mul``.
 """
 
 from __future__ import annotations
