@@ -159,6 +159,30 @@ def test_lookup_bucket_picks_nearest_in_bucket(store: TuningStore) -> None:
     assert rec is not None and rec.source == "bucket" and rec.config == {"m": 127}
 
 
+def test_a_large_m_just_past_an_octave_is_not_the_octaves_bucket(store: TuningStore) -> None:
+    """4097 rows is not served as a bucket hit by a record tuned at 8192 (its last wave of M tiles
+    would be nearly empty): quarter-octave buckets above 256 rows."""
+    key = hk()
+    store.record_best(prob(8192), key, "f", {"m": 8192}, 1.0, 1.0)
+    assert store.lookup(prob(4097), key).source == "nearest"  # type: ignore[union-attr]
+    assert store.lookup(prob(7169), key).source == "bucket"  # type: ignore[union-attr]
+
+
+def test_a_row_written_under_the_octave_rule_is_bucketed_by_todays_rule(tmp_path: Path) -> None:
+    """Rows stored before the quarter-octave buckets keep their old bucket_key; the lookup buckets
+    each stored problem by today's rule, so a stale key neither makes nor hides a bucket hit."""
+    import sqlite3
+
+    key, path = hk(), tmp_path / "old.sqlite"
+    TuningStore(path).record_best(prob(5000), key, "f", {"m": 5000}, 1.0, 1.0)
+    with sqlite3.connect(path) as c:  # the octave rule's bucket of M = 5000: M = 8192
+        assert c.execute("UPDATE problems SET bucket_key = ?", (prob(8192).bucket_key(),)).rowcount == 1
+    store = TuningStore(path)
+    assert store.lookup(prob(6000), key).source == "nearest"  # type: ignore[union-attr]
+    assert store.lookup(prob(5100), key).source == "bucket"  # type: ignore[union-attr]
+    assert store.lookup(prob(8000), key).source == "nearest"  # type: ignore[union-attr]
+
+
 def test_hard_key_isolation(store: TuningStore) -> None:
     mine, other_toolchain, other_gpu = hk(), hk(kernel_hash="k1"), hk(gpu="NVIDIA H200")
     store.record_best(prob(100), other_toolchain, "f", {"who": "k1"}, 1.0, 1.0)

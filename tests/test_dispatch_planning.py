@@ -169,7 +169,7 @@ def test_gemm_broadcast_or_column_major_c_falls_back() -> None:
 
 
 # ---- bucketing decisions --------------------------------------------------------------------
-@pytest.mark.parametrize(("m", "bucket"), [(1, 16), (16, 16), (17, 32), (100, 128), (128, 128), (129, 256)])
+@pytest.mark.parametrize(("m", "bucket"), [(1, 16), (16, 16), (17, 32), (100, 128), (128, 128), (129, 256), (4097, 5120)])
 def test_m_bucket_of_planned_problem(m: int, bucket: int) -> None:
     pr = kernel(Call(Op.LINEAR, t(m, 64), t(96, 64))).problem
     assert pr.m == m and pr.bucket().m == bucket

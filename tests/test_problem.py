@@ -53,8 +53,11 @@ def test_keys_differ_in_every_field() -> None:
     assert len(keys) == len(variants) + 1
 
 
-@pytest.mark.parametrize("m,b", [(1, 16), (16, 16), (17, 32), (100, 128), (128, 128), (129, 256), (8192, 8192)])
-def test_bucket_rounds_m_up_to_power_of_two(m: int, b: int) -> None:
+@pytest.mark.parametrize("m,b", [(1, 16), (16, 16), (17, 32), (100, 128), (128, 128), (129, 256), (256, 256), (257, 320),
+                                 (320, 320), (321, 384), (511, 512), (512, 512), (2000, 2048), (3000, 3072),
+                                 (4096, 4096), (4097, 5120), (5120, 5120), (6000, 6144), (7169, 8192), (8192, 8192),
+                                 (8193, 10240)])  # fmt: skip
+def test_bucket_rounds_m_up_to_power_of_two_then_quarter_octaves(m: int, b: int) -> None:
     assert bucket_m(m) == b
     assert GemmProblem(m=m, n=64, k=64).bucket().m == b
 

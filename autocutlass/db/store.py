@@ -300,7 +300,9 @@ class TuningStore:
                 logger.warning("autocutlass: skipping a stored record: %s", e)
                 continue
             cand = _Candidate(row.key, tuned, row)
-            (exact if row.key == key else same_bucket if row.bucket_key == bucket_key else neighbours).append(cand)
+            # the bucket under today's rule, from the stored problem: a row written under an older
+            # rule (GEMM M buckets were whole octaves until 2026-11-25) keeps a stale bucket_key
+            (exact if row.key == key else same_bucket if tuned.bucket_key() == bucket_key else neighbours).append(cand)
         tiers: tuple[tuple[list[_Candidate], LookupSource], ...] = (
             (exact, "exact"), (same_bucket, "bucket"), (neighbours, "nearest"),
         )  # fmt: skip

@@ -15,7 +15,9 @@ Conventions (the CUTLASS ones, spelled in torch terms):
   address and every non-unit stride of the operand (in bytes). TMA needs 16.
 
 **Bucket rule** (``GemmProblem.bucket``): M is rounded up to the next power of two, with a floor of
-16; N, K, L, dtypes, layouts, alignments and epilogue stay exact. The M dimension is the one that
+16, up to 256, and above that to a multiple of a quarter of the power of two below it (257..320 ->
+320, 4097..5120 -> 5120: four buckets per octave, ``bucket_m``); N, K, L, dtypes, layouts,
+alignments and epilogue stay exact. The M dimension is the one that
 varies at run time (tokens in a batch), while N and K are fixed by the weights, so a config tuned
 for (N, K, M-bucket) serves every M in that bucket. ``neighbour_key`` drops M entirely: the
 database uses it to find the nearest tuned M when the bucket itself was never tuned.
@@ -138,9 +140,20 @@ def bucket_pow2(v: int, *, floor: int) -> int:
     return 1 << (v - 1).bit_length()
 
 
+M_FINE_ABOVE = 256
+"""Above this M, buckets are a quarter of an octave wide (``bucket_m``)."""
+
+
 def bucket_m(m: int) -> int:
-    """M rounded up to a power of two, at least 16."""
-    return bucket_pow2(m, floor=16)
+    """M's bucket: up to ``M_FINE_ABOVE``, M rounded up to a power of two (at least 16); above it,
+    rounded up to a multiple of a quarter of the power of two below it (4097..5120 -> 5120,
+    5121..6144 -> 6144, ...), since there the number of M tiles, and with it how full the last
+    wave of tiles is, decides which config wins: a config tuned for M = 8192 runs M = 4097 with a
+    nearly empty last wave (H100, 2026-11-25: x0.68 of cuBLAS, 4097x4096x4096)."""
+    if m <= M_FINE_ABOVE:
+        return bucket_pow2(m, floor=16)
+    step = (1 << ((m - 1).bit_length() - 1)) // 4
+    return -(-m // step) * step
 
 
 LAYOUT_LETTERS = {"n": Major.ROW, "t": Major.COL}
