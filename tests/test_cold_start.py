@@ -528,7 +528,7 @@ def test_dsl_free_load_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
 _SHIPPED_KERNELS_CHILD = """
 import json
 from pathlib import Path
-from autocutlass.cli.kernels_warm import _records, plan_jobs
+from autocutlass.cli.kernels_warm import _records, plan_jobs, seed_jobs
 from autocutlass.db.layered import shipped_db_paths
 from autocutlass.kernels import get_family
 from autocutlass.kernels.object_cache import _STATES
@@ -537,6 +537,7 @@ from autocutlass.ops.registry import problem_from_dict
 cache = Path(sys.argv[2])
 records = [r for p in shipped_db_paths(Path(sys.argv[3])) for r in _records(str(p), True, None)]
 jobs, skipped = plan_jobs(records)
+jobs += seed_jobs(["benchmarks/shapes.json", "benchmarks/shapes-online.json"])[0]  # the tuner's first candidates
 failed = []
 for name, cfg, prob in jobs:
     fam = type(get_family(name))(cache_dir=cache)
@@ -552,10 +553,12 @@ print(json.dumps({"records": len(records), "jobs": len(jobs), "failed": failed[:
 
 def test_every_shipped_records_kernel_loads_from_the_shipped_objects_without_the_dsl(tmp_path: Path) -> None:
     """``tuning_dbs/kernels.tar.xz`` holds the compiled object of every kernel the shipped
-    databases' records run (with these sources and this DSL): a fresh process with an empty kernel
-    cache and the DSL blocked builds every one of their runners from those objects. (When kernel
+    databases' records run (with these sources and this DSL), and of the tuner's seed configs of
+    the GEMM suites' cases: a fresh process with an empty kernel cache and the DSL blocked builds
+    every one of their runners from those objects. (When kernel
     sources change, the records go stale with them and are not checked; re-tuned records need
-    ``autocutlass kernels warm --db tuning_dbs/<gpu>.sqlite ... --archive tuning_dbs/kernels.tar.xz``.)"""
+    ``autocutlass kernels warm --db tuning_dbs/<gpu>.sqlite ... --seeds benchmarks/shapes.json --seeds
+    benchmarks/shapes-online.json --archive tuning_dbs/kernels.tar.xz``, README's Architecture.)"""
     pytest.importorskip("cutlass")
     from autocutlass.cli.kernels_warm import GATE_VARIABLES
 

@@ -176,3 +176,38 @@ def test_compile_workers_turn_every_gated_family_on() -> None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def test_seed_jobs_are_the_seeds_of_each_case_family_once(tmp_path: Path) -> None:
+    """``--seeds FILE``: the tuner's first candidates (``family.seeds``) of every case, one job per
+    (family, config, kernel class): two cases of one class share their jobs."""
+    import json
+
+    from autocutlass.cli.kernels_warm import seed_jobs
+    from autocutlass.kernels import get_family
+    from autocutlass.ops.registry import problem_from_dict
+
+    f = tmp_path / "shapes.json"
+    f.write_text(json.dumps({"cases": [
+        {"name": "a", "M": 4097, "N": 4096, "K": 4096, "dtype": "bf16", "layout": "nt"},
+        {"name": "b", "M": 4100, "N": 4096, "K": 4096, "dtype": "bf16", "layout": "nt"},
+        {"name": "c", "M": 4097, "N": 4096, "K": 4096, "dtype": "bf16", "layout": "nn"},
+    ]}))  # fmt: skip
+    jobs, n = seed_jobs([str(f)])
+    fam = get_family("hopper_gemm")
+    by_class: dict[object, set[str]] = {}
+    for name, cfg, prob in jobs:
+        assert name == "hopper_gemm"
+        by_class.setdefault(problem_from_dict(prob).kernel_class_key(), set()).add(json.dumps(cfg, sort_keys=True))
+    assert n == 3 and len(by_class) == 2  # nt and nn: two kernel classes
+    a = problem_from_dict(jobs[0][2])
+    assert by_class[a.kernel_class_key()] == {json.dumps(fam.config_to_dict(c), sort_keys=True) for c in fam.seeds(a)}
+
+
+def test_seeds_of_a_missing_shapes_file_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "empty.sqlite"
+    from autocutlass.db import TuningStore
+
+    TuningStore(db)
+    assert main(["kernels", "warm", "--db", str(db), "--cache-dir", str(tmp_path / "k"), "--seeds", str(tmp_path / "nope.json")]) != 0
+    assert "--seeds" in capsys.readouterr().err

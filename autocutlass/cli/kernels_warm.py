@@ -12,7 +12,9 @@ and every shipped database. Kept: this DSL version's records of families whose s
 the installed ones (others would never be served, so their kernels are skipped and counted),
 optionally only GPU ``--gpu``; torch's recorded times (vendor verdicts) run no kernel of ours.
 One compile per (family, config, kernel class): compile keys name no GPU model, so an H200's
-records warm an H100 too. The grouped path's tail-zeroing helper is warmed as well. With
+records warm an H100 too. The grouped path's tail-zeroing helper is warmed as well, and with
+``--seeds SHAPES.json`` (repeatable) the seed configs of every family serving each case of the
+file (the first candidates an on-line tuning of such a shape evaluates). With
 ``--archive FILE.tar.xz`` the objects are compiled into a fresh directory and packed into that
 archive instead: how ``tuning_dbs/kernels.tar.xz``, the shipped compiled kernels that a
 kernel-cache miss reads (``kernels.object_cache``), is made. Exit 0 when every kernel compiled (or
@@ -43,6 +45,9 @@ def add_warm_parser(sub: argparse._SubParsersAction[Any]) -> None:
                    help="a database whose records to warm (repeatable); default: the user database "
                         "(if it exists) and the shipped ones")  # fmt: skip
     p.add_argument("--gpu", default=None, metavar="NAME", help="only records measured on this GPU model")
+    p.add_argument("--seeds", action="append", default=[], metavar="SHAPES.json",
+                   help="also compile the tuner's seed configs of every case of this shapes file (repeatable): the first "
+                        "candidates an on-line tuning of a shape like these evaluates, so that it finds them compiled")  # fmt: skip
     p.add_argument("--arch", default="sm_90a", choices=("sm_90a",), help="target architecture (default sm_90a)")
     p.add_argument("--cache-dir", default=None, type=Path, metavar="DIR",
                    help="the kernel cache to fill (default: AUTOCUTLASS_CACHE_DIR's kernels/)")  # fmt: skip
@@ -81,6 +86,32 @@ def _records(source: str, shipped: bool, gpu: str | None) -> list[Any]:
     finally:
         if shipped:
             release(source)
+
+
+def problem_class(problem_dict: dict[str, Any]) -> Any:
+    """The kernel class key of a job's problem."""
+    from autocutlass.ops.registry import problem_from_dict
+
+    return problem_from_dict(problem_dict).kernel_class_key()
+
+
+def seed_jobs(shapes: Sequence[str]) -> tuple[list[Job], int]:
+    """The seed configs (``family.seeds``) of every family that serves each case of ``shapes``,
+    one job per (family, config, kernel class); and the number of cases."""
+    from autocutlass.cli.shapes import load_cases
+    from autocutlass.kernels import families_for
+
+    jobs: dict[tuple[str, str, Any], Job] = {}
+    n = 0
+    for path in shapes:
+        for case in load_cases(path):
+            n += 1
+            for fam in families_for(case.problem):
+                for cfg in fam.seeds(case.problem):
+                    d = fam.config_to_dict(cfg)
+                    key = (fam.name, json.dumps(d, sort_keys=True), case.problem.kernel_class_key())
+                    jobs.setdefault(key, (fam.name, d, case.problem.as_dict()))
+    return list(jobs.values()), n
 
 
 def plan_jobs(records: Sequence[Any]) -> tuple[list[Job], dict[str, int]]:
@@ -217,6 +248,13 @@ def cmd_warm(ns: argparse.Namespace) -> int:
         return rc
     from autocutlass.settings import current
 
+    seeds: list[Job] = []
+    n_cases = 0
+    if ns.seeds:  # before any database is read: a bad file fails at once
+        try:
+            seeds, n_cases = seed_jobs(ns.seeds)
+        except (OSError, ValueError) as e:
+            raise UsageError(f"--seeds: {e}") from e
     cache_dir = (ns.cache_dir or current().kernel_cache_dir).expanduser().resolve()
     cache_dir.mkdir(parents=True, exist_ok=True)
     records: list[Any] = []
@@ -230,6 +268,11 @@ def cmd_warm(ns: argparse.Namespace) -> int:
     jobs, skipped = plan_jobs(records)
     for why, n in sorted(skipped.items()):
         print(f"skipped {n} record(s): {why}")
+    if ns.seeds:
+        known = {(f, json.dumps(c, sort_keys=True), problem_class(p)) for f, c, p in jobs}
+        extra = [j for j in seeds if (j[0], json.dumps(j[1], sort_keys=True), problem_class(j[2])) not in known]
+        print(f"seeds of {n_cases} case(s): {len(extra)} more kernel(s)", flush=True)
+        jobs += extra
     t0 = time.perf_counter()
     compiled = cached = failed = 0
     for label, err, did in _run(jobs, str(cache_dir), ns.workers, ns.arch):
