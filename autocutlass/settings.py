@@ -72,12 +72,14 @@ class SettingsError(AutocutlassError, ValueError):
 _TRUE, _FALSE = frozenset({"1", "true", "yes", "on"}), frozenset({"0", "false", "no", "off"})
 
 
-def _flag(env: dict[str, str], name: str) -> bool:
+def _flag(env: dict[str, str], name: str, default: bool = False) -> bool:
     raw = env.get(name)
     value = (raw or "").strip().lower()
+    if value == "":
+        return default
     if value in _TRUE:
         return True
-    if value in _FALSE or value == "":
+    if value in _FALSE:
         return False
     raise SettingsError(name, str(raw), "1, true, yes or on; 0, false, no or off (or unset)")
 
@@ -178,11 +180,11 @@ class Settings:
             tune_trials_with_priors=_int(e, "AUTOCUTLASS_TUNE_TRIALS_WITH_PRIORS", 8, minimum=1),
             tune_pool_idle_s=_seconds(e, "AUTOCUTLASS_TUNE_POOL_IDLE_S", 300.0, zero="closing them after every tuning"),
             grouped_kernels=_flag(e, "AUTOCUTLASS_GROUPED_KERNELS"),
-            conv_dgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_DGRAD") or not e.get("AUTOCUTLASS_CONV_DGRAD", "").strip(),
+            conv_dgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_DGRAD", default=True),
             conv_wgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_WGRAD"),
-            vendor_verdicts=_flag(e, "AUTOCUTLASS_VENDOR_VERDICTS") or not e.get("AUTOCUTLASS_VENDOR_VERDICTS", "").strip(),
-            gated_kernels=_flag(e, "AUTOCUTLASS_GATED_KERNELS") or not e.get("AUTOCUTLASS_GATED_KERNELS", "").strip(),
-            prewarm=_flag(e, "AUTOCUTLASS_PREWARM") or not e.get("AUTOCUTLASS_PREWARM", "").strip(),
+            vendor_verdicts=_flag(e, "AUTOCUTLASS_VENDOR_VERDICTS", default=True),
+            gated_kernels=_flag(e, "AUTOCUTLASS_GATED_KERNELS", default=True),
+            prewarm=_flag(e, "AUTOCUTLASS_PREWARM", default=True),
         )
 
 

@@ -54,12 +54,11 @@ def cmd_info(ns: argparse.Namespace) -> int:
 
 def switched_off(s: settings_mod.Settings) -> str:
     """The gated kernel families that are off now, with the variable that turns each on
-    (``kernels.GATES``, and hopper_conv_wgrad, which gates itself)."""
-    from autocutlass.kernels import GATES, gate_is_opt_out
+    (``kernels.ALL_GATES``)."""
+    from autocutlass.kernels import ALL_GATES, gate_is_opt_out
 
-    gates = {**GATES, "hopper_conv_wgrad": ("conv_wgrad_kernel", "AUTOCUTLASS_CONV_WGRAD")}
     return ", ".join(f"{name} ({var}={'unset' if gate_is_opt_out(field) else '1'} to use it)"
-                     for name, (field, var) in gates.items() if not getattr(s, field))  # fmt: skip
+                     for name, (field, var) in ALL_GATES.items() if not getattr(s, field))  # fmt: skip
 
 
 def _version() -> str:

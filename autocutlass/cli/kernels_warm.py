@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from autocutlass.cli.common import UsageError, positive_int
+from autocutlass.kernels import ALL_GATES
 
 Job = tuple[str, dict[str, Any], dict[str, Any]]
 """(family, config, problem) of one compile."""
@@ -88,20 +89,19 @@ def _records(source: str, shipped: bool, gpu: str | None) -> list[Any]:
             release(source)
 
 
-def problem_class(problem_dict: dict[str, Any]) -> Any:
-    """The kernel class key of a job's problem."""
-    from autocutlass.ops.registry import problem_from_dict
-
-    return problem_from_dict(problem_dict).kernel_class_key()
+JobKey = tuple[str, str, Any]
+"""(family, config as sorted JSON, kernel class key): one compile each."""
 
 
-def seed_jobs(shapes: Sequence[str]) -> tuple[list[Job], int]:
-    """The seed configs (``family.seeds``) of every family that serves each case of ``shapes``,
-    one job per (family, config, kernel class); and the number of cases."""
+def _job_key(family: str, config: dict[str, Any], problem: Any) -> JobKey:
+    return family, json.dumps(config, sort_keys=True), problem.kernel_class_key()
+
+
+def _keyed_seeds(shapes: Sequence[str]) -> tuple[dict[JobKey, Job], int]:
     from autocutlass.cli.shapes import load_cases
     from autocutlass.kernels import families_for
 
-    jobs: dict[tuple[str, str, Any], Job] = {}
+    jobs: dict[JobKey, Job] = {}
     n = 0
     for path in shapes:
         for case in load_cases(path):
@@ -109,19 +109,25 @@ def seed_jobs(shapes: Sequence[str]) -> tuple[list[Job], int]:
             for fam in families_for(case.problem):
                 for cfg in fam.seeds(case.problem):
                     d = fam.config_to_dict(cfg)
-                    key = (fam.name, json.dumps(d, sort_keys=True), case.problem.kernel_class_key())
-                    jobs.setdefault(key, (fam.name, d, case.problem.as_dict()))
+                    jobs.setdefault(_job_key(fam.name, d, case.problem), (fam.name, d, case.problem.as_dict()))
+    return jobs, n
+
+
+def seed_jobs(shapes: Sequence[str]) -> tuple[list[Job], int]:
+    """The seed configs (``family.seeds``) of every family that serves each case of ``shapes``,
+    one job per (family, config, kernel class); and the number of cases."""
+    jobs, n = _keyed_seeds(shapes)
     return list(jobs.values()), n
 
 
-def plan_jobs(records: Sequence[Any]) -> tuple[list[Job], dict[str, int]]:
+def _keyed_records(records: Sequence[Any]) -> tuple[dict[JobKey, Job], dict[str, int]]:
     """The compiles ``records`` need, one per (family, config, kernel class), and what was
     skipped (counts by reason)."""
     from autocutlass.device import dsl_version
     from autocutlass.kernels import family_names, get_family
 
     hashes = {name: get_family(name).source_hash() for name in family_names()}
-    jobs: dict[tuple[str, str, Any], Job] = {}
+    jobs: dict[JobKey, Job] = {}
     skipped: dict[str, int] = {}
 
     def skip(why: str) -> None:
@@ -137,9 +143,14 @@ def plan_jobs(records: Sequence[Any]) -> tuple[list[Job], dict[str, int]]:
         if r.hard_key.dsl_version != dsl_version():
             skip(f"measured with DSL {r.hard_key.dsl_version} (installed: {dsl_version()})")
             continue
-        key = (r.family, json.dumps(r.config, sort_keys=True), r.problem.kernel_class_key())
-        if key not in jobs:
-            jobs[key] = (r.family, r.config, r.problem.as_dict())
+        jobs.setdefault(_job_key(r.family, r.config, r.problem), (r.family, r.config, r.problem.as_dict()))
+    return jobs, skipped
+
+
+def plan_jobs(records: Sequence[Any]) -> tuple[list[Job], dict[str, int]]:
+    """The compiles ``records`` need, one per (family, config, kernel class), and what was
+    skipped (counts by reason)."""
+    jobs, skipped = _keyed_records(records)
     return list(jobs.values()), skipped
 
 
@@ -178,11 +189,10 @@ def _helpers_job(cache_dir: str) -> Outcome:
     return "tail_zero (16 and 32 bits)", None, ObjectCache.total_compiled() > before
 
 
-GATE_VARIABLES = ("AUTOCUTLASS_GROUPED_KERNELS", "AUTOCUTLASS_CONV_DGRAD", "AUTOCUTLASS_CONV_WGRAD",
-                  "AUTOCUTLASS_GATED_KERNELS")  # fmt: skip
-"""The settings that switch kernel families off (``kernels.GATES`` and hopper_conv_wgrad's own): a
-compile process turns them all on, since a stored record of a family switched off here still
-runs where a user turns it on, and its kernel belongs in the cache (or the shipped archive)."""
+GATE_VARIABLES = tuple(var for _, var in ALL_GATES.values())
+"""The settings that switch kernel families off (``kernels.ALL_GATES``): a compile process turns
+them all on, since a stored record of a family switched off here still runs where a user turns
+it on, and its kernel belongs in the cache (or the shipped archive)."""
 
 
 def _init_worker(arch: str) -> None:
@@ -248,11 +258,11 @@ def cmd_warm(ns: argparse.Namespace) -> int:
         return rc
     from autocutlass.settings import current
 
-    seeds: list[Job] = []
+    seeds: dict[JobKey, Job] = {}
     n_cases = 0
     if ns.seeds:  # before any database is read: a bad file fails at once
         try:
-            seeds, n_cases = seed_jobs(ns.seeds)
+            seeds, n_cases = _keyed_seeds(ns.seeds)
         except (OSError, ValueError) as e:
             raise UsageError(f"--seeds: {e}") from e
     cache_dir = (ns.cache_dir or current().kernel_cache_dir).expanduser().resolve()
@@ -265,14 +275,14 @@ def cmd_warm(ns: argparse.Namespace) -> int:
             raise UsageError(f"cannot read the records of {source}: {type(e).__name__}: {e}") from e
         print(f"{source}: {len(found)} records" + (f" of {ns.gpu}" if ns.gpu else ""), flush=True)
         records += found
-    jobs, skipped = plan_jobs(records)
+    keyed, skipped = _keyed_records(records)
     for why, n in sorted(skipped.items()):
         print(f"skipped {n} record(s): {why}")
     if ns.seeds:
-        known = {(f, json.dumps(c, sort_keys=True), problem_class(p)) for f, c, p in jobs}
-        extra = [j for j in seeds if (j[0], json.dumps(j[1], sort_keys=True), problem_class(j[2])) not in known]
+        extra = {k: j for k, j in seeds.items() if k not in keyed}
         print(f"seeds of {n_cases} case(s): {len(extra)} more kernel(s)", flush=True)
-        jobs += extra
+        keyed.update(extra)
+    jobs = list(keyed.values())
     t0 = time.perf_counter()
     compiled = cached = failed = 0
     for label, err, did in _run(jobs, str(cache_dir), ns.workers, ns.arch):

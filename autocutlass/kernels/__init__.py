@@ -47,6 +47,10 @@ GATES: dict[str, tuple[str, str]] = {
 kernels awaiting their GPU validation (their setting is off by default), and validated ones a
 user may switch off (on by default: hopper_conv_dgrad, hopper_gemm_gated)."""
 
+ALL_GATES: dict[str, tuple[str, str]] = {**GATES, "hopper_conv_wgrad": ("conv_wgrad_kernel", "AUTOCUTLASS_CONV_WGRAD")}
+"""``GATES`` and hopper_conv_wgrad's, which the family checks itself (its ``supports``): every
+setting that switches a family off, for the tools that list or override them."""
+
 
 def gate_is_opt_out(field: str) -> bool:
     """True when the gate's setting is on by default (the variable switches the family off)."""
