@@ -17,12 +17,13 @@ wgrad runs cuDNN (or, for pointwise layers, the GEMM family).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autocutlass.kernels import budgets
+from autocutlass.kernels import budgets, waves
 from autocutlass.kernels.base import KernelFamily
 from autocutlass.kernels.hopper_conv_wgrad.check import check, problem_supported
 from autocutlass.kernels.hopper_conv_wgrad.config import (
@@ -58,14 +59,31 @@ def output_tiles(problem: ConvProblem, tile_m: int, tile_n: int) -> int:
     return -(-problem.k // tile_m) * -(-problem.c // tile_n) * problem.r * problem.s
 
 
-def balanced_splits(tiles: int, k_blocks: int, sms: int = budgets.SM_COUNT_SM90) -> int:
-    """The split count (of ``config.SPLIT_K``) that brings ``tiles`` closest to filling the SMs
-    once, without splitting the pixel loop into blocks of fewer than 4 K blocks."""
-    best = 1
-    for s in SPLIT_K:
-        if tiles * s <= sms and k_blocks >= 4 * s:
-            best = s
-    return best
+MODEL_TILE_K = 64
+"""The pixels per K block of the configs the cost model ranks (``modelled_configs``)."""
+
+MODEL_PICKS = 4
+"""Seeds taken from the cost model's ranking, before the family's fixed guesses."""
+
+
+def modelled_configs(problem: ConvProblem) -> list[tuple[float, HopperConvWgradConfig]]:
+    """Every (tile_m, tile_n) of the family's axes with each way of sharing the pixel loop
+    (data-parallel, each serial split of ``SPLIT_K`` leaving at least 4 K blocks per split,
+    stream-K), cooperative, no cluster, ``MODEL_TILE_K`` pixels per K block, with the cost
+    ``kernels.waves.predicted_cost`` predicts for it, cheapest first (ties: the simpler)."""
+    c = HopperConvWgradConfig
+    k_blocks = -(-implicit_gemm(problem).k // MODEL_TILE_K)
+    out: list[tuple[float, HopperConvWgradConfig]] = []
+    for tm, tn in itertools.product(TILE_M, TILE_N):
+        tiles = output_tiles(problem, tm, tn)
+        for split in SPLIT_K:
+            if split == 1 or k_blocks >= 4 * split:
+                cost = waves.predicted_cost(tiles, k_blocks, tm, tn, MODEL_TILE_K, split=split)
+                out.append((cost, c(tm, tn, MODEL_TILE_K, split_k=split)))
+        cost = waves.predicted_cost(tiles, k_blocks, tm, tn, MODEL_TILE_K, stream_k=True)
+        out.append((cost, c(tm, tn, MODEL_TILE_K, stream_k=True)))
+    out.sort(key=lambda pair: (pair[0], pair[1].split_k, pair[1].stream_k))
+    return out
 
 
 class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
@@ -124,25 +142,29 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
         return reason
 
     def seeds(self, problem: ConvProblem) -> Sequence[HopperConvWgradConfig]:
-        """First guesses, best first (not yet measured: the kernel has not run on a GPU): tiles
-        that cover the channels with few padded ones; stream-K when the output tiles fill less
-        than half of the SMs, then the serial split that fills them once, then the
-        data-parallel tiles for layers with many tiles."""
+        """First guesses, best first. The cost model's (``modelled_configs``, feasible ones only):
+        its best config, and the best of each way of sharing the pixel loop (data-parallel tiles,
+        a serial split, stream-K), ``MODEL_PICKS`` in all, cheapest first, since which of the
+        three wins turns on how the layer's few output tiles fill the SMs; then the best
+        data-parallel one in a 2x1 cluster and as ping-pong, then the large and small tiles."""
         c = HopperConvWgradConfig
-        tm = 128 if problem.k >= 128 else 64
-        tn = 128 if problem.c >= 128 else 64
-        tiles = output_tiles(problem, tm, tn)
-        k_blocks = -(-implicit_gemm(problem).k // 64)
-        splits = balanced_splits(tiles, k_blocks)
-        few = tiles < budgets.SM_COUNT_SM90 // 2
-        guesses = []
-        if few:
-            guesses += [c(tm, tn, 64, stream_k=True), c(tm, tn, 64, split_k=splits), c(tm, tn, 128, stream_k=True)]
-        guesses += [c(tm, tn, 64), c(tm, tn, 64, cluster_m=2), c(tm, tn, 64, schedule=Schedule.PINGPONG),
-                    c(128, 256, 64), c(256, 128, 64)]  # fmt: skip
-        if not few and splits > 1:
-            guesses.insert(1, c(tm, tn, 64, split_k=splits))
-        guesses += [c(128, 128, 64), c(128, 64, 64), c(64, 64, 64)]
+        ranked = [cfg for _, cfg in modelled_configs(problem) if self.check(cfg, problem) is None]
+        if not ranked:
+            return []
+        kinds = ("stream", "split", "data")
+
+        def kind(cfg: HopperConvWgradConfig) -> str:
+            return kinds[0] if cfg.stream_k else kinds[1] if cfg.split_k > 1 else kinds[2]
+
+        firsts = {k: next((cfg for cfg in ranked if kind(cfg) == k), None) for k in kinds}
+        picks = [ranked[0], *(cfg for cfg in firsts.values() if cfg is not None)]
+        picks += [cfg for cfg in ranked if cfg not in picks][: max(0, MODEL_PICKS - len(set(picks)))]
+        order = {cfg: i for i, cfg in enumerate(ranked)}
+        guesses = sorted(set(picks), key=order.__getitem__)
+        data = firsts["data"]
+        if data is not None:
+            guesses += [dataclasses.replace(data, cluster_m=2), dataclasses.replace(data, schedule=Schedule.PINGPONG)]
+        guesses += [c(128, 256, 64), c(256, 128, 64), c(128, 128, 64), c(128, 64, 64), c(64, 64, 64)]
         return self.feasible_seeds(guesses, problem)
 
     def config_to_dict(self, config: HopperConvWgradConfig) -> dict[str, Any]:
