@@ -32,7 +32,7 @@ HIT_FUNCTIONS = {
     "MatmulFrontEnd.memo_key", "LinearFrontEnd.memo_key", "ScaledMmFrontEnd.memo_key", "Conv2dFrontEnd.memo_key",
     # the memoised entry: the op's adapter lambda and its launch closure, then the runner
     "MatmulFrontEnd.kernel_entry.<locals>.<lambda>", "LinearFrontEnd.kernel_entry.<locals>.launch",
-    "_gemm_launch.<locals>.run", "ScaledMmFrontEnd.kernel_entry.<locals>.run", "Conv2dFrontEnd.kernel_entry.<locals>.run",
+    "_runner_launch.<locals>.run", "_direct_launch.<locals>.run", "ScaledMmFrontEnd.kernel_entry.<locals>.run", "Conv2dFrontEnd.kernel_entry.<locals>.run",
     "GemmLowering.runner.<locals>.run", "meta", "_noop_runner",
 }  # fmt: skip
 """Every Python function a hit may enter (C functions such as torch.empty are not counted)."""
@@ -101,7 +101,7 @@ def test_hit_paths_enter_only_the_key_the_lookup_and_the_entry(rig, monkeypatch:
     mm = _assert_cheap(lambda: d.matmul(a, b))
     _assert_cheap(lambda: d.linear(x, w, bias, "silu"))
     assert mm == ["Calls.matmul", "Dispatcher.call", "MatmulFrontEnd.memo_key",
-                  "MatmulFrontEnd.kernel_entry.<locals>.<lambda>", "_gemm_launch.<locals>.run", "_noop_runner"]  # fmt: skip
+                  "MatmulFrontEnd.kernel_entry.<locals>.<lambda>", "_runner_launch.<locals>.run", "_noop_runner"]  # fmt: skip
     assert rig.dispatcher.stats().memo_misses == 2 and rig.store.lookups == []
 
 
@@ -152,7 +152,7 @@ def test_public_entry_points_reach_the_dispatcher_without_the_op_boundary(rig, m
     wc = torch.randn(48, 32, 1, 1).to(BF).contiguous(memory_format=cl)
     mm = _assert_cheap(lambda: api.matmul(a, b), allowed, limit)
     assert mm == ["matmul", "is_compiling", "is_scripting", "Dispatcher.call", "MatmulFrontEnd.memo_key",
-                  "MatmulFrontEnd.kernel_entry.<locals>.<lambda>", "_gemm_launch.<locals>.run", "_noop_runner"]  # fmt: skip
+                  "MatmulFrontEnd.kernel_entry.<locals>.<lambda>", "_runner_launch.<locals>.run", "_noop_runner"]  # fmt: skip
     _assert_cheap(lambda: api.linear(x, w, bias, activation="silu"), allowed, limit)
     _assert_cheap(lambda: api.scaled_mm(a8, b8, s1, s1, bias, out_dtype=BF, use_fast_accum=True), allowed, limit)
     _assert_cheap(lambda: api.conv2d(xc, wc), allowed, limit)

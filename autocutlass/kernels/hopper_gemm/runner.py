@@ -200,6 +200,28 @@ class HopperGemmRunner:
                 self._transpose[rank] = get_transpose(rank, self._cache_dir)
         return fn
 
+    @property
+    def swaps_operands(self) -> bool:
+        """Whether the kernel runs the swapped problem (``swap_ab``): it reads A' = B^T, B' = A^T
+        and writes D' = D^T (and C' = C^T)."""
+        return self._swap
+
+    def direct_launch(self, rank: int, device_index: int) -> tuple[Any, int] | None:
+        """``(fn, clusters)`` when a launch of ``rank``-operand tensors on device ``device_index``
+        needs nothing but the kernel's operands (no split-K workspace, no tf32 copies, no fp8
+        scales), else None. The caller then launches ``fn(a', b', d', c', bias, None, None, None,
+        None, alpha, beta, clusters)`` itself with the kernel's views of its tensors (swapped when
+        ``swaps_operands``), as ``__call__`` would, minus its per-call checks and transposes:
+        the hit path's shortest launch (``ops.gemm.entries``)."""
+        if self._workspace is not None or self._copy_a or self._copy_b or self._scaled:
+            return None
+        fn = self._fns.get(rank) or self.prepare(rank)
+        clusters = self._clusters.get(device_index)
+        if clusters is None:
+            clusters = max_active_clusters(max(device_index, 0), self.config.cluster_size)
+            self._clusters[device_index] = clusters
+        return fn, clusters
+
     def __call__(
         self,
         a: Any,

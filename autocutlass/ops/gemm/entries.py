@@ -44,7 +44,98 @@ def _context(call: Call, ctx: PlanContext) -> Context:
 
 
 def _gemm_launch(plan: KernelPlan, runner: Callable[..., None], call: Call) -> Entry:
-    """(a, b, c, bias, out, alpha, beta) -> result: views, output allocation, one runner call."""
+    """(a, b, c, bias, out, alpha, beta) -> result: views, output allocation, one runner call;
+    ``_direct_launch``'s shorter path when the runner offers one."""
+    general = _runner_launch(plan, runner, call)
+    return _direct_launch(plan, runner, call, general) or general
+
+
+def _kernel_view(view: fe.View | None, t: torch.Tensor | None, swap: bool) -> tuple[Any, Any] | None:
+    """(shape, stride) of the kernel's view of the user tensor ``t`` (``view``'s, or ``t``'s own
+    when None), its last two modes exchanged when the kernel runs the swapped problem; None when
+    the kernel reads ``t`` as it is."""
+    if view is None:
+        if not swap or t is None:
+            return None
+        shape, stride = tuple(t.shape), tuple(t.stride())
+    else:
+        shape, stride = view.shape, view.stride
+    if swap:
+        shape = (*shape[:-2], shape[-1], shape[-2])
+        stride = (*stride[:-2], stride[-1], stride[-2])
+    return shape, stride
+
+
+def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major strides of ``shape`` (torch's, as ``torch.empty`` makes them)."""
+    strides = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * max(shape[i + 1], 1)
+    return tuple(strides)
+
+
+def _direct_launch(plan: KernelPlan, runner: Any, call: Call, general: Entry) -> Entry | None:
+    """The launch with nothing between the views and the compiled function, for runners that
+    offer it (``HopperGemmRunner.direct_launch``: no split-K workspace, tf32 copies or fp8
+    scales): per call one ``torch.empty``, one ``as_strided`` per operand whose kernel view is not
+    the tensor itself (the weight's cached), the launch. Every call of a memo entry has the
+    shapes and strides of the call it was built from (they are in the memo key), so the kernel's
+    views, transposed for a ``swap_ab`` config, are fixed here once, as are the compiled function
+    and the grid's bound, instead of re-derived by the runner per call (its transposes, rank and
+    device look-ups: about a third of the hit path's host time in an eager decode step, H100).
+    ``out=`` calls take ``general`` (the overlap guard)."""
+    offer = getattr(runner, "direct_launch", None)
+    av, bv, cv, dv = plan.a, plan.b, plan.c, plan.d
+    if offer is None or (av is not None and av.copy) or (bv is not None and bv.copy):
+        return None
+    rank = len(av.shape) if av is not None else call.a.dim()
+    spec = offer(rank, max(plan.device_index, 0))
+    if spec is None:
+        return None
+    fn, clusters = spec
+    swap = bool(runner.swaps_operands)
+    shape, dtype, device = plan.out_shape, plan.out_dtype, call.a.device
+    with_c = plan.problem.epilogue.with_c
+    ka = _kernel_view(av, call.a, swap)
+    kb = _kernel_view(bv, call.b, swap)
+    kc = _kernel_view(cv, call.c, swap) if with_c else None
+    # out is allocated contiguous: without a plan view the kernel writes it as it is (or its transpose)
+    kd = _kernel_view(dv if dv is not None else fe.View(tuple(shape), _contiguous(shape)), None, swap)
+    if dv is None and not swap:
+        kd = None
+    b_seen: tuple[Any, Any, int] = (None, None, 0)  # (weight, its kernel view, its data_ptr), swapped whole
+
+    def run(a: Any, b: Any, c: Any, bias: Any, out: Any, alpha: float, beta: float) -> torch.Tensor:
+        nonlocal b_seen
+        if out is not None:
+            return general(a, b, c, bias, out, alpha, beta)
+        out = torch.empty(shape, dtype=dtype, device=device)
+        if ka is not None:
+            a = a.as_strided(*ka)
+        if kb is not None:
+            seen = b_seen
+            ptr = b.data_ptr()
+            if b is seen[0] and ptr == seen[2]:
+                b = seen[1]
+            else:
+                b_seen = (b, b.as_strided(*kb), ptr)
+                b = b_seen[1]
+        d = out if kd is None else out.as_strided(*kd)
+        if not with_c:
+            c = None
+        elif kc is not None:
+            c = c.as_strided(*kc)
+        if swap:
+            fn(b, a, d, c, bias, None, None, None, None, alpha, beta, clusters)
+        else:
+            fn(a, b, d, c, bias, None, None, None, None, alpha, beta, clusters)
+        return out
+
+    return run
+
+
+def _runner_launch(plan: KernelPlan, runner: Callable[..., None], call: Call) -> Entry:
+    """The launch through the runner's ``__call__`` (every runner; ``out=`` calls)."""
     av, bv, cv, dv = plan.a, plan.b, plan.c, plan.d
     shape, dtype, device = plan.out_shape, plan.out_dtype, call.a.device
     with_c = plan.problem.epilogue.with_c
