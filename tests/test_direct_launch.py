@@ -23,11 +23,12 @@ class Kernel:
     """The compiled function's calling convention, computed with torch:
     D' = alpha * A' @ B' + beta * C' + bias (bias along D's columns: D' rows when swapped)."""
 
-    def __init__(self, swap: bool) -> None:
-        self.swap, self.launches = swap, 0
+    def __init__(self, swap: bool, split: int) -> None:
+        self.swap, self.split, self.launches = swap, split, 0
 
     def __call__(self, a, b, d, c, bias, work, count, scale_a, scale_b, alpha, beta, clusters) -> None:  # noqa: ANN001
-        assert work is None and count is None and scale_a is None and scale_b is None and clusters == 132
+        assert scale_a is None and scale_b is None and clusters == 132
+        assert (work is None and count is None) if self.split == 1 else (work.numel() > 0 and count.numel() > 0)
         self.launches += 1
         y = alpha * (a.float() @ b.float())
         if c is not None:
@@ -41,12 +42,14 @@ class Kernel:
 def rig(monkeypatch: pytest.MonkeyPatch) -> Any:
     rig = make_rig()
     monkeypatch.setitem(runner_mod._max_clusters, (0, 1), 132)
+    monkeypatch.setattr(runner_mod.SplitKWorkspace, "get", lambda self, device, partials, turnstiles: (
+        torch.empty(partials), torch.zeros(turnstiles, dtype=torch.int32)))  # CPU: no streams to ask
     built: list[tuple[HopperGemmRunner, Kernel]] = []
-    rig.swap = False
+    rig.swap, rig.split = False, 1
 
     def compile_real_runner(config: Any, problem: Any) -> HopperGemmRunner:
-        kernel = Kernel(rig.swap)
-        cfg = HopperGemmConfig(swap_ab=rig.swap, split_k=1, split_mode=SplitMode.SERIAL)
+        kernel = Kernel(rig.swap, rig.split)
+        cfg = HopperGemmConfig(swap_ab=rig.swap, split_k=rig.split, split_mode=SplitMode.SERIAL)
         r = HopperGemmRunner(cfg, problem, None, compiler=lambda *args: kernel)
         calls_ = []
         orig = r.__call__
@@ -66,9 +69,9 @@ def rig(monkeypatch: pytest.MonkeyPatch) -> Any:
     return rig
 
 
-@pytest.mark.parametrize("swap", [False, True])
-def test_linear_hits_launch_directly_with_the_right_views(rig: Any, swap: bool) -> None:
-    rig.swap = swap
+@pytest.mark.parametrize(("swap", "split"), [(False, 1), (True, 1), (False, 3), (True, 2)])
+def test_linear_hits_launch_directly_with_the_right_views(rig: Any, swap: bool, split: int) -> None:
+    rig.swap, rig.split = swap, split
     d = calls(rig.dispatcher)
     x, w, bias = torch.randn(3, 5, 32).bfloat16(), torch.randn(48, 32).bfloat16(), torch.randn(48).bfloat16()
     ref = F.linear(x.float(), w.float(), bias.float())
@@ -106,13 +109,33 @@ def test_out_calls_and_runners_without_the_offer_take_the_runners_call(rig: Any)
     assert runner.general_calls == [1]
 
 
-def test_split_k_workspace_runners_do_not_offer_a_direct_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_what_runners_offer_a_direct_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plain and serial split-K / stream-K configs do (the latter with their scratch, as many
+    slots as ``__call__`` asks for); workspace split-K (a reduce kernel after the GEMM) does not."""
     from autocutlass.ops.gemm.problem import DType, GemmProblem, Major
 
     monkeypatch.setitem(runner_mod._max_clusters, (0, 1), 132)
-    p = GemmProblem(m=64, n=64, k=4096, a_dtype=DType.BF16, b_dtype=DType.BF16, d_dtype=DType.BF16,
+    p = GemmProblem(m=300, n=200, k=4096, a_dtype=DType.BF16, b_dtype=DType.BF16, d_dtype=DType.BF16,
                     a_major=Major.ROW, b_major=Major.COL)  # fmt: skip
     plain = HopperGemmRunner(HopperGemmConfig(), p, None, compiler=lambda *args: "fn")
-    assert plain.direct_launch(2, 0) == ("fn", 132) and plain.swaps_operands is False
-    split = HopperGemmRunner(HopperGemmConfig(split_k=4), p, None, compiler=lambda *args: "fn")
-    assert split.direct_launch(2, 0) is None
+    assert plain.direct_launch(2, 0, 300, 200, 1) == ("fn", 132, None) and plain.swaps_operands is False
+    slabs = HopperGemmRunner(HopperGemmConfig(split_k=4, split_mode=SplitMode.WORKSPACE), p, None,
+                             compiler=lambda *args: "fn")  # fmt: skip
+    assert slabs.direct_launch(2, 0, 300, 200, 1) is None
+    for cfg in (HopperGemmConfig(split_k=4, split_mode=SplitMode.SERIAL), HopperGemmConfig(stream_k=True)):
+        asked: list[tuple[int, int]] = []
+
+        def get(device: Any, partials: int, turnstiles: int, asked: list[tuple[int, int]] = asked) -> Any:
+            asked.append((partials, turnstiles))
+            return torch.empty(partials), torch.zeros(turnstiles, dtype=torch.int32)
+
+        launches: list[tuple[Any, ...]] = []
+        r = HopperGemmRunner(cfg, p, None, compiler=lambda *args, launches=launches: lambda *a: launches.append(a))
+        monkeypatch.setattr(r._workspace, "get", get)
+        fn, clusters, scratch = r.direct_launch(2, 0, 300, 200, 1)
+        work, count = scratch()
+        a, b, d = torch.empty(300, 4096), torch.empty(200, 4096).t(), torch.empty(300, 200)
+        r(a, b, d)  # the runner's own call asks for the same scratch
+        assert asked[0] == asked[1] and asked[0][1] > 1 and clusters == 132
+        assert launches[0][5].numel() == work.numel() and launches[0][6].numel() == count.numel()
+        assert r.direct_launch(2, 0, 0, 200, 1) is None  # no tiles: the runner's call launches nothing

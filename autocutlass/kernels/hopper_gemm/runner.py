@@ -206,21 +206,42 @@ class HopperGemmRunner:
         and writes D' = D^T (and C' = C^T)."""
         return self._swap
 
-    def direct_launch(self, rank: int, device_index: int) -> tuple[Any, int] | None:
-        """``(fn, clusters)`` when a launch of ``rank``-operand tensors on device ``device_index``
-        needs nothing but the kernel's operands (no split-K workspace, no tf32 copies, no fp8
-        scales), else None. The caller then launches ``fn(a', b', d', c', bias, None, None, None,
-        None, alpha, beta, clusters)`` itself with the kernel's views of its tensors (swapped when
-        ``swaps_operands``), as ``__call__`` would, minus its per-call checks and transposes:
-        the hit path's shortest launch (``ops.gemm.entries``)."""
-        if self._workspace is not None or self._copy_a or self._copy_b or self._scaled:
+    def direct_launch(self, rank: int, device_index: int, m: int, n: int, l: int) -> tuple[Any, int, Any] | None:  # noqa: E741
+        """``(fn, clusters, scratch)`` for launches of ``rank``-operand tensors on device
+        ``device_index`` whose kernel output D' is ``l`` x ``m`` x ``n``, when such a launch needs
+        nothing but the kernel's operands and, for serial split-K or stream-K, its scratch (not
+        workspace split-K, whose reduce kernel runs after, not tf32 copies, not fp8 scales), else
+        None. The caller then launches ``fn(a', b', d', c', bias, work, count, None, None, alpha,
+        beta, clusters)`` itself with the kernel's views of its tensors (swapped when
+        ``swaps_operands``) and ``work, count = scratch()`` (both None when ``scratch`` is None),
+        as ``__call__`` would, minus its per-call checks, transposes and look-ups: the hit path's
+        shortest launch (``ops.gemm.entries``)."""
+        if self._copy_a or self._copy_b or self._scaled or self._slabs:
             return None
+        if self._workspace is not None and m * n * l == 0:
+            return None  # no tiles: __call__ returns without a launch
         fn = self._fns.get(rank) or self.prepare(rank)
         clusters = self._clusters.get(device_index)
         if clusters is None:
             clusters = max_active_clusters(max(device_index, 0), self.config.cluster_size)
             self._clusters[device_index] = clusters
-        return fn, clusters
+        if self._workspace is None:
+            return fn, clusters, None
+        import torch
+
+        slots = self._slots(m, n, l, clusters)
+        partials, workspace, device = slots * self.config.tile_m * self.config.tile_n, self._workspace, torch.device(
+            "cuda", device_index)  # fmt: skip
+        return fn, clusters, lambda: workspace.get(device, partials, slots)
+
+    def _slots(self, m: int, n: int, l: int, clusters: int) -> int:  # noqa: E741
+        """Serial split-K's and stream-K's scratch slots (tiles and turnstiles) for an l x m x n D'."""
+        cfg = self.config
+        if cfg.stream_k:
+            return clusters * cfg.cluster_size  # one per CTA of the grid (it has at most this many)
+        # one per output tile, tiles padded to whole clusters as the kernel numbers them
+        return (-(-m // (cfg.tile_m * cfg.cluster_m)) * cfg.cluster_m * -(-n // (cfg.tile_n * cfg.cluster_n))
+                * cfg.cluster_n * l)  # fmt: skip
 
     def __call__(
         self,
@@ -272,14 +293,8 @@ class HopperGemmRunner:
             fn(a, b, d, c, bias, work, None, scale_a, scale_b, alpha, beta, clusters)  # C, bias: unused here
             self._reduce[d.dim()](slabs, d, c, bias, alpha, beta)
             return
-        if cfg.stream_k:
-            if m * n * l == 0:
-                return  # no tiles: the kernel's grid would be empty
-            slots = clusters * cfg.cluster_size  # one per CTA of the grid (it has at most this many)
-        else:  # one per output tile, tiles padded to whole clusters as the kernel numbers them
-            slots = (
-                -(-m // (cfg.tile_m * cfg.cluster_m)) * cfg.cluster_m * -(-n // (cfg.tile_n * cfg.cluster_n))
-                * cfg.cluster_n * l
-            )
+        if cfg.stream_k and m * n * l == 0:
+            return  # no tiles: the kernel's grid would be empty
+        slots = self._slots(m, n, l, clusters)
         work, count = self._workspace.get(d.device, slots * cfg.tile_m * cfg.tile_n, slots)
         fn(a, b, d, c, bias, work, count, scale_a, scale_b, alpha, beta, clusters)

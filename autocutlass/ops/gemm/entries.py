@@ -76,9 +76,9 @@ def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def _direct_launch(plan: KernelPlan, runner: Any, call: Call, general: Entry) -> Entry | None:
     """The launch with nothing between the views and the compiled function, for runners that
-    offer it (``HopperGemmRunner.direct_launch``: no split-K workspace, tf32 copies or fp8
+    offer it (``HopperGemmRunner.direct_launch``: not workspace split-K, tf32 copies or fp8
     scales): per call one ``torch.empty``, one ``as_strided`` per operand whose kernel view is not
-    the tensor itself (the weight's cached), the launch. Every call of a memo entry has the
+    the tensor itself (the weight's cached), serial split-K's or stream-K's scratch, the launch. Every call of a memo entry has the
     shapes and strides of the call it was built from (they are in the memo key), so the kernel's
     views, transposed for a ``swap_ab`` config, are fixed here once, as are the compiled function
     and the grid's bound, instead of re-derived by the runner per call (its transposes, rank and
@@ -89,20 +89,21 @@ def _direct_launch(plan: KernelPlan, runner: Any, call: Call, general: Entry) ->
     if offer is None or (av is not None and av.copy) or (bv is not None and bv.copy):
         return None
     rank = len(av.shape) if av is not None else call.a.dim()
-    spec = offer(rank, max(plan.device_index, 0))
-    if spec is None:
-        return None
-    fn, clusters = spec
     swap = bool(runner.swaps_operands)
     shape, dtype, device = plan.out_shape, plan.out_dtype, call.a.device
     with_c = plan.problem.epilogue.with_c
     ka = _kernel_view(av, call.a, swap)
     kb = _kernel_view(bv, call.b, swap)
     kc = _kernel_view(cv, call.c, swap) if with_c else None
-    # out is allocated contiguous: without a plan view the kernel writes it as it is (or its transpose)
+    # out is allocated contiguous: the kernel writes it as it is, or the plan's view (or the transpose)
     kd = _kernel_view(dv if dv is not None else fe.View(tuple(shape), _contiguous(shape)), None, swap)
+    d_shape = kd[0] if kd is not None else tuple(shape)
     if dv is None and not swap:
         kd = None
+    spec = offer(rank, max(plan.device_index, 0), d_shape[-2], d_shape[-1], d_shape[0] if len(d_shape) == 3 else 1)
+    if spec is None:
+        return None
+    fn, clusters, scratch = spec
     b_seen: tuple[Any, Any, int] = (None, None, 0)  # (weight, its kernel view, its data_ptr), swapped whole
 
     def run(a: Any, b: Any, c: Any, bias: Any, out: Any, alpha: float, beta: float) -> torch.Tensor:
@@ -125,10 +126,11 @@ def _direct_launch(plan: KernelPlan, runner: Any, call: Call, general: Entry) ->
             c = None
         elif kc is not None:
             c = c.as_strided(*kc)
+        work, count = (None, None) if scratch is None else scratch()
         if swap:
-            fn(b, a, d, c, bias, None, None, None, None, alpha, beta, clusters)
+            fn(b, a, d, c, bias, work, count, None, None, alpha, beta, clusters)
         else:
-            fn(a, b, d, c, bias, None, None, None, None, alpha, beta, clusters)
+            fn(a, b, d, c, bias, work, count, None, None, alpha, beta, clusters)
         return out
 
     return run
