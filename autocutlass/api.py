@@ -99,7 +99,12 @@ def linear(
     ``linear(x, w_gate, activation="silu", mul=linear(x, w_up))`` is ``silu(gate) * up`` without
     the two elementwise passes; served by the ``hopper_gemm_gated`` kernels, unless
     ``AUTOCUTLASS_GATED_KERNELS=0``, for a mul of the result's exact shape and no residual; torch
-    computes the other cases). Returns (..., N).
+    computes the other cases). Returns (..., N). ``activation="swiglu"``: ``weight`` (2N, K) packs
+    gate rows then up rows (``torch.cat([w_gate, w_up])``), ``bias`` None or (2N,) likewise; returns
+    ``silu(x w_gate^T + b_gate) * (x w_up^T + b_up)`` (..., N) from one GEMM whose epilogue pairs
+    gate and up columns (the ``hopper_gemm_swiglu`` kernels, with ``AUTOCUTLASS_SWIGLU_KERNELS=1``;
+    torch's ``F.linear`` then ``silu(g) * u`` otherwise); a weight of odd rows, a ``residual`` or a
+    ``mul`` with it raise ``ValueError``.
 
     Differentiable: dX = dZ W, dW = dZ^T X, db = sum dZ, d residual = dZ (summed to its shape),
     with dZ = dY through the activation, each GEMM an autocutlass call. While autograd records, the

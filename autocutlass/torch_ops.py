@@ -6,8 +6,9 @@ eager entry point serves and runs torch for everything else, CPU tensors include
 
 * ``matmul(Tensor a, Tensor b) -> Tensor``: ``torch.matmul`` (mm, bmm, a 3-D A folded over a 2-D B,
   any ranks torch takes); ``matmul_out(a, b, Tensor(a!) out) -> ()`` writes ``out``.
-* ``linear(Tensor x, Tensor weight, Tensor? bias, str? activation, Tensor? residual=None) -> Tensor``:
-  ``act(F.linear(...) + residual)``.
+* ``linear(Tensor x, Tensor weight, Tensor? bias, str? activation, Tensor? residual=None,
+  Tensor? mul=None) -> Tensor``: ``act(F.linear(...) + residual) * mul``; with activation
+  'swiglu', ``silu(gate) * up`` of the (..., 2N) ``F.linear`` of a packed weight (..., N).
 * ``gemm(Tensor a, Tensor b, Tensor? c, float alpha, float beta) -> Tensor``: ``alpha a@b + beta c``;
   ``gemm_out(..., Tensor(a!) out) -> ()``.
 * ``scaled_mm(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor? bias, Tensor? scale_result,
@@ -93,7 +94,9 @@ the epilogue does not have, and the elementwise pass costs less than recomputing
 conv2d's residual stays fused while autograd records: its gradient is dZ itself, so autograd keeps
 nothing of it. Inference and no-grad calls keep the fused epilogue. The op itself, called directly
 with an activation while autograd records, stays correct: its backward recomputes Z with one
-more GEMM.
+more GEMM. linear's SwiGLU likewise: while autograd records, the op computes the (..., 2N)
+product without it and ``silu(gate) * up`` runs in torch (``ops.gemm.frontend.swiglu``); the op
+called directly with 'swiglu' recomputes Z in its backward (``swiglu_backward``).
 
 **Autocast**: each op that torch would autocast (``linear``, ``matmul``, ``gemm``, ``conv2d``) has
 an Autocast kernel for CPU and CUDA that casts its floating-point inputs (not float64) to the
@@ -179,8 +182,8 @@ def _linear(x: Tensor, weight: Tensor, bias: Tensor | None, activation: str | No
 @_linear.register_fake
 def _(x: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None, residual: Tensor | None = None,
       mul: Tensor | None = None) -> Tensor:  # fmt: skip
-    gemm_fe.parse_activation(activation)
-    call = Call(Op.LINEAR, x, weight, c=residual, bias=bias, mul=mul)
+    _, swiglu = gemm_fe.parse_linear_activation(activation)
+    call = Call(Op.LINEAR, x, weight, c=residual, bias=bias, mul=mul, swiglu=swiglu)
     return _empty_like_meta(_validated(gemm_fe.expected_result, call), x.device)
 
 
@@ -447,7 +450,7 @@ def _linear_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     x, w, bias, activation, *rest = inputs
     residual = rest[0] if rest else None
     mul = rest[1] if len(rest) > 1 else None
-    ctx.act = gemm_fe.parse_activation(activation)
+    ctx.act, ctx.swiglu = gemm_fe.parse_linear_activation(activation)
     # the pre-activation Z = X W^T + b + residual, recomputed for act' and for A = act(Z), which a mul's
     # gradient needs (Y = A * mul)
     recompute = ctx.act is not Activation.NONE or mul is not None
@@ -470,9 +473,20 @@ def linear_grads(dz: Tensor, x: Tensor, w: Tensor, bias_shape: Any, need: Sequen
     return dx, dw, db
 
 
+def swiglu_backward(dy: Tensor, z: Tensor) -> Tensor:
+    """dZ of Y = silu(G) * U with Z = [G, U] along the last dimension."""
+    g, u = z.chunk(2, dim=-1)
+    s = torch.sigmoid(g)
+    return torch.cat([dy * u * s * (1 + g * (1 - s)), dy * (g * s)], dim=-1)
+
+
 def _linear_backward(ctx: Any, dy: Tensor) -> tuple[Any, ...]:
     x, w, bias, residual, mul = ctx.saved_tensors
     need = ctx.needs_input_grad
+    if ctx.swiglu:  # the op was called with SwiGLU fused (no residual, no mul): recompute Z (M, 2N)
+        dz = swiglu_backward(dy, torch.ops.autocutlass.linear(x, w, bias, None))
+        dx, dw, db = linear_grads(dz, x, w, ctx.bias_shape, need)
+        return dx, dw, db, None, None, None
     dmul = None
     if mul is not None:  # Y = A * mul, A = act(Z): dA = dY * mul, dmul = dY * A
         if len(need) > 5 and need[5]:
@@ -828,6 +842,11 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None, activation: Any, resi
     activation and the mul run outside the kernel (see the module docstring), the residual stays
     in it."""
     _require_tensors("linear", x=x, weight=weight, bias=bias, residual=residual, mul=mul)
+    if isinstance(activation, str) and activation == gemm_fe.SWIGLU:
+        if _records(x, weight, bias, residual, mul):  # the (M, 2N) product through the op, SwiGLU in torch
+            gemm_fe.expected_result(Call(Op.LINEAR, x, weight, c=residual, bias=bias, mul=mul, swiglu=True))
+            return gemm_fe.swiglu(torch.ops.autocutlass.linear(x, weight, bias, None))
+        return torch.ops.autocutlass.linear(x, weight, bias, activation, residual, mul)
     act = _activation(activation)
     if act is None:  # unknown: the op raises the eager error
         return torch.ops.autocutlass.linear(x, weight, bias, activation, residual, mul)
@@ -911,6 +930,7 @@ def grouped_mm(x: Tensor, w: Tensor, offs: Tensor | None, bias: Tensor | None, o
 __all__ = [
     "NAMESPACE",
     "activation_backward",
+    "swiglu_backward",
     "apply_activation",
     "conv2d",
     "conv2d_grads",

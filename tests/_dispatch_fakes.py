@@ -78,7 +78,8 @@ class FakeRunner:
         rank = 3 if p.l > 1 else 2
         assert a.dim() == b.dim() == d.dim() == rank, (a.shape, b.shape, d.shape, p)
         m, k = a.shape[-2:]
-        assert b.shape[-2:] == (k, d.shape[-1]) and d.shape[-2] == m
+        n = 2 * d.shape[-1] if p.epilogue.swiglu else d.shape[-1]  # SwiGLU: B's gate and up columns, D's half
+        assert b.shape[-2:] == (k, n) and d.shape[-2] == m and (bias is None or bias.shape == (n,))
         for name, t, major in (("a", a, p.a_major), ("b", b, p.b_major), ("d", d, Major.ROW)):
             unit = -1 if major is Major.ROW else -2
             assert t.stride(unit) == 1, f"{name} {major} needs stride 1 in dim {unit}: {t.stride()}"
@@ -98,6 +99,10 @@ class FakeRunner:
             r = r + beta * c.float()
         if bias is not None:
             r = r + bias.float()
+        if p.epilogue.swiglu:
+            gate, up = r.chunk(2, dim=-1)
+            d.copy_(F.silu(gate) * up)
+            return
         r = _act(r, p.epilogue.activation)
         d.copy_(r * c.float() if c is not None and p.epilogue.c_mul else r)  # the gated epilogue multiplies
 

@@ -16,6 +16,7 @@ from autocutlass.kernels.hopper_conv_dgrad import HopperConvDgradFamily
 from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradFamily
 from autocutlass.kernels.hopper_gemm import HopperGemmFamily
 from autocutlass.kernels.hopper_gemm_gated import HopperGemmGatedFamily
+from autocutlass.kernels.hopper_gemm_swiglu import HopperGemmSwigluFamily
 from autocutlass.kernels.hopper_grouped import HopperGroupedFamily
 from autocutlass.settings import Settings, current
 
@@ -30,18 +31,21 @@ _FAMILIES: dict[str, type[KernelFamily]] = {
     "hopper_conv_wgrad": HopperConvWgradFamily,
     "hopper_grouped": HopperGroupedFamily,
     "hopper_gemm_gated": HopperGemmGatedFamily,
+    "hopper_gemm_swiglu": HopperGemmSwigluFamily,
 }
 """Families by name, in preference order: where several serve a problem (a pointwise convolution
 is a GEMM for hopper_gemm and an implicit GEMM with a 1x1 filter for hopper_conv; a pointwise
 dgrad a GEMM and a forward convolution for hopper_conv_dgrad; a pointwise wgrad a GEMM and an
 implicit-GEMM wgrad for hopper_conv_wgrad, which is off by default: it loses to cuDNN), a
 miss is tuned under the first, and the stored records of all are looked up. hopper_gemm_gated
-alone serves GEMMs with a multiplying epilogue (linear's ``mul=``)."""
+alone serves GEMMs with a multiplying epilogue (linear's ``mul=``), hopper_gemm_swiglu those with
+a SwiGLU epilogue (linear's ``activation="swiglu"``)."""
 
 GATES: dict[str, tuple[str, str]] = {
     "hopper_grouped": ("grouped_kernels", "AUTOCUTLASS_GROUPED_KERNELS"),
     "hopper_conv_dgrad": ("conv_dgrad_kernel", "AUTOCUTLASS_CONV_DGRAD"),
     "hopper_gemm_gated": ("gated_kernels", "AUTOCUTLASS_GATED_KERNELS"),
+    "hopper_gemm_swiglu": ("swiglu_kernels", "AUTOCUTLASS_SWIGLU_KERNELS"),
 }
 """Families that serve problems only while a setting is on (``Settings`` field, variable): new
 kernels awaiting their GPU validation (their setting is off by default), and validated ones a

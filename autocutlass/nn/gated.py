@@ -12,6 +12,18 @@ so the activation and the product happen in the gate projection's epilogue (the
 ``hopper_gemm_gated`` kernels, unless ``AUTOCUTLASS_GATED_KERNELS=0``, when torch computes
 ``act(F.linear(...)) * up``) instead of two passes over the (tokens, intermediate) tensors.
 
+**SwiGLU packing** (a SiLU MLP while ``AUTOCUTLASS_SWIGLU_KERNELS=1`` at swap time): the gate
+and up weights (and biases) are packed once into one (2I, H) tensor, gate rows first, and the
+projections' parameters become views of its two halves (``param.data``: the same ``Parameter``
+objects, state_dict keys and values, optimizers and in-place updates see one storage). Inference
+then runs ``autocutlass.linear(x, packed, activation="swiglu")``, one GEMM whose epilogue pairs
+gate and up columns (the ``hopper_gemm_swiglu`` kernels), then ``down_proj``. Memory: no second
+copy is kept (the packed tensor is the weights' storage); the swap briefly holds both (one extra
+gate + up weight per MLP while it copies). Nothing stale is served: each forward checks that the
+parameters are still those views (a ``load_state_dict(assign=True)``, a ``.to()`` or a
+``param.data = ...`` after the swap replaces them) and otherwise, and whenever autograd records
+(the gradients must reach the two parameters), runs the two-GEMM path above.
+
 ``swap_gated_mlp_(model)`` replaces, in place, every module shaped like that: ``gate_proj`` and
 ``up_proj`` ``nn.Linear`` of the same shape, a ``down_proj`` ``nn.Linear`` (or ``autocutlass.nn``
 ones), and an ``act_fn`` that computes one of autocutlass's activations (found by evaluating it
@@ -29,7 +41,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from autocutlass import api, warmup
+from autocutlass import api, settings, warmup
 from autocutlass.dispatch import policy
 from autocutlass.nn.swap import Filter, replace_modules
 from autocutlass.ops.types import Activation
@@ -68,13 +80,52 @@ class GatedMLP(nn.Module):
         self.activation = activation
         self._original = (original,)  # a tuple: not a submodule (no second copy of the keys)
 
+        self._packed: tuple[torch.Tensor, torch.Tensor | None] | None = None
+        """(weight (2I, H), bias (2I,) or None) whose halves the gate and up parameters view."""
+
+    def pack(self) -> bool:
+        """Pack the gate and up weights (and biases) into one tensor that the two parameters then
+        view (see the module docstring); False, changing nothing, when they cannot be: not SiLU,
+        or weights of different dtypes or devices."""
+        g, u = self.gate_proj, self.up_proj
+        if self.activation is not Activation.SILU or g.weight.dtype != u.weight.dtype or g.weight.device != u.weight.device:
+            return False
+        with torch.no_grad():
+            w = torch.cat([g.weight.detach(), u.weight.detach()])
+            b = None if g.bias is None or u.bias is None else torch.cat([g.bias.detach(), u.bias.detach()])
+        half = g.weight.shape[0]
+        g.weight.data, u.weight.data = w[:half], w[half:]
+        if b is not None:
+            assert g.bias is not None and u.bias is not None
+            g.bias.data, u.bias.data = b[:half], b[half:]
+        self._packed = (w, b)
+        return True
+
+    def _packed_views(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+        """The packed (weight, bias) while the parameters still view it, else None."""
+        packed = self._packed
+        if packed is None:
+            return None
+        w, b = packed
+        g, u = self.gate_proj, self.up_proj
+        if g.weight.data_ptr() != w.data_ptr() or u.weight.data_ptr() != w[g.weight.shape[0]:].data_ptr():
+            return None
+        if b is not None and (g.bias is None or u.bias is None or g.bias.data_ptr() != b.data_ptr()
+                              or u.bias.data_ptr() != b[g.weight.shape[0]:].data_ptr()):  # fmt: skip
+            return None
+        return packed
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        packed = self._packed_views()
+        if packed is not None and not (torch.is_grad_enabled() and (x.requires_grad or self.gate_proj.weight.requires_grad
+                                                                    or self.up_proj.weight.requires_grad)):  # fmt: skip
+            return self.down_proj(api.linear(x, packed[0], packed[1], activation="swiglu"))
         up = api.linear(x, self.up_proj.weight, self.up_proj.bias)
         h = api.linear(x, self.gate_proj.weight, self.gate_proj.bias, activation=self.activation, mul=up)
         return self.down_proj(h)
 
     def extra_repr(self) -> str:
-        return f"activation={self.activation.value}"
+        return f"activation={self.activation.value}" + (", packed=swiglu" if self._packed is not None else "")
 
     @classmethod
     def from_mlp(cls, mlp: nn.Module) -> GatedMLP | None:
@@ -93,7 +144,21 @@ class GatedMLP(nn.Module):
             return None
         new = cls(gate, up, down, act, mlp)
         new.train(mlp.training)
-        return new if _same_output(mlp, new, gate) else None
+        if not _same_output(mlp, new, gate):
+            return None
+        if act is Activation.SILU and settings.current().swiglu_kernels:
+            _pack_checked(mlp, new, gate, up)
+        return new
+
+
+def _pack_checked(old: nn.Module, new: GatedMLP, gate: nn.Linear, up: nn.Linear) -> None:
+    """``new.pack()``, undone (the parameters' own storage back) unless the packed path computes
+    ``old``'s output too."""
+    saved = [(p, p.data) for p in (gate.weight, up.weight, gate.bias, up.bias) if p is not None]
+    if new.pack() and not _same_output(old, new, gate):
+        for p, data in saved:
+            p.data = data
+        new._packed = None
 
 
 def _same_output(old: nn.Module, new: GatedMLP, gate: nn.Linear) -> bool:

@@ -54,27 +54,35 @@ class Epilogue:
     output column (length N) broadcast over rows. ``activation``: applied last, in registers.
     ``c_mul`` (with ``with_c``): C multiplies instead, after the activation,
     D = act(alpha*acc + bias) * C (a gated MLP's ``act(x W_gate^T) * up`` in one kernel).
+    ``swiglu`` (with ``activation`` SILU, without C): the GEMM's N columns are a packed weight's
+    gate rows then its up rows, and D has N/2 columns, D = silu(acc_gate + b_gate) *
+    (acc_up + b_up) (``linear(x, cat([w_gate, w_up]), activation="swiglu")``); the bias has N values.
     """
 
     with_c: bool = False
     bias: bool = False
     activation: Activation = Activation.NONE
     c_mul: bool = False
+    swiglu: bool = False
 
     def __post_init__(self) -> None:
         if self.c_mul and not self.with_c:
             raise ValueError("Epilogue: c_mul multiplies by C, so it needs with_c")
+        if self.swiglu and (self.with_c or self.activation is not Activation.SILU):
+            raise ValueError("Epilogue: swiglu is silu(gate) * up: it needs activation SILU and no C")
 
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"with_c": self.with_c, "bias": self.bias, "activation": self.activation.value}
         if self.c_mul:  # only when set: every other problem keeps the key it always had
             d["c_mul"] = True
+        if self.swiglu:  # likewise
+            d["swiglu"] = True
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Epilogue:
         return cls(with_c=bool(d["with_c"]), bias=bool(d["bias"]), activation=Activation(d["activation"]),
-                   c_mul=bool(d.get("c_mul", False)))  # fmt: skip
+                   c_mul=bool(d.get("c_mul", False)), swiglu=bool(d.get("swiglu", False)))  # fmt: skip
 
     @property
     def is_plain(self) -> bool:

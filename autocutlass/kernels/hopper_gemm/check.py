@@ -93,6 +93,8 @@ def problem_supported(problem: GemmProblem) -> str | None:
         return f"op {problem.op!r} is not a GEMM"
     if problem.epilogue.c_mul:
         return "a multiplying epilogue (linear's mul=) is the hopper_gemm_gated family's"
+    if problem.epilogue.swiglu:
+        return "a SwiGLU epilogue (linear's activation='swiglu') is the hopper_gemm_swiglu family's"
     if problem.a_dtype is DType.FP32 or problem.b_dtype is DType.FP32:
         return "fp32 inputs are served through tf32 (a_dtype = b_dtype = tf32); full fp32 GEMM is not in hopper_gemm"
     if problem.a_dtype not in INPUT_DTYPES:

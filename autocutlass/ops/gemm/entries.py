@@ -222,7 +222,8 @@ class MatmulFrontEnd:
 class LinearFrontEnd:
     """``autocutlass.linear(x, weight, bias=None, activation=None, residual=None, mul=None)``: the
     residual is the epilogue's C (beta 1), added before the activation; or the mul is, multiplying
-    after it (``Epilogue.c_mul``)."""
+    after it (``Epilogue.c_mul``). ``activation="swiglu"``: ``silu(gate) * up`` of a packed
+    (2N, K) weight (``Epilogue.swiglu``), neither residual nor mul."""
 
     name = "linear"
 
@@ -243,11 +244,13 @@ class LinearFrontEnd:
         )  # fmt: skip
 
     def make_call(self, x: Any, weight: Any, bias: Any, activation: Any, residual: Any = None, mul: Any = None) -> Call:
-        return Call(Op.LINEAR, x, weight, c=residual, bias=bias, beta=1.0, activation=fe.parse_activation(activation),
-                    mul=mul)  # fmt: skip
+        act, swiglu = fe.parse_linear_activation(activation)
+        return Call(Op.LINEAR, x, weight, c=residual, bias=bias, beta=1.0, activation=act, mul=mul,
+                    swiglu=swiglu)  # fmt: skip
 
     def reject(self, x: Any, weight: Any, bias: Any, activation: Any, residual: Any = None, mul: Any = None) -> None:
-        fe.expected_result(Call(Op.LINEAR, x, weight, c=residual, bias=bias, mul=mul))
+        swiglu = isinstance(activation, str) and activation == fe.SWIGLU
+        fe.expected_result(Call(Op.LINEAR, x, weight, c=residual, bias=bias, mul=mul, swiglu=swiglu))
 
     def expected(self, call: Call) -> None:
         fe.expected_result(call)
@@ -256,10 +259,11 @@ class LinearFrontEnd:
         return fe.plan(call, _context(call, ctx))
 
     def torch_entry(self, call: Call) -> Entry:
-        act = call.activation
+        act, swiglu = call.activation, call.swiglu
 
         def run(x: Any, w: Any, bias: Any, _activation: Any, residual: Any = None, mul: Any = None) -> torch.Tensor:
-            return fe.torch_call(Call(Op.LINEAR, x, w, c=residual, bias=bias, beta=1.0, activation=act, mul=mul))
+            return fe.torch_call(Call(Op.LINEAR, x, w, c=residual, bias=bias, beta=1.0, activation=act, mul=mul,
+                                      swiglu=swiglu))  # fmt: skip
 
         return run
 

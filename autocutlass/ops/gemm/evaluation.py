@@ -8,6 +8,8 @@ tensors in the unit tests (with a Python "runner").
   transposed view); B is (K, N) or (L, K, N) with N contiguous (ROW) or K contiguous (COL, the
   ``W.t()`` of a row-major (N, K) weight). Rank 2 when L == 1, rank 3 otherwise. D is
   N-contiguous and filled with NaN, so an element the kernel never writes fails the check.
+  With a SwiGLU epilogue (``Epilogue.swiglu``) B's N columns are the packed weight's gate rows
+  then its up rows, and D has N/2 columns.
 * ``reference`` computes act(alpha * A @ B + beta * C + bias) in float32 from the *same*
   (low-precision) operands, with TF32 disabled, so the only legitimate differences are
   accumulation order, the kernel's internal rounding (TF32 inputs) and the output rounding.
@@ -33,7 +35,7 @@ from autocutlass.ops.compare import (
     synchronize,
     torch_dtype,
 )
-from autocutlass.ops.gemm.problem import DType, GemmProblem, Major
+from autocutlass.ops.gemm.problem import Activation, DType, GemmProblem, Major
 
 if TYPE_CHECKING:
     from autocutlass.kernels.base import (
@@ -101,7 +103,7 @@ def make_inputs(problem: GemmProblem, *, device: torch.device | str, seed: int =
         b = _random((l, k, n), problem.b_dtype, gen, device)
     else:
         b = _random((l, n, k), problem.b_dtype, gen, device).transpose(-1, -2)
-    d = torch.full((l, m, n), math.nan, dtype=torch_dtype(problem.d_dtype), device=device)
+    d = torch.full((l, m, problem.d_cols), math.nan, dtype=torch_dtype(problem.d_dtype), device=device)
     c = None
     if problem.epilogue.with_c:
         assert problem.c_dtype is not None
@@ -124,9 +126,16 @@ def make_inputs(problem: GemmProblem, *, device: torch.device | str, seed: int =
     )
 
 
+def swiglu_ref(y: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up of a (..., 2N) product whose first N columns are the gate's."""
+    gate, up = y.chunk(2, dim=-1)
+    return activation_ref(gate, Activation.SILU) * up
+
+
 def reference(problem: GemmProblem, inputs: GemmInputs) -> torch.Tensor:
     """act(alpha * A @ B + beta * C + bias) in float32 (TF32 off), shaped like D; with
-    ``epilogue.c_mul``, act(alpha * A @ B + bias) * C."""
+    ``epilogue.c_mul``, act(alpha * A @ B + bias) * C; with ``epilogue.swiglu``, silu(gate) * up
+    of alpha * A @ B + bias."""
     with fp32_matmul_precision("ieee"):
         acc = torch.matmul(inputs.a.float(), inputs.b.float())
     out = acc * inputs.alpha if inputs.alpha != 1.0 else acc
@@ -137,6 +146,8 @@ def reference(problem: GemmProblem, inputs: GemmInputs) -> torch.Tensor:
         out = out + inputs.beta * inputs.c.float()
     if inputs.bias is not None:
         out = out + inputs.bias.float()
+    if problem.epilogue.swiglu:
+        return swiglu_ref(out)
     out = activation_ref(out, problem.epilogue.activation)
     return out * inputs.c.float() if mul and inputs.c is not None else out
 
@@ -184,6 +195,9 @@ def torch_baseline(problem: GemmProblem, inputs: GemmInputs) -> Any:
             out = out + inputs.beta * inputs.c
         if inputs.bias is not None:
             out = out + inputs.bias
+        if ep.swiglu:  # torch's unfused sequence: F.linear's (M, 2N), then silu(gate) * up
+            d.copy_(swiglu_ref(out))
+            return
         out = activation_ref(out, ep.activation)
         d.copy_(out * inputs.c if ep.c_mul and inputs.c is not None else out)
 

@@ -8,7 +8,8 @@ Three outcomes, in this order:
 1. **Errors** the torch op would raise, raised here: shapes that cannot be multiplied
    (``RuntimeError`` naming both shapes; torch's own shape rules are applied to meta tensors),
    operands of different dtypes or devices, an ``out=`` of the wrong shape, dtype or device, an
-   unknown activation. ``scaled_mm`` raises (as ``torch._scaled_mm`` does, or with our message
+   unknown activation; ``linear``'s ``activation="swiglu"`` with a weight of odd rows (or not 2-D)
+   or with a ``residual=``/``mul=`` (``ValueError``). ``scaled_mm`` raises (as ``torch._scaled_mm`` does, or with our message
    naming the argument) for: an argument that is not a tensor (``TypeError``; ``bias``,
    ``scale_result`` and ``out`` may be None), an ``out_dtype`` that is neither None nor a
    ``torch.dtype`` (``TypeError``), a ``use_fast_accum`` that is not a bool (``TypeError``), an
@@ -40,6 +41,9 @@ batch and row dimensions merge (a contiguous A does); a size-1 batch is dropped;
 size-1 dimension, which addresses nothing, is replaced by a 16-byte multiple so that it neither
 lowers the alignment class nor upsets TMA. The one copy: ``linear`` with an x whose leading
 dimensions do not merge (K still contiguous) is reshaped, as ``torch.reshape`` would copy it.
+
+SwiGLU (``linear(x, w, bias, activation="swiglu")``): the problem is the fused GEMM, N the
+weight's 2N rows (gate, then up), with ``Epilogue.swiglu``; the result and D are (..., N).
 
 fp32 operands are served through TF32 tensor cores only when torch allows TF32 for matmuls
 (``torch.backends.cuda.matmul.fp32_precision == "tf32"``, e.g. after
@@ -160,6 +164,9 @@ class Call:
     mul: torch.Tensor | None = None
     """``linear`` only: a factor the result is multiplied by after the activation,
     ``act(x W^T + bias + residual) * mul`` (a gated MLP's ``act(gate) * up``)."""
+    swiglu: bool = False
+    """``linear`` only (``activation="swiglu"``, ``activation`` is then SILU): the weight (2N, K)
+    packs gate rows then up rows (the bias likewise), the result is ``silu(gate) * up`` (..., N)."""
     fast_accum: bool = False
     """``scaled_mm`` only: torch._scaled_mm's ``use_fast_accum``. Our fp8 kernel accumulates in
     WGMMA's accumulator across all of K, which is fast accumulation; with False (torch's default,
@@ -189,6 +196,29 @@ def parse_activation(activation: Activation | str | None) -> Activation:
         raise ValueError(f"activation={activation!r} is not one of None, {choices}") from None
 
 
+SWIGLU = "swiglu"
+"""``linear``'s extra activation name: ``silu(x W_gate^T + b_gate) * (x W_up^T + b_up)`` of a packed
+weight ``cat([W_gate, W_up])``; not an epilogue ``Activation`` of the other ops."""
+
+
+def parse_linear_activation(activation: Activation | str | None) -> tuple[Activation, bool]:
+    """``linear``'s activation: (SILU, True) for 'swiglu', else (``parse_activation``'s, False)."""
+    if isinstance(activation, str) and activation == SWIGLU:
+        return Activation.SILU, True
+    try:
+        return parse_activation(activation), False
+    except ValueError:
+        choices = ", ".join(repr(x.value) for x in Activation if x is not Activation.NONE)
+        raise ValueError(f"activation={activation!r} is not one of None, {choices}, {SWIGLU!r}") from None
+
+
+def swiglu(y: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up of a (..., 2N) product whose first N columns are the gate's (out of place,
+    so autograd may record it)."""
+    gate, up = y.chunk(2, dim=-1)
+    return F.silu(gate) * up
+
+
 # ---- the torch ops (the fallback, and what the kernels must agree with) ----------------------
 def torch_call(call: Call) -> torch.Tensor:
     """The call computed by torch, writing into ``call.out`` when given."""
@@ -200,6 +230,8 @@ def torch_call(call: Call) -> torch.Tensor:
         return r if out is None else out.copy_(r)
     if op is Op.LINEAR:
         r = F.linear(a, b, call.bias)
+        if call.swiglu:
+            return swiglu(r)
         r = activate(r if call.c is None else r.add_(call.c), call.activation)  # the residual, before act
         return r if call.mul is None else r.mul_(call.mul)  # the factor, after it
     if op is Op.MATMUL or call.c is None or call.beta == 0:
@@ -248,6 +280,8 @@ def expected_result(call: Call) -> torch.Tensor:
         if t is not None and not isinstance(t, torch.Tensor):
             raise TypeError(f"autocutlass.{call.op.value}: {name} must be a torch.Tensor, got {type(t).__name__}")
     a, b = call.a, call.b
+    if call.swiglu:
+        _check_swiglu(call)
     if a.dtype != b.dtype:
         raise RuntimeError(
             f"autocutlass.{call.op.value}: {names[0]} and {names[1]} must have the same dtype, "
@@ -267,7 +301,7 @@ def expected_result(call: Call) -> torch.Tensor:
     if shape is not None:
         r = torch.empty(shape, dtype=a.dtype, device="meta")
         _check_out(call, r)
-        return r
+        return _halved(r) if call.swiglu else r
     try:
         if call.op is Op.LINEAR:
             bias = None if call.bias is None else _meta(call.bias)
@@ -285,7 +319,27 @@ def expected_result(call: Call) -> torch.Tensor:
             raise RuntimeError(f"autocutlass.{call.op.value}: {name} of shape {_shape(t)} does not broadcast to "
                                f"the product's {tuple(r.shape)}")  # fmt: skip
     _check_out(call, r)
-    return r
+    return _halved(r) if call.swiglu else r
+
+
+def _check_swiglu(call: Call) -> None:
+    """SwiGLU's own errors: a weight whose rows do not split into gate and up halves, and the
+    epilogue operands it does not combine with."""
+    w = call.b
+    if call.c is not None or call.mul is not None:
+        name = "residual" if call.c is not None else "mul"
+        raise ValueError(f"autocutlass.linear: activation='swiglu' takes no {name}= (apply it to the result)")
+    if not isinstance(w, torch.Tensor) or w.dim() != 2 or w.shape[0] % 2:
+        shape = _shape(w) if isinstance(w, torch.Tensor) else type(w).__name__
+        raise ValueError(
+            f"autocutlass.linear: activation='swiglu' needs a (2N, K) weight packing gate rows then up rows; "
+            f"got weight {shape}"
+        )
+
+
+def _halved(r: torch.Tensor) -> torch.Tensor:
+    """The (..., N) result of a SwiGLU linear whose product is (..., 2N)."""
+    return torch.empty((*r.shape[:-1], r.shape[-1] // 2), dtype=r.dtype, device="meta")
 
 
 def _broadcasts(t: torch.Tensor, r: torch.Tensor) -> bool:
@@ -526,7 +580,7 @@ def _plan_linear(call: Call, result: torch.Tensor, dev: int) -> KernelPlan | Uns
     if copy:
         if x.stride(-1) != 1:
             return Unsupported("x's leading dimensions do not merge into M and K is not contiguous")
-        m = result.numel() // n
+        m = result.numel() // result.shape[-1]
         am: _Matrix | str = _Matrix(Major.ROW, View((m, k), (k, 1), copy=True), pow2_align(k * x.element_size()))
     else:
         assert merged is not None
@@ -550,7 +604,7 @@ def _plan_linear(call: Call, result: torch.Tensor, dev: int) -> KernelPlan | Uns
             return got_c
         cm = got_c
     epi = Epilogue(with_c=cm is not None, bias=bias is not None, activation=call.activation,
-                   c_mul=call.mul is not None)  # fmt: skip
+                   c_mul=call.mul is not None, swiglu=call.swiglu)  # fmt: skip
     return _kernel_plan(call, result, dev, am, bm, cm, (m, n), 1, epi, x if not copy else None)
 
 
@@ -707,15 +761,16 @@ def _kernel_plan(
     a_src: torch.Tensor | None,
 ) -> KernelPlan:
     m, n = mn
+    nd = n // 2 if epi.swiglu else n  # D's columns (SwiGLU: the GEMM's N is gate and up columns)
     k = call.a.shape[-1]
     out = call.out
     d_align = 16 if out is None else pow2_align(out.data_ptr())
-    d_align = min(d_align, pow2_align(n * result.element_size()))
-    d_shape = (l, m, n) if l > 1 else (m, n)
-    d_stride = (m * n, n, 1) if l > 1 else (n, 1)
+    d_align = min(d_align, pow2_align(nd * result.element_size()))
+    d_shape = (l, m, nd) if l > 1 else (m, nd)
+    d_stride = (m * nd, nd, 1) if l > 1 else (nd, 1)
     if l > 1:
-        d_align = min(d_align, pow2_align(m * n * result.element_size()))
-    d_view = View(d_shape, d_stride) if d_shape != tuple(result.shape) or m == 1 or n == 1 else None
+        d_align = min(d_align, pow2_align(m * nd * result.element_size()))
+    d_view = View(d_shape, d_stride) if d_shape != tuple(result.shape) or m == 1 or nd == 1 else None
     a_view = am.view if a_src is None else _same_view(a_src, am.view)
     in_dt, out_dt = _KERNEL_OPERAND_DTYPES[call.a.dtype], _OUTPUT_DTYPES[result.dtype]
     problem = GemmProblem(

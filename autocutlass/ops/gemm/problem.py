@@ -6,7 +6,8 @@ compiled kernel can serve the call, is a typed field here; nothing else is.
 Conventions (the CUTLASS ones, spelled in torch terms):
 
 * D[l] = activation(alpha * A[l] @ B[l] + beta * C[l] + bias) with A (M, K), B (K, N),
-  C and D (M, N), batched over L.
+  C and D (M, N), batched over L. A SwiGLU epilogue (``Epilogue.swiglu``) keeps N the GEMM's
+  (the packed weight's 2I rows, gate then up) and writes D (M, N/2).
 * ``a_major`` is ROW when A's K dimension is contiguous (a plain row-major (M, K) tensor) and
   COL when M is contiguous (``a.t()`` of a row-major (K, M) tensor). ``b_major`` is ROW when N
   is contiguous (a plain (K, N) tensor, ``a @ b``) and COL when K is contiguous (``x @ W.T``
@@ -113,12 +114,17 @@ class GemmProblem(ProblemFields):
         return 2 * self.m * self.n * self.k * self.l
 
     @property
+    def d_cols(self) -> int:
+        """D's columns: N, or N/2 with a SwiGLU epilogue (gate and up columns make one output)."""
+        return self.n // 2 if self.epilogue.swiglu else self.n
+
+    @property
     def min_bytes(self) -> int:
         """Fewest bytes a GEMM must move: A, B and D once each (C and bias if read)."""
         b = self.l * (
             self.m * self.k * self.a_dtype.bytes
             + self.k * self.n * self.b_dtype.bytes
-            + self.m * self.n * self.d_dtype.bytes
+            + self.m * self.d_cols * self.d_dtype.bytes
         )
         if self.epilogue.with_c and self.c_dtype is not None:
             b += self.l * self.m * self.n * self.c_dtype.bytes
@@ -129,7 +135,7 @@ class GemmProblem(ProblemFields):
         batch = f"{self.l}x" if self.l != 1 else ""
         return (
             f"{self.op} {batch}{self.m}x{self.n}x{self.k} {self.a_dtype.value}"
-            f" {self.a_major.value}/{self.b_major.value}"
+            f" {self.a_major.value}/{self.b_major.value}" + (" swiglu" if self.epilogue.swiglu else "")
         )
 
 
