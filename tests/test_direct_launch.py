@@ -23,18 +23,20 @@ class Kernel:
     """The compiled function's calling convention, computed with torch:
     D' = alpha * A' @ B' + beta * C' + bias (bias along D's columns: D' rows when swapped)."""
 
-    def __init__(self, swap: bool, split: int) -> None:
-        self.swap, self.split, self.launches = swap, split, 0
+    def __init__(self, swap: bool, split: int, c_mul: bool = False) -> None:
+        self.swap, self.split, self.c_mul, self.launches = swap, split, c_mul, 0
 
     def __call__(self, a, b, d, c, bias, work, count, scale_a, scale_b, alpha, beta, clusters) -> None:  # noqa: ANN001
         assert scale_a is None and scale_b is None and clusters == 132
         assert (work is None and count is None) if self.split == 1 else (work.numel() > 0 and count.numel() > 0)
         self.launches += 1
         y = alpha * (a.float() @ b.float())
-        if c is not None:
+        if c is not None and not self.c_mul:
             y = y + beta * c.float()
         if bias is not None:
             y = y + (bias.float()[:, None] if self.swap else bias.float())
+        if self.c_mul:  # the gated epilogue: act(acc + bias) * C, here with silu
+            y = F.silu(y) * c.float()
         d.copy_(y.to(d.dtype))
 
 
@@ -48,7 +50,7 @@ def rig(monkeypatch: pytest.MonkeyPatch) -> Any:
     rig.swap, rig.split = False, 1
 
     def compile_real_runner(config: Any, problem: Any) -> HopperGemmRunner:
-        kernel = Kernel(rig.swap, rig.split)
+        kernel = Kernel(rig.swap, rig.split, problem.epilogue.c_mul)
         cfg = HopperGemmConfig(swap_ab=rig.swap, split_k=rig.split, split_mode=SplitMode.SERIAL)
         r = HopperGemmRunner(cfg, problem, None, compiler=lambda *args: kernel)
         calls_ = []
@@ -85,6 +87,21 @@ def test_linear_hits_launch_directly_with_the_right_views(rig: Any, swap: bool, 
     w2 = torch.randn(48, 32).bfloat16()
     torch.testing.assert_close(d.linear(x, w2, bias).float(), F.linear(x.float(), w2.float(), bias.float()),
                                atol=0.05, rtol=0.02)  # fmt: skip
+
+
+@pytest.mark.parametrize("swap", [False, True])
+def test_a_gated_linears_mul_is_the_epilogues_c(rig: Any, swap: bool) -> None:
+    """linear(x, w, activation='silu', mul=m): m (not the absent residual) is the C the kernel
+    reads, transposed with D for a swapped config."""
+    rig.swap = swap
+    d = calls(rig.dispatcher)
+    for shape in ((6, 32), (2, 3, 32)):  # 2-D: C passed as it is (transposed when swapped); 3-D: viewed
+        x, w, m = torch.randn(*shape).bfloat16(), torch.randn(48, 32).bfloat16(), torch.randn(*shape[:-1], 48).bfloat16()
+        for _ in range(2):
+            got = d.linear(x, w, None, "silu", None, m)
+            torch.testing.assert_close(got.float(), F.silu(F.linear(x.float(), w.float())) * m.float(), atol=0.05,
+                                       rtol=0.03)  # fmt: skip
+    assert all(r.general_calls == [] for r, _ in rig.built)
 
 
 @pytest.mark.parametrize("swap", [False, True])

@@ -94,7 +94,8 @@ def _direct_launch(plan: KernelPlan, runner: Any, call: Call, general: Entry) ->
     with_c = plan.problem.epilogue.with_c
     ka = _kernel_view(av, call.a, swap)
     kb = _kernel_view(bv, call.b, swap)
-    kc = _kernel_view(cv, call.c, swap) if with_c else None
+    # the tensor the epilogue reads as C: linear's mul when given, else its residual / gemm's C
+    kc = _kernel_view(cv, call.mul if call.mul is not None else call.c, swap) if with_c else None
     # out is allocated contiguous: the kernel writes it as it is, or the plan's view (or the transpose)
     kd = _kernel_view(dv if dv is not None else fe.View(tuple(shape), _contiguous(shape)), None, swap)
     d_shape = kd[0] if kd is not None else tuple(shape)
