@@ -26,8 +26,8 @@ AUTOCUTLASS_VENDOR_VERDICTS  0: our kernels serve every tuned problem, even wher
                            measured torch faster (``autocutlass.vendor``)
 AUTOCUTLASS_GATED_KERNELS  0: ``linear(..., mul=)`` never runs the hopper_gemm_gated         1
                            kernels (torch computes ``act(F.linear(...)) * mul``)
-AUTOCUTLASS_SWIGLU_KERNELS 1: ``linear(..., activation="swiglu")`` may run the            0
-                           hopper_gemm_swiglu kernels (off until validated on a GPU)
+AUTOCUTLASS_SWIGLU_KERNELS 0: ``linear(..., activation="swiglu")`` never runs the          1
+                           hopper_gemm_swiglu kernels and ``swap_gated_mlp_`` does not pack
 AUTOCUTLASS_PREWARM        0: the model swaps do not start the tuning processes ahead of    1
                            the first miss (``autocutlass.prewarm``)
 =========================  =============================================================  ===========================
@@ -140,11 +140,11 @@ class Settings:
     """``AUTOCUTLASS_GATED_KERNELS`` (on unless 0): the ``hopper_gemm_gated`` family serves
     ``linear(..., mul=)`` (its GPU tests passed on an H100, 2026-11-25); off, torch computes
     ``act(F.linear(...)) * mul``."""
-    swiglu_kernels: bool = False
-    """``AUTOCUTLASS_SWIGLU_KERNELS``: the ``hopper_gemm_swiglu`` family serves
-    ``linear(..., activation="swiglu")`` and ``GatedMLP`` packs its gate and up weights (off by
-    default: its kernel is compiled in CI but not yet validated on a GPU); off, torch computes
-    ``silu(gate) * up`` of ``F.linear``'s (M, 2N) result."""
+    swiglu_kernels: bool = True
+    """``AUTOCUTLASS_SWIGLU_KERNELS`` (on unless 0): the ``hopper_gemm_swiglu`` family serves
+    ``linear(..., activation="swiglu")`` and ``GatedMLP`` packs its gate and up weights (its GPU
+    tests passed on an H100, 2026-11-25); off, torch computes ``silu(gate) * up`` of
+    ``F.linear``'s (M, 2N) result and ``GatedMLP`` keeps its two-GEMM path."""
     prewarm: bool = True
     """``AUTOCUTLASS_PREWARM`` (on unless 0): the model swaps (``swap_linear_``, ``swap_conv2d_``,
     ``swap_gated_mlp_``) start the on-line tuning processes under the tuning policies
@@ -191,7 +191,7 @@ class Settings:
             conv_wgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_WGRAD"),
             vendor_verdicts=_flag(e, "AUTOCUTLASS_VENDOR_VERDICTS", default=True),
             gated_kernels=_flag(e, "AUTOCUTLASS_GATED_KERNELS", default=True),
-            swiglu_kernels=_flag(e, "AUTOCUTLASS_SWIGLU_KERNELS"),
+            swiglu_kernels=_flag(e, "AUTOCUTLASS_SWIGLU_KERNELS", default=True),
             prewarm=_flag(e, "AUTOCUTLASS_PREWARM", default=True),
         )
 

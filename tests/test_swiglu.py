@@ -235,9 +235,12 @@ def test_gated_mlp_serves_nothing_stale(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_gated_mlp_keeps_two_gemms_when_off_or_not_silu(monkeypatch: pytest.MonkeyPatch) -> None:
+    on = swap_gated_mlp_(nn.Sequential(_MLP(nn.SiLU(), False)))
+    assert on[0]._packed is not None  # AUTOCUTLASS_SWIGLU_KERNELS unset: on by default
+    monkeypatch.setenv("AUTOCUTLASS_SWIGLU_KERNELS", "0")
     off = swap_gated_mlp_(nn.Sequential(_MLP(nn.SiLU(), False)))
-    assert off[0]._packed is None  # AUTOCUTLASS_SWIGLU_KERNELS unset
-    monkeypatch.setenv("AUTOCUTLASS_SWIGLU_KERNELS", "1")
+    assert off[0]._packed is None
+    monkeypatch.delenv("AUTOCUTLASS_SWIGLU_KERNELS")
     gelu = swap_gated_mlp_(nn.Sequential(_MLP(nn.GELU(), False)))
     assert isinstance(gelu[0], GatedMLP) and gelu[0]._packed is None
 
@@ -248,15 +251,16 @@ def _swiglu(m: int = 4096, n_out: int = 14336, **kw: object) -> GemmProblem:
     return GemmProblem(m=m, n=2 * n_out, k=4096, epilogue=Epilogue(activation=Activation.SILU, swiglu=True), **kw)  # type: ignore[arg-type]  # fmt: skip
 
 
-def test_the_swiglu_family_alone_serves_swiglu_and_is_gated_off(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_swiglu_family_alone_serves_swiglu_and_can_be_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
     p = _swiglu()
     for other in ("hopper_gemm", "hopper_gemm_gated"):
         assert get_family(other).supports(p) is not None
-    assert families_for(p) == []  # off by default until its GPU tests pass
+    assert [f.name for f in families_for(p)] == ["hopper_gemm_swiglu"]  # on by default: GPU tests passed
+    monkeypatch.setenv("AUTOCUTLASS_SWIGLU_KERNELS", "0")
+    assert families_for(p) == []
     why = unsupported_reason(p)
-    assert "hopper_gemm_swiglu: switched off until its GPU tests pass (set AUTOCUTLASS_SWIGLU_KERNELS=1" in why
-    monkeypatch.setenv("AUTOCUTLASS_SWIGLU_KERNELS", "1")
-    assert [f.name for f in families_for(p)] == ["hopper_gemm_swiglu"]
+    assert "hopper_gemm_swiglu: switched off by AUTOCUTLASS_SWIGLU_KERNELS=0" in why
+    monkeypatch.delenv("AUTOCUTLASS_SWIGLU_KERNELS")
     plain = GemmProblem(m=4096, n=2 * 14336, k=4096, b_major=Major.COL)
     assert "hopper_gemm_swiglu" not in [f.name for f in families_for(plain)]
     fam = get_family("hopper_gemm_swiglu")

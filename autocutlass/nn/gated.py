@@ -12,7 +12,7 @@ so the activation and the product happen in the gate projection's epilogue (the
 ``hopper_gemm_gated`` kernels, unless ``AUTOCUTLASS_GATED_KERNELS=0``, when torch computes
 ``act(F.linear(...)) * up``) instead of two passes over the (tokens, intermediate) tensors.
 
-**SwiGLU packing** (a SiLU MLP while ``AUTOCUTLASS_SWIGLU_KERNELS=1`` at swap time): the gate
+**SwiGLU packing** (a SiLU MLP, unless ``AUTOCUTLASS_SWIGLU_KERNELS=0`` at swap time): the gate
 and up weights (and biases) are packed once into one (2I, H) tensor, gate rows first, and the
 projections' parameters become views of its two halves (``param.data``: the same ``Parameter``
 objects, state_dict keys and values, optimizers and in-place updates see one storage). Inference

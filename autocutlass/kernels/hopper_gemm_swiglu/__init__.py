@@ -12,9 +12,10 @@ epilogue and half-width stores), ``compile`` (its compile key and caches), ``che
 (``hopper_gemm``'s rules on the fused GEMM, less swap_ab, split-K, tf32/fp8 and an N-major
 weight; N/2 a multiple of tile_n/2), ``sources``. Space and seeds are ``hopper_gemm``'s for the
 fused GEMM, filtered by ``check``, with the cooperative 128x256 and 128x128 tiles first;
-runners are ``hopper_gemm``'s calling this family's compiled functions. Off by default until its
-GPU tests pass (``tests/test_gpu_swiglu.py``): ``AUTOCUTLASS_SWIGLU_KERNELS=1`` switches it on;
-off, ``linear(..., activation="swiglu")`` runs torch's ``F.linear`` then ``silu(g) * u``.
+runners are ``hopper_gemm``'s calling this family's compiled functions. On by default since its
+GPU tests passed (``tests/test_gpu_swiglu.py``, an H100, 2026-11-25); ``AUTOCUTLASS_SWIGLU_KERNELS=0``
+switches it off, and ``linear(..., activation="swiglu")`` then runs torch's ``F.linear`` then
+``silu(g) * u``.
 """
 
 from __future__ import annotations
