@@ -145,15 +145,90 @@ def source_hash(files: Iterable[str], kernels_dir: Path | None = None) -> str:
     """sha256 (16 hex digits) over the code of ``files``, paths relative to ``autocutlass/kernels``
     (``code_only``: editing a comment or a docstring keeps the hash). A kernel family hashes its
     own sources and the shared files it imports (``KernelFamily.SOURCE_FILES``), so editing one
-    family never retires another family's tuning records."""
+    family never retires another family's tuning records.
+
+    Parsing a family's files costs 0.1-0.2 s, which a process's first call paid once per family
+    it looked up (a ResNet-50's first forward from the shipped databases: 2 of its 2.6 s on an
+    H100). So the answer is remembered, in the process and in ``source-hashes.json`` of the cache
+    directory (``AUTOCUTLASS_CACHE_DIR``), keyed by a sha256 of the files' paths and bytes: any
+    change to a file is a new key; an unwritable or damaged cache file is ignored."""
     root = KERNELS_DIR if kernels_dir is None else kernels_dir
+    rels = sorted(set(files))
+    raw = hashlib.sha256(f"v{CODE_ONLY_VERSION}".encode())
+    for rel in rels:  # the files' bytes (a read and a sha256: well under a millisecond)
+        raw.update(Path(rel).as_posix().encode() + b"\0" + (root / rel).read_bytes() + b"\0")
+    key = raw.hexdigest()
+    known = _known_hashes()
+    got = known.get(key)
+    if got is None:
+        got = _hash_sources(root, rels)
+        known[key] = got
+        _save_known_hashes(known)
+    return got
+
+
+CODE_ONLY_VERSION = 1
+"""Part of ``source_hash``'s cache keys: bump it when ``code_only`` changes what it keeps."""
+
+_KNOWN: dict[str, str] | None = None
+_KNOWN_FILE = "source-hashes.json"
+_KNOWN_MAX = 256
+"""Entries kept in the cache file (the newest; a process writes only the ones it computed)."""
+
+
+def _hash_sources(root: Path, rels: list[str]) -> str:
     h = hashlib.sha256()
-    for rel in sorted(set(files)):
+    for rel in rels:
         h.update(Path(rel).as_posix().encode())
         h.update(b"\0")
-        h.update(code_only((root / rel).read_text(encoding="utf-8")).encode())
+        h.update(_code_of(root / rel).encode())
         h.update(b"\0")
     return h.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=128)
+def _code_of_text(text: str) -> str:
+    return code_only(text)
+
+
+def _code_of(path: Path) -> str:
+    """``code_only`` of the file at ``path``, parsed once per process per content (families share
+    files: the GEMM kernel, the budgets)."""
+    return _code_of_text(path.read_text(encoding="utf-8"))
+
+
+def _known_path() -> Path:
+    import os
+
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(os.environ.get("AUTOCUTLASS_CACHE_DIR") or Path(xdg) / "autocutlass").expanduser() / _KNOWN_FILE
+
+
+def _known_hashes() -> dict[str, str]:
+    global _KNOWN
+    if _KNOWN is None:
+        try:
+            data = json.loads(_known_path().read_text(encoding="utf-8"))
+            _KNOWN = {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            _KNOWN = {}
+    return _KNOWN
+
+
+def _save_known_hashes(known: dict[str, str]) -> None:
+    import os
+    import tempfile
+
+    path = _known_path()
+    keep = dict(list(known.items())[-_KNOWN_MAX:])
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(keep, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache directory: the hashes are computed again in the next process
 
 
 def gpu_available() -> bool:

@@ -110,3 +110,51 @@ def test_the_gemm_family_hashes_every_kernel_file_its_sources_import() -> None:
                     if path not in SOURCE_FILES and path not in NOT_GENERATED:
                         missing.add(f"{rel} imports {path}")
     assert not missing, sorted(missing)
+
+
+# ---- remembered across processes --------------------------------------------------------------
+@pytest.fixture
+def hash_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("AUTOCUTLASS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(device, "_KNOWN", None)
+    return tmp_path / "cache" / "source-hashes.json"
+
+
+def test_a_later_process_reads_the_hash_instead_of_parsing(tmp_path: Path, hash_cache: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A first call paid 0.1-0.2 s of parsing per family; the hash is now remembered on disk."""
+    (tmp_path / "k.py").write_text(SOURCE)
+    first = device.source_hash(["k.py"], tmp_path)
+    assert hash_cache.is_file()
+    monkeypatch.setattr(device, "_KNOWN", None)  # a new process: only the file remains
+    device._code_of_text.cache_clear()
+    monkeypatch.setattr(device, "code_only", lambda s: pytest.fail("parsed again"))
+    assert device.source_hash(["k.py"], tmp_path) == first
+
+
+def test_an_edited_file_is_hashed_anew_even_at_the_same_size_and_time(tmp_path: Path, hash_cache: Path) -> None:
+    import os
+
+    f = tmp_path / "k.py"
+    f.write_text(SOURCE)
+    before = device.source_hash(["k.py"], tmp_path)
+    st = f.stat()
+    f.write_text(SOURCE.replace("a + X", "a - X"))  # same size
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))  # same modification time
+    assert device.source_hash(["k.py"], tmp_path) != before
+    f.write_text(SOURCE.replace("# why", "# how"))  # prose only: the same hash as the original
+    assert device.source_hash(["k.py"], tmp_path) == before
+
+
+def test_a_damaged_or_unwritable_cache_is_ignored(tmp_path: Path, hash_cache: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    (tmp_path / "k.py").write_text(SOURCE)
+    want = device.source_hash(["k.py"], tmp_path)
+    hash_cache.write_text("{not json")
+    monkeypatch.setattr(device, "_KNOWN", None)
+    assert device.source_hash(["k.py"], tmp_path) == want
+    monkeypatch.setenv("AUTOCUTLASS_CACHE_DIR", str(tmp_path / "k.py" / "not-a-dir"))
+    monkeypatch.setattr(device, "_KNOWN", None)
+    assert device.source_hash(["k.py"], tmp_path) == want
+    with pytest.raises(FileNotFoundError):
+        device.source_hash(["missing.py"], tmp_path)
