@@ -106,12 +106,13 @@ def _direct_launch(plan: KernelPlan, runner: Any, call: Call, general: Entry) ->
         return None
     fn, clusters, scratch = spec
     b_seen: tuple[Any, Any, int] = (None, None, 0)  # (weight, its kernel view, its data_ptr), swapped whole
+    strides = _contiguous(tuple(shape))  # torch.empty_strided parses its arguments faster than torch.empty
 
     def run(a: Any, b: Any, c: Any, bias: Any, out: Any, alpha: float, beta: float) -> torch.Tensor:
         nonlocal b_seen
         if out is not None:
             return general(a, b, c, bias, out, alpha, beta)
-        out = torch.empty(shape, dtype=dtype, device=device)
+        out = torch.empty_strided(shape, strides, dtype=dtype, device=device)
         if ka is not None:
             a = a.as_strided(*ka)
         if kb is not None:
