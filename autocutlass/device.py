@@ -198,10 +198,9 @@ def _code_of(path: Path) -> str:
 
 
 def _known_path() -> Path:
-    import os
+    from autocutlass.settings import cache_dir_from_env
 
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(os.environ.get("AUTOCUTLASS_CACHE_DIR") or Path(xdg) / "autocutlass").expanduser() / _KNOWN_FILE
+    return cache_dir_from_env() / _KNOWN_FILE
 
 
 def _known_hashes() -> dict[str, str]:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -160,8 +161,7 @@ class Settings:
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
         e = dict(os.environ if env is None else env)
-        xdg = e.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        cache_dir = Path(e.get("AUTOCUTLASS_CACHE_DIR") or Path(xdg) / "autocutlass").expanduser()
+        cache_dir = cache_dir_from_env(e)
         db = e.get("AUTOCUTLASS_DB") or str(cache_dir / "tuning.sqlite")
         shipped_raw = e.get("AUTOCUTLASS_SHIPPED_DBS")
         if shipped_raw is not None and shipped_raw.strip().lower() == "off":
@@ -203,6 +203,13 @@ def default_shipped_dir() -> Path | None:
         if candidate.is_dir():
             return candidate
     return None
+
+
+def cache_dir_from_env(env: Mapping[str, str] | None = None) -> Path:
+    """``AUTOCUTLASS_CACHE_DIR``, else ``$XDG_CACHE_HOME/autocutlass`` (``~/.cache/autocutlass``)."""
+    e = os.environ if env is None else env
+    xdg = e.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(e.get("AUTOCUTLASS_CACHE_DIR") or Path(xdg) / "autocutlass").expanduser()
 
 
 def current() -> Settings:

@@ -77,9 +77,10 @@ def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
 def _direct_launch(plan: KernelPlan, runner: Any, call: Call, general: Entry) -> Entry | None:
     """The launch with nothing between the views and the compiled function, for runners that
     offer it (``HopperGemmRunner.direct_launch``: not workspace split-K, tf32 copies or fp8
-    scales): per call one ``torch.empty``, one ``as_strided`` per operand whose kernel view is not
-    the tensor itself (the weight's cached), serial split-K's or stream-K's scratch, the launch. Every call of a memo entry has the
-    shapes and strides of the call it was built from (they are in the memo key), so the kernel's
+    scales): per call one ``torch.empty_strided``, one ``as_strided`` per operand whose kernel
+    view is not the tensor itself (the weight's cached), serial split-K's or stream-K's scratch,
+    the launch. Every call of a memo entry has the shapes and strides of the call it was built
+    from (they are in the memo key), so the kernel's
     views, transposed for a ``swap_ab`` config, are fixed here once, as are the compiled function
     and the grid's bound, instead of re-derived by the runner per call (its transposes, rank and
     device look-ups: about a third of the hit path's host time in an eager decode step, H100).
@@ -96,17 +97,16 @@ def _direct_launch(plan: KernelPlan, runner: Any, call: Call, general: Entry) ->
     kb = _kernel_view(bv, call.b, swap)
     # the tensor the epilogue reads as C: linear's mul when given, else its residual / gemm's C
     kc = _kernel_view(cv, call.mul if call.mul is not None else call.c, swap) if with_c else None
-    # out is allocated contiguous: the kernel writes it as it is, or the plan's view (or the transpose)
-    kd = _kernel_view(dv if dv is not None else fe.View(tuple(shape), _contiguous(shape)), None, swap)
+    # out is allocated contiguous (torch.empty_strided parses its arguments faster than torch.empty);
+    # the kernel writes it as it is, or through the plan's view, transposed when swapped
+    strides = _contiguous(tuple(shape))
+    kd = _kernel_view(dv or fe.View(tuple(shape), strides), None, swap) if dv is not None or swap else None
     d_shape = kd[0] if kd is not None else tuple(shape)
-    if dv is None and not swap:
-        kd = None
     spec = offer(rank, max(plan.device_index, 0), d_shape[-2], d_shape[-1], d_shape[0] if len(d_shape) == 3 else 1)
     if spec is None:
         return None
     fn, clusters, scratch = spec
     b_seen: tuple[Any, Any, int] = (None, None, 0)  # (weight, its kernel view, its data_ptr), swapped whole
-    strides = _contiguous(tuple(shape))  # torch.empty_strided parses its arguments faster than torch.empty
 
     def run(a: Any, b: Any, c: Any, bias: Any, out: Any, alpha: float, beta: float) -> torch.Tensor:
         nonlocal b_seen
