@@ -102,8 +102,8 @@ def linear(
     computes the other cases). Returns (..., N). ``activation="swiglu"``: ``weight`` (2N, K) packs
     gate rows then up rows (``torch.cat([w_gate, w_up])``), ``bias`` None or (2N,) likewise; returns
     ``silu(x w_gate^T + b_gate) * (x w_up^T + b_up)`` (..., N) from one GEMM whose epilogue pairs
-    gate and up columns (the ``hopper_gemm_swiglu`` kernels, with ``AUTOCUTLASS_SWIGLU_KERNELS=1``;
-    torch's ``F.linear`` then ``silu(g) * u`` otherwise); a weight of odd rows, a ``residual`` or a
+    gate and up columns (the ``hopper_gemm_swiglu`` kernels, unless ``AUTOCUTLASS_SWIGLU_KERNELS=0``,
+    when torch computes ``F.linear`` then ``silu(g) * u``); a weight of odd rows, a ``residual`` or a
     ``mul`` with it raise ``ValueError``.
 
     Differentiable: dX = dZ W, dW = dZ^T X, db = sum dZ, d residual = dZ (summed to its shape),

@@ -82,6 +82,12 @@ class GatedMLP(nn.Module):
 
         self._packed: tuple[torch.Tensor, torch.Tensor | None] | None = None
         """(weight (2I, H), bias (2I,) or None) whose halves the gate and up parameters view."""
+        self._packed_ptrs: tuple[int | None, ...] = ()
+        """The parameters' data pointers right after packing (``_param_ptrs``)."""
+
+    def _param_ptrs(self) -> tuple[int | None, ...]:
+        g, u = self.gate_proj, self.up_proj
+        return tuple(None if p is None else p.data_ptr() for p in (g.weight, u.weight, g.bias, u.bias))
 
     def pack(self) -> bool:
         """Pack the gate and up weights (and biases) into one tensor that the two parameters then
@@ -99,19 +105,13 @@ class GatedMLP(nn.Module):
             assert g.bias is not None and u.bias is not None
             g.bias.data, u.bias.data = b[:half], b[half:]
         self._packed = (w, b)
+        self._packed_ptrs = self._param_ptrs()
         return True
 
     def _packed_views(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         """The packed (weight, bias) while the parameters still view it, else None."""
         packed = self._packed
-        if packed is None:
-            return None
-        w, b = packed
-        g, u = self.gate_proj, self.up_proj
-        if g.weight.data_ptr() != w.data_ptr() or u.weight.data_ptr() != w[g.weight.shape[0]:].data_ptr():
-            return None
-        if b is not None and (g.bias is None or u.bias is None or g.bias.data_ptr() != b.data_ptr()
-                              or u.bias.data_ptr() != b[g.weight.shape[0]:].data_ptr()):  # fmt: skip
+        if packed is None or self._param_ptrs() != self._packed_ptrs:  # a parameter was replaced since
             return None
         return packed
 
