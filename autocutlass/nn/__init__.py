@@ -7,6 +7,7 @@ model = autocutlass.swap_linear_(model)            # every servable nn.Linear, p
 model = torch.compile(model)                       # traces torch.ops.autocutlass.* ops
 autocutlass.unswap_linear_(model)                  # back to plain nn.Linear, parameters shared
 model = autocutlass.swap_gated_mlp_(model)         # Llama-style MLPs: act(gate) * up in one epilogue
+model = autocutlass.swap_qkv_(model)               # q/k/v projections of one input: one packed GEMM
 fused = autocutlass.nn.fuse_conv_bn(convnet.eval())  # inference: BatchNorm folded, add + act in the epilogue
 ```
 
@@ -21,6 +22,7 @@ built before the swap keeps training the same tensors.
 from autocutlass.nn.fuse import FusedConv2d, fuse_conv_bn
 from autocutlass.nn.gated import GatedMLP, swap_gated_mlp_, unswap_gated_mlp_
 from autocutlass.nn.modules import Conv2d, Linear
+from autocutlass.nn.packed import PackedLinear, swap_qkv_, unswap_qkv_
 from autocutlass.nn.swap import (
     servable_conv2d,
     servable_linear,
@@ -35,13 +37,16 @@ __all__ = [
     "FusedConv2d",
     "GatedMLP",
     "Linear",
+    "PackedLinear",
     "fuse_conv_bn",
     "servable_conv2d",
     "servable_linear",
     "swap_conv2d_",
     "swap_gated_mlp_",
     "swap_linear_",
+    "swap_qkv_",
     "unswap_conv2d_",
     "unswap_gated_mlp_",
     "unswap_linear_",
+    "unswap_qkv_",
 ]
