@@ -26,27 +26,33 @@ if [ "$part" = tune ]; then
   done
   exit 0
 fi
-# probe
+# probe (the tune part's databases: from /tmp/s14w while the machine stayed warm, else carried in s14dbs/)
+for f in qkv classes; do [ -f "s14dbs/$f.sqlite" ] && cp "s14dbs/$f.sqlite" "$w/"; [ -f "$w/$f.sqlite" ] || stamp "no $f.sqlite"; done
 mkdir -p "$w/shipped"
 cp tuning_dbs/* "$w/shipped/"
 python -m autocutlass.cli db merge tuning_dbs/NVIDIA-H100-80GB-HBM3.sqlite "$w/qkv.sqlite" \
     -o "$w/shipped/NVIDIA-H100-80GB-HBM3.sqlite" --force >/dev/null 2>&1 || stamp "merge failed (q/k/v tuned on line)"
 export AUTOCUTLASS_SHIPPED_DBS=$w/shipped
-for v in gated qkv; do
+[ -n "${SKIP_LLAMA:-}" ] && VARIANTS=none
+for v in ${VARIANTS:-gated qkv}; do
+  [ "$v" = none ] && continue
   extra=""; [ "$v" = qkv ] && extra="--qkv"
   timeout 280 python benchmarks/probes/llama_stall_probe.py --policies background --shipped --gated-mlp $extra \
       --rounds 21 --reps 5 --json "$out/llama-$v.json" >"$out/llama-$v.txt" 2>&1
   stamp "llama $v: rc $? $(tail -2 "$out/llama-$v.txt" | cut -c1-250)"
 done
 unset AUTOCUTLASS_SHIPPED_DBS
+[ -n "${SKIP_NCU:-}" ] && { stamp done; exit 0; }
 NCU="ncu --clock-control none --profile-from-start off --section SpeedOfLight --section MemoryWorkloadAnalysis
      --section Occupancy --section LaunchStats --section SchedulerStats --section WarpStateStats"
-for spec in online:m-above-tile online:large-k online:few-tiles-2 online:colmajor-a online:decode1 \
-            llama-decode:llama8b-kv-decode1 conv:sd-1280@16 conv:rn50-l4-3x3; do
+for spec in ${NCU_CASES:-online:m-above-tile online:large-k online:few-tiles-2 online:colmajor-a online:decode1 \
+            llama-decode:llama8b-kv-decode1 conv:sd-1280@16 conv:rn50-l4-3x3}; do
   file=${spec%%:*}; case_=${spec#*:}
   AUTOCUTLASS_DB=$w/classes.sqlite AUTOCUTLASS_POLICY=cached AUTOCUTLASS_VENDOR_VERDICTS=0 timeout 120 $NCU \
       python benchmarks/probes/ncu_classes.py --shapes "benchmarks/shapes-$file.json" --case "$case_" \
-      >"$out/ncu-$case_.txt" 2>&1
-  stamp "ncu $case_: rc $? $(grep '^{' "$out/ncu-$case_.txt" | python -c 'import json,sys; d=json.loads(sys.stdin.read()); print(round(d["vs_torch"],3), round(d["tflops_ours"]), round(d["tflops_torch"]))' 2>&1 | tail -1)"
+      >"$w/ncu.txt" 2>&1
+  rc=$?
+  { echo "#### $spec (rc $rc)"; cat "$w/ncu.txt"; } >>"$out/ncu-all.txt"
+  stamp "ncu $case_: rc $rc $(grep -c 'Section: GPU Speed Of Light' "$w/ncu.txt") kernels profiled"
 done
 stamp done
