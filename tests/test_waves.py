@@ -39,3 +39,38 @@ def test_empty_and_bad_arguments() -> None:
     assert predicted_cost(0, 10, 128, 128, 64) == 0.0 == predicted_cost(10, 0, 128, 128, 64)
     with pytest.raises(ValueError, match="split=0"):
         predicted_cost(1, 1, 128, 128, 64, split=0)
+
+
+def test_gemm_seeds_start_with_the_tiles_that_fill_whole_waves() -> None:
+    """The GEMM family's seeds put the cost model's picks (``model_picks``) right after the first
+    guess: the data-parallel tile shape that fills whole waves of the SMs (M just above a tile
+    multiple: 64-row or 208-wide tiles, not 17 rows of 128 that leave a fourth wave nearly empty),
+    preceded, for few tiles and a long K loop, by a split whose work units fill most SMs; never
+    stream-K (measured slower than the data-parallel tiles in this family); none for decode."""
+    from autocutlass.kernels.hopper_gemm import GEMM_TILE_RATES, HopperGemmFamily, model_picks
+    from autocutlass.kernels.hopper_gemm.check import check
+    from autocutlass.ops.gemm.problem import GemmProblem
+
+    fam = HopperGemmFamily()
+    sms = 132
+
+    def waves_of(cfg, p):  # noqa: ANN001, ANN202 - (waves, last wave's fill)
+        units = -(-p.m // cfg.tile_m) * -(-p.n // cfg.tile_n) * p.l * cfg.split_k
+        return -(-units // sms), units / sms
+
+    for p in (GemmProblem(m=256, n=256, k=65536), GemmProblem(m=512, n=384, k=32768)):
+        seeds = fam.seeds(p)
+        assert all(check(s, p) is None for s in seeds)
+        split, data = model_picks(p)
+        assert split.split_k > 1 and waves_of(split, p)[1] >= 0.9 and data.split_k == 1, p.describe()
+        assert seeds[1:3] == [split, data], (p.describe(), [s.short() for s in seeds[:4]])
+    residue = GemmProblem(m=2049, n=6144, k=4096)  # 17 x 24 tiles of 128x256: 4 waves for 3.1 of work
+    (pick,) = model_picks(residue)
+    full, fill = waves_of(pick, residue)
+    assert (pick.tile_m, pick.tile_n) != (128, 256) and fill / full > 0.9 and fam.seeds(residue)[1] == pick
+    for p in (GemmProblem(m=4096, n=4096, k=4096), GemmProblem(m=8192, n=8192, k=8192)):
+        assert [(c.tile_m, c.tile_n, c.split_k) for c in model_picks(p)] in ([(128, 256, 1)], [(256, 128, 1)])
+    assert model_picks(GemmProblem(m=16, n=6144, k=4096)) == []  # decode: its own swapped split seeds
+    assert all((c.tile_m, c.tile_n) in GEMM_TILE_RATES and not c.stream_k
+               for p in (GemmProblem(m=1024, n=2048, k=8192), GemmProblem(m=256, n=64, k=100352))
+               for c in model_picks(p))  # fmt: skip

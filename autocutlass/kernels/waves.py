@@ -65,16 +65,19 @@ def predicted_cost(
     split: int = 1,
     stream_k: bool = False,
     sms: int = budgets.SM_COUNT_SM90,
+    rate: float | None = None,
 ) -> float:
     """Predicted time of a persistent GEMM with ``tiles`` output tiles of ``tile_m x tile_n``
     and ``k_blocks`` K blocks of ``tile_k`` each, on ``sms`` SMs, in MAC units (comparable only
-    between configs of one problem). ``split`` serial splits of the K loop, or ``stream_k``."""
+    between configs of one problem). ``split`` serial splits of the K loop, or ``stream_k``;
+    ``rate``: the tile's main-loop efficiency when the caller has its own measurement (a family
+    whose kernel runs a tile shape faster or slower than ``TILE_RATES`` says), else ``tile_rate``."""
     if tiles <= 0 or k_blocks <= 0:
         return 0.0
     if split < 1 or sms < 1:
         raise ValueError(f"split={split} and sms={sms} must be positive")
     elems = tile_m * tile_n
-    block = elems * tile_k / tile_rate(tile_m, tile_n)
+    block = elems * tile_k / (rate if rate is not None else tile_rate(tile_m, tile_n))
     fixed = elems * EPILOGUE_COST
     partial = elems * PARTIAL_COST
     if stream_k:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from autocutlass.errors import CantImplement
-from autocutlass.kernels import budgets
+from autocutlass.kernels import budgets, waves
 from autocutlass.kernels.base import KernelFamily
 from autocutlass.kernels.hopper_gemm import sources
 from autocutlass.kernels.hopper_gemm.check import (
@@ -121,6 +121,62 @@ def split_counts(m: int, n: int, l: int, tile_m: int, tile_n: int, sms: int = bu
         if len(extra) == BALANCED_SPLITS_MAX:
             break
     return tuple(TUNED_SPLIT_K[1:]) + tuple(extra)
+
+
+MODEL_TILE_K = 64
+"""The K block (16-bit elements) the cost model ranks tile shapes with."""
+
+GEMM_TILE_RATES: dict[tuple[int, int], float] = {
+    (64, 64): 0.42, (64, 128): 0.61, (64, 192): 0.63, (64, 208): 0.71, (64, 224): 0.74, (64, 256): 0.86,
+    (128, 64): 0.73, (128, 96): 0.78, (128, 128): 0.91, (128, 160): 0.92, (128, 192): 0.91, (128, 208): 0.96,
+    (128, 224): 0.92, (128, 256): 1.0, (256, 96): 0.86, (256, 128): 1.0,
+}  # fmt: skip
+"""This family's main-loop efficiency per (tile_m, tile_n), for the cost model: the best bf16
+TFLOP/s any config of the tile shape reached on the shipped H100 database's problems of M, N, K
+>= 4096 (no split, no stream-K, no swap), over the best tile's (773 TFLOP/s, 128x256 and 256x128;
+2026-11-25). Higher than the conv wgrad table of ``kernels.waves`` for the narrow tiles (64x256:
+0.86 here, 0.6 there)."""
+
+
+def modelled_configs(problem: GemmProblem) -> list[tuple[float, HopperGemmConfig]]:
+    """The configs the cost model ranks (``kernels.waves.predicted_cost`` with ``GEMM_TILE_RATES``),
+    cheapest first (ties: the simpler): every tile shape of the table, data-parallel, and where
+    the space offers split-K (few output tiles, long K) split ``split_counts`` ways (through the
+    workspace; fp8 serially, its reduce kernel applying no scales) keeping at least 4 K blocks per
+    split; cooperative, no cluster. Not stream-K: this family's stream-K measured 1.2-1.5x slower
+    than the best data-parallel tile where the model favoured it (H100, 2026-11-25: 1536x1536x8192
+    100.5 vs 66.5 us, 2049x6144x4096 216.9 vs 180.0 us; benchmarks/results/
+    2026-11-25-h100-s14-tune-classes-streamk-picks-trials.json). Empty for decode GEMMs (M <=
+    SWAP_AB_MAX_M), whose own seeds split K."""
+    if problem.m <= SWAP_AB_MAX_M:
+        return []
+    c = HopperGemmConfig
+    mode = SplitMode.SERIAL if problem.a_dtype is DType.E4M3 else SplitMode.WORKSPACE
+    k_blocks = -(-problem.k // MODEL_TILE_K)
+    splitting = problem.m * problem.n * problem.l <= SPLIT_K_MAX_OUTPUT and problem.k >= SPLIT_K_MIN_K
+    out: list[tuple[float, HopperGemmConfig]] = []
+    for (tm, tn), rate in GEMM_TILE_RATES.items():
+        tiles = -(-problem.m // tm) * -(-problem.n // tn) * problem.l
+        out.append((waves.predicted_cost(tiles, k_blocks, tm, tn, MODEL_TILE_K, rate=rate), c(tm, tn, MODEL_TILE_K)))
+        for split in split_counts(problem.m, problem.n, problem.l, tm, tn) if splitting else ():
+            if k_blocks >= 4 * split:
+                cost = waves.predicted_cost(tiles, k_blocks, tm, tn, MODEL_TILE_K, split=split, rate=rate)
+                out.append((cost, c(tm, tn, MODEL_TILE_K, split_k=split, split_mode=mode)))
+    out.sort(key=lambda pair: (pair[0], pair[1].split_k))
+    return out
+
+
+def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
+    """The cost model's cheapest data-parallel config (``modelled_configs``), preceded by its
+    cheapest split when a split ranks cheapest of all: which tile shape fills the SMs in whole
+    waves (2049 rows: 33 tiles of 64 rows, not 17 of 128 that leave a fourth wave 9% full) and
+    which split count fills them when the tiles are few (256x256x65536: 8 tiles of 128x64, 16
+    ways), what a 16-trial search rarely samples."""
+    ranked = [cfg for _, cfg in modelled_configs(problem)]
+    if not ranked:
+        return []
+    data = next(cfg for cfg in ranked if cfg.split_k == 1)
+    return [data] if ranked[0] is data else [ranked[0], data]
 
 
 TUNED_STAGES = (0,)
@@ -287,6 +343,11 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
             if balanced and problem.k >= SPLIT_K_MIN_K:
                 swaps.insert(1, c(64, tn, 128, split_k=balanced[0], swap_ab=True))
             guesses = guesses[:1] + swaps + guesses[1:]
+        modelled = model_picks(problem)
+        if modelled:
+            # The tile shape (and, for few tiles and a long K loop, the split) whose work units
+            # fill whole waves of the SMs, which the wave model predicts (``model_picks``).
+            guesses = guesses[:1] + [g for g in modelled if g not in guesses[:1]] + guesses[1:]
         guesses += [c(128, 128, 64), c(64, 128, 64), c(64, 64, 64)]
         if problem.a_dtype.bytes != 2:  # tf32 / fp8: the same shapes with the same bytes per stage row
             scale = {4: 0.5, 1: 2}[problem.a_dtype.bytes]
