@@ -225,3 +225,23 @@ def test_a_module_computing_something_else_is_not_packed(monkeypatch: pytest.Mon
 def test_swap_qkv_rejects_non_modules() -> None:
     with pytest.raises(TypeError, match="torch.nn.Module"):
         swap_qkv_("model")  # type: ignore[arg-type]
+
+
+def test_inference_mode_packs_too(counted: list) -> None:
+    """Inference tensors keep no version counter: the parts are still handed out (and the swap
+    made under inference mode, weights included, works)."""
+    ref, ours = _pair(bias=True)
+    x = torch.randn(2, 5, H)
+    with torch.inference_mode():
+        want = ref(x)
+        counted.clear()
+        torch.testing.assert_close(ours(x), want)
+        assert counted == [(48, H), (48, H)]
+        torch.manual_seed(1)
+        made = Model()  # parameters created under inference mode: inference tensors too
+        plain = Model()
+        plain.load_state_dict(made.state_dict())
+        swap_qkv_(made)
+        counted.clear()
+        torch.testing.assert_close(made(x), plain(x))
+        assert counted.count((48, H)) == 2
