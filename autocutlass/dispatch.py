@@ -528,6 +528,9 @@ class Dispatcher:
         self._device_info = device_info if device_info is not None else current_device
         self._ctx = _PlanContext(on_gpu, self._device_info)
         self._memo: dict[tuple[Any, ...], Entry] = {}
+        self.epoch = 0
+        """Bumped whenever memoised entries are dropped (cleared, expired, replaced by a background
+        tuning's winner): a caller that remembers an entry (``call_remembered``) checks it first."""
         self._lock = threading.RLock()
         self._n = _Counters()
         self._store: tuple[Store, Any] | None = None
@@ -555,6 +558,27 @@ class Dispatcher:
         else:
             self._n.memo_hits += 1
         return entry(*args)
+
+    def call_remembered(self, fe: FrontEnd, *args: Any) -> tuple[Any, Entry | None, int, Policy]:
+        """``call(fe, *args)``, with what a caller needs to run the same entry again without the
+        dispatcher (``autocutlass.nn``'s per-module hit caches): the result, the entry it ran when
+        that entry is memoised (else None), the ``epoch`` before the look-up and the policy the key
+        was made under. The entry stays right for calls of the same memo key while ``epoch`` and
+        the policy are unchanged."""
+        epoch = self.epoch
+        pol = POLICY_OVERRIDE.policy or self._policy
+        try:
+            key = fe.memo_key(pol, *args)
+            entry = self._memo.get(key)
+        except (AttributeError, TypeError):
+            fe.reject(*args)
+            raise
+        if entry is None:
+            entry = self._miss(fe, key, pol, args)
+        else:
+            self._n.memo_hits += 1
+        out = entry(*args)
+        return out, (entry if self._memo.get(key) is entry else None), epoch, pol
 
     def entry(self, fe: FrontEnd, *args: Any) -> Entry:
         """The entry ``call(fe, *args)`` would run, without running it (looked up, or built and
@@ -595,6 +619,7 @@ class Dispatcher:
 
     def _memoise(self, key: tuple[Any, ...], entry: Entry) -> None:
         if len(self._memo) >= MEMO_LIMIT:
+            self.epoch += 1
             self._memo.clear()
         self._memo[key] = entry
 
@@ -615,6 +640,7 @@ class Dispatcher:
 
         def run(*args: Any) -> Any:
             if time.monotonic() > deadline:
+                self.epoch += 1
                 memo.pop(key, None)
             return entry(*args)
 
@@ -811,6 +837,7 @@ class Dispatcher:
                 job.state = _BgState.DONE
                 job.config = result if error is None else None
             keys, job.memo_keys = job.memo_keys, []
+        self.epoch += 1
         for key in keys:
             self._memo.pop(key, None)
 
@@ -832,6 +859,7 @@ class Dispatcher:
             if job.state is _BgState.DONE:
                 self._bg_jobs[key] = job
             else:
+                self.epoch += 1
                 for memo_key in job.memo_keys:
                     self._memo.pop(memo_key, None)
 
@@ -1012,6 +1040,7 @@ class Dispatcher:
     def clear(self) -> None:
         """Forget memoised entries (not the counters, nor the compiled runners)."""
         with self._lock:
+            self.epoch += 1
             self._memo.clear()
 
 

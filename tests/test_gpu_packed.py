@@ -1,7 +1,8 @@
 """``swap_qkv_`` on the GPU: a Llama-shaped attention's q/k/v projections packed into one weight,
 served by our GEMM kernels (policy heuristic, no fallback), against the unswapped module in
 float32; decode (one row: contiguous parts) and prefill (strided parts, viewed into heads and
-transposed as Llama's attention does), with and without biases (Qwen2's projections have them)."""
+transposed as Llama's attention does), with and without biases (Qwen2's projections have them),
+under no_grad and inference_mode (whose tensors keep no version counter)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ class Attention(nn.Module):
 
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("shape", [(1, 1), (4, 1), (1, 333), (2, 64)])
-def test_packed_attention_matches_the_original(bias: bool, shape: tuple[int, int]) -> None:
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_packed_attention_matches_the_original(bias: bool, shape: tuple[int, int], mode: str) -> None:
     torch.manual_seed(0)
     ref = Attention(bias).to("cuda", torch.bfloat16).eval()
     ours = Attention(bias).to("cuda", torch.bfloat16).eval()
@@ -45,7 +47,7 @@ def test_packed_attention_matches_the_original(bias: bool, shape: tuple[int, int
     autocutlass.swap_qkv_(autocutlass.swap_linear_(ours))
     assert isinstance(ours.q_proj, PackedLinear)
     x = torch.randn(*shape, HID, device="cuda", dtype=torch.bfloat16)
-    with torch.no_grad():
+    with getattr(torch, mode)():
         want = ref.float()(x.float())
         before = autocutlass.stats()
         got = ours(x)

@@ -43,6 +43,7 @@ from torch import nn
 
 from autocutlass import api, settings, warmup
 from autocutlass.dispatch import policy
+from autocutlass.nn.hits import LinearHits
 from autocutlass.nn.swap import Filter, replace_modules
 from autocutlass.ops.types import Activation
 from autocutlass.torch_ops import apply_activation
@@ -84,6 +85,8 @@ class GatedMLP(nn.Module):
         """(weight (2I, H), bias (2I,) or None) whose halves the gate and up parameters view."""
         self._packed_ptrs: tuple[int | None, ...] = ()
         """The parameters' data pointers right after packing (``_param_ptrs``)."""
+        self._hits = LinearHits()
+        """The packed SwiGLU call's hit cache (``autocutlass.nn.hits``)."""
 
     def _param_ptrs(self) -> tuple[int | None, ...]:
         g, u = self.gate_proj, self.up_proj
@@ -119,7 +122,7 @@ class GatedMLP(nn.Module):
         packed = self._packed_views()
         if packed is not None and not (torch.is_grad_enabled() and (x.requires_grad or self.gate_proj.weight.requires_grad
                                                                     or self.up_proj.weight.requires_grad)):  # fmt: skip
-            return self.down_proj(api.linear(x, packed[0], packed[1], activation="swiglu"))
+            return self.down_proj(self._hits.linear(x, packed[0], packed[1], "swiglu"))
         up = api.linear(x, self.up_proj.weight, self.up_proj.bias)
         h = api.linear(x, self.gate_proj.weight, self.gate_proj.bias, activation=self.activation, mul=up)
         return self.down_proj(h)

@@ -10,6 +10,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from autocutlass import api
+from autocutlass.nn.hits import LinearHits
+
+_COMPILING = torch.compiler.is_compiling
 
 _M = TypeVar("_M", bound=nn.Module)
 
@@ -19,17 +22,28 @@ def share_state(src: nn.Module, cls: type[_M]) -> _M:
     and hooks (the containers are new, the tensors and callables in them are ``src``'s), its
     attributes (features, stride, ...) and its training flag. Nothing is copied or allocated."""
     new = cls.__new__(cls)
-    new.__dict__.update({k: (v.copy() if isinstance(v, dict) else v) for k, v in src.__dict__.items()})
+    new.__dict__.update({k: (v.copy() if isinstance(v, dict) else v) for k, v in src.__dict__.items()
+                         if k != "_ac_hits"})  # the hit cache is the module's own (nn.hits)
     return new
 
 
 class Linear(nn.Linear):
     """``nn.Linear`` whose forward is ``autocutlass.linear(input, weight, bias)``: the same
     parameters and state_dict keys, made and initialised as ``nn.Linear`` is. Differentiable;
-    under torch.compile its GEMM is ``torch.ops.autocutlass.linear``."""
+    under torch.compile its GEMM is ``torch.ops.autocutlass.linear``. Eager inference calls run
+    the entry the last call ran while nothing that decides it changed (``autocutlass.nn.hits``)."""
+
+    _ac_hits: LinearHits | None = None
+    """This module's hit cache (``autocutlass.nn.hits``), made on its first eager call."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        return api.linear(input, self.weight, self.bias)
+        if _COMPILING():
+            return api.linear(input, self.weight, self.bias)
+        hits = self._ac_hits
+        if hits is None:
+            hits = LinearHits()
+            object.__setattr__(self, "_ac_hits", hits)  # not a submodule, parameter or buffer
+        return hits.linear(input, self.weight, self.bias)
 
     @classmethod
     def from_linear(cls, m: nn.Linear) -> Linear:

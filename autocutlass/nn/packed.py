@@ -52,6 +52,7 @@ from torch import nn
 
 from autocutlass import api, warmup
 from autocutlass.dispatch import policy
+from autocutlass.nn.hits import LinearHits
 from autocutlass.nn.modules import Linear, share_state
 from autocutlass.nn.swap import Filter
 
@@ -87,6 +88,7 @@ class PackedGroup:
             self.bias = None if members[0].bias is None else torch.cat([m.bias.detach() for m in members])  # type: ignore[union-attr]
         self.ptrs: list[tuple[int, int | None]] = []
         """Each member's (weight, bias) data pointers once it views the packed tensors."""
+        self._hits = LinearHits()
         self._parts: list[torch.Tensor | None] = []
         self._left = 0
         self._products = self._wasted = 0
@@ -126,7 +128,7 @@ class PackedGroup:
     def compute(self, index: int, x: torch.Tensor) -> torch.Tensor:
         """All parts of ``x``'s packed product in one ``autocutlass.linear``; returns part
         ``index`` and keeps the others for the siblings (dropping unclaimed older parts)."""
-        parts = list(api.linear(x, self.weight, self.bias).split(self.sizes, dim=-1))
+        parts = list(self._hits.linear(x, self.weight, self.bias).split(self.sizes, dim=-1))
         part, parts[index] = parts[index], None
         self._products += 1
         if self._left:  # the last product's parts went unclaimed: siblings fed different inputs?

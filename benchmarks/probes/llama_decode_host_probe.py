@@ -29,6 +29,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--profile", type=int, default=20)
+    ap.add_argument("--gated-mlp", action="store_true", help="also swap the MLPs (swap_gated_mlp_)")
+    ap.add_argument("--qkv", action="store_true", help="also pack each attention's q/k/v projections (swap_qkv_)")
     ap.add_argument("--json", default=None)
     ns = ap.parse_args()
     import torch
@@ -42,6 +44,10 @@ def main() -> int:
     with torch.device("cuda"):
         ref = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
     ours = autocutlass.swap_linear_(copy.deepcopy(ref)).eval()
+    if ns.gated_mlp:
+        ours = autocutlass.swap_gated_mlp_(ours)
+    if ns.qkv:
+        ours = autocutlass.swap_qkv_(ours)
     ids = torch.randint(0, cfg.vocab_size, (ns.batch, 1), device="cuda")
     out: dict = {"device": torch.cuda.get_device_name(), "batch": ns.batch}
     with torch.no_grad():
@@ -95,28 +101,34 @@ def main() -> int:
             s = io.StringIO()
             pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(22)
             print(f"== cProfile {who} ({ns.profile} steps)\n" + "\n".join(s.getvalue().splitlines()[:40]))
-        # Host time inside the Linear forwards, in the model (ours: autocutlass.nn.Linear; torch:
-        # nn.Linear), accumulated over 20 steps each.
+        # Host time inside the module forwards, in the model, accumulated over 20 steps each: ours
+        # (autocutlass.nn.Linear, PackedLinear, GatedMLP), torch (nn.Linear, the MLP module).
         import torch.nn as nn
 
-        spent = {"ours": 0.0, "torch": 0.0}
-        calls = {"ours": 0, "torch": 0}
+        from autocutlass.nn import GatedMLP, PackedLinear
 
-        def timed(cls, who):  # noqa: ANN001, ANN202
-            orig = cls.forward
+        mlp_cls = type(ref.model.layers[0].mlp)
+        classes = {"ours": (autocutlass.nn.Linear, PackedLinear, GatedMLP), "torch": (nn.Linear, mlp_cls)}
+        spent: dict[str, float] = {}
+        calls: dict[str, int] = {}
+        saved = []
+
+        def timed(cls, label):  # noqa: ANN001, ANN202
+            orig = cls.__dict__["forward"]
 
             def fwd(self, x):  # noqa: ANN001, ANN202
                 t = time.perf_counter()
                 y = orig(self, x)
-                spent[who] += time.perf_counter() - t
-                calls[who] += 1
+                spent[label] = spent.get(label, 0.0) + time.perf_counter() - t
+                calls[label] = calls.get(label, 0) + 1
                 return y
 
-            return orig, fwd
+            saved.append((cls, orig))
+            cls.forward = fwd
 
-        o_ours, f_ours = timed(autocutlass.nn.Linear, "ours")
-        o_t, f_t = timed(nn.Linear, "torch")
-        autocutlass.nn.Linear.forward, nn.Linear.forward = f_ours, f_t
+        for who, cls_list in classes.items():
+            for cls in cls_list:
+                timed(cls, f"{who}:{cls.__name__}")
         try:
             for _ in range(20):
                 ours(input_ids=ids, use_cache=False)
@@ -124,9 +136,15 @@ def main() -> int:
                 ref(input_ids=ids, use_cache=False)
                 torch.cuda.synchronize()
         finally:
-            autocutlass.nn.Linear.forward, nn.Linear.forward = o_ours, o_t
-        out["linear_forward_host_us_in_model"] = {k: spent[k] / max(calls[k], 1) * 1e6 for k in spent}
-        print(f"host us per Linear forward inside the model: {out['linear_forward_host_us_in_model']} ({calls})")
+            for cls, orig in saved:
+                cls.forward = orig
+        out["module_forward_host_us_in_model"] = {k: spent[k] / calls[k] * 1e6 for k in spent}
+        out["module_forward_calls_per_step"] = {k: calls[k] / 20 for k in calls}
+        out["linear_forward_host_us_in_model"] = {
+            "ours": out["module_forward_host_us_in_model"].get("ours:Linear"),
+            "torch": out["module_forward_host_us_in_model"].get("torch:Linear")}
+        for k in sorted(spent):
+            print(f"host us per {k} forward inside the model: {spent[k] / calls[k] * 1e6:.1f} ({calls[k] / 20:g} per step)")
         from torch.profiler import ProfilerActivity, profile
 
         for who, m in (("ours", ours), ("torch", ref)):
