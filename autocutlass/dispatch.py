@@ -566,17 +566,7 @@ class Dispatcher:
         was made under. The entry stays right for calls of the same memo key while ``epoch`` and
         the policy are unchanged."""
         epoch = self.epoch
-        pol = POLICY_OVERRIDE.policy or self._policy
-        try:
-            key = fe.memo_key(pol, *args)
-            entry = self._memo.get(key)
-        except (AttributeError, TypeError):
-            fe.reject(*args)
-            raise
-        if entry is None:
-            entry = self._miss(fe, key, pol, args)
-        else:
-            self._n.memo_hits += 1
+        key, pol, entry = self._look_up(fe, args)
         out = entry(*args)
         return out, (entry if self._memo.get(key) is entry else None), epoch, pol
 
@@ -585,6 +575,11 @@ class Dispatcher:
         memoised on a miss, counted as ``call`` counts). ``torch_served(entry)`` says whether it
         runs torch, so that a caller may merge such calls into one torch op (conv2d's eager
         backward: dgrad and wgrad in one ``aten.convolution_backward``)."""
+        return self._look_up(fe, args)[2]
+
+    def _look_up(self, fe: FrontEnd, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], Policy, Entry]:
+        """(memo key, policy, entry) of ``fe`` on ``args``: the memoised entry (a hit, counted) or
+        the miss path's. ``call`` inlines the same steps (the hot path keeps its frames few)."""
         pol = POLICY_OVERRIDE.policy or self._policy
         try:
             key = fe.memo_key(pol, *args)
@@ -593,9 +588,9 @@ class Dispatcher:
             fe.reject(*args)
             raise
         if entry is None:
-            return self._miss(fe, key, pol, args)
+            return key, pol, self._miss(fe, key, pol, args)
         self._n.memo_hits += 1
-        return entry
+        return key, pol, entry
 
     # ---- miss path -------------------------------------------------------------------------
     def _miss(self, fe: FrontEnd, key: tuple[Any, ...], pol: Policy, args: tuple[Any, ...]) -> Entry:
