@@ -43,7 +43,7 @@ from torch import nn
 
 from autocutlass import api, settings, warmup
 from autocutlass.dispatch import policy
-from autocutlass.nn.hits import LinearHits
+from autocutlass.nn.packed import PackedGroup, bind_checked
 from autocutlass.nn.swap import Filter, replace_modules
 from autocutlass.ops.types import Activation
 from autocutlass.torch_ops import apply_activation
@@ -81,48 +81,28 @@ class GatedMLP(nn.Module):
         self.activation = activation
         self._original = (original,)  # a tuple: not a submodule (no second copy of the keys)
 
-        self._packed: tuple[torch.Tensor, torch.Tensor | None] | None = None
-        """(weight (2I, H), bias (2I,) or None) whose halves the gate and up parameters view."""
-        self._packed_ptrs: tuple[int | None, ...] = ()
-        """The parameters' data pointers right after packing (``_param_ptrs``)."""
-        self._hits = LinearHits()
-        """The packed SwiGLU call's hit cache (``autocutlass.nn.hits``)."""
+        self._group: PackedGroup | None = None
+        """The packed gate and up weights (``autocutlass.nn.packed``) whose parts the two
+        parameters view, with the packed SwiGLU call's hit cache."""
 
-    def _param_ptrs(self) -> tuple[int | None, ...]:
-        g, u = self.gate_proj, self.up_proj
-        return tuple(None if p is None else p.data_ptr() for p in (g.weight, u.weight, g.bias, u.bias))
-
-    def pack(self) -> bool:
-        """Pack the gate and up weights (and biases) into one tensor that the two parameters then
-        view (see the module docstring); False, changing nothing, when they cannot be: not SiLU,
-        or weights of different dtypes or devices."""
-        g, u = self.gate_proj, self.up_proj
-        if self.activation is not Activation.SILU or g.weight.dtype != u.weight.dtype or g.weight.device != u.weight.device:
-            return False
-        with torch.no_grad():
-            w = torch.cat([g.weight.detach(), u.weight.detach()])
-            b = None if g.bias is None or u.bias is None else torch.cat([g.bias.detach(), u.bias.detach()])
-        half = g.weight.shape[0]
-        g.weight.data, u.weight.data = w[:half], w[half:]
-        if b is not None:
-            assert g.bias is not None and u.bias is not None
-            g.bias.data, u.bias.data = b[:half], b[half:]
-        self._packed = (w, b)
-        self._packed_ptrs = self._param_ptrs()
-        return True
+    @property
+    def _packed(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+        """(weight (2I, H), bias (2I,) or None) of the packing, if packed."""
+        group = self._group
+        return None if group is None else (group.weight, group.bias)
 
     def _packed_views(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         """The packed (weight, bias) while the parameters still view it, else None."""
-        packed = self._packed
-        if packed is None or self._param_ptrs() != self._packed_ptrs:  # a parameter was replaced since
+        group = self._group
+        if group is None or not group.bound((self.gate_proj, self.up_proj)):  # a parameter was replaced since
             return None
-        return packed
+        return group.weight, group.bias
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         packed = self._packed_views()
         if packed is not None and not (torch.is_grad_enabled() and (x.requires_grad or self.gate_proj.weight.requires_grad
                                                                     or self.up_proj.weight.requires_grad)):  # fmt: skip
-            return self.down_proj(self._hits.linear(x, packed[0], packed[1], "swiglu"))
+            return self.down_proj(self._group.hits.linear(x, packed[0], packed[1], "swiglu"))  # type: ignore[union-attr]
         up = api.linear(x, self.up_proj.weight, self.up_proj.bias)
         h = api.linear(x, self.gate_proj.weight, self.gate_proj.bias, activation=self.activation, mul=up)
         return self.down_proj(h)
@@ -154,14 +134,22 @@ class GatedMLP(nn.Module):
         return new
 
 
-def _pack_checked(old: nn.Module, new: GatedMLP, gate: nn.Linear, up: nn.Linear) -> None:
-    """``new.pack()``, undone (the parameters' own storage back) unless the packed path computes
-    ``old``'s output too."""
-    saved = [(p, p.data) for p in (gate.weight, up.weight, gate.bias, up.bias) if p is not None]
-    if new.pack() and not _same_output(old, new, gate):
-        for p, data in saved:
-            p.data = data
-        new._packed = None
+def _pack_checked(old: nn.Module, new: GatedMLP, gate: nn.Linear, up: nn.Linear) -> bool:
+    """Pack ``new``'s gate and up weights (``packed.bind_checked``) when it is a SiLU MLP of one
+    dtype and device, kept only if the packed path computes ``old``'s output too; whether it
+    packed."""
+    if (new.activation is not Activation.SILU or gate.weight.dtype != up.weight.dtype
+            or gate.weight.device != up.weight.device):  # fmt: skip
+        return False
+
+    def same(group: PackedGroup) -> bool:
+        new._group = group
+        if _same_output(old, new, gate):
+            return True
+        new._group = None
+        return False
+
+    return bind_checked([gate, up], same) is not None
 
 
 def _same_output(old: nn.Module, new: GatedMLP, gate: nn.Linear) -> bool:

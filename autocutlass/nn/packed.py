@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
@@ -88,7 +88,8 @@ class PackedGroup:
             self.bias = None if members[0].bias is None else torch.cat([m.bias.detach() for m in members])  # type: ignore[union-attr]
         self.ptrs: list[tuple[int, int | None]] = []
         """Each member's (weight, bias) data pointers once it views the packed tensors."""
-        self._hits = LinearHits()
+        self.hits = LinearHits()
+        """The packed call's hit cache (``autocutlass.nn.hits``), for whichever caller runs it."""
         self._parts: list[torch.Tensor | None] = []
         self._left = 0
         self._products = self._wasted = 0
@@ -111,6 +112,11 @@ class PackedGroup:
             start += size
             self.ptrs.append((m.weight.data_ptr(), None if m.bias is None else m.bias.data_ptr()))
 
+    def bound(self, members: Sequence[nn.Linear]) -> bool:
+        """Whether ``members``' parameters are still the views ``bind`` made (a
+        ``load_state_dict(assign=True)``, a ``.to()`` or a ``param.data = ...`` replaces them)."""
+        return [(m.weight.data_ptr(), None if m.bias is None else m.bias.data_ptr()) for m in members] == self.ptrs
+
     def take(self, index: int, x: torch.Tensor) -> torch.Tensor | None:
         """Part ``index`` of the packed product of ``x``, if the last one computed was of ``x`` (the
         same object and version, the packed weight unchanged, this thread) and the part is still
@@ -128,7 +134,7 @@ class PackedGroup:
     def compute(self, index: int, x: torch.Tensor) -> torch.Tensor:
         """All parts of ``x``'s packed product in one ``autocutlass.linear``; returns part
         ``index`` and keeps the others for the siblings (dropping unclaimed older parts)."""
-        parts = list(self._hits.linear(x, self.weight, self.bias).split(self.sizes, dim=-1))
+        parts = list(self.hits.linear(x, self.weight, self.bias).split(self.sizes, dim=-1))
         part, parts[index] = parts[index], None
         self._products += 1
         if self._left:  # the last product's parts went unclaimed: siblings fed different inputs?
@@ -199,28 +205,39 @@ def _same_outputs(old: list[nn.Linear], new: list[PackedLinear]) -> bool:
         return False
 
 
-def pack(members: Sequence[nn.Linear]) -> list[PackedLinear] | None:
-    """``PackedLinear`` siblings sharing ``members``' parameters, packed into one group (the
-    parameters become views of the packed tensors); None, changing nothing, when they cannot be
-    packed or the packed siblings do not compute the originals' outputs."""
-    members = list(members)
-    if not _packable(list(members)):
-        return None
+def bind_checked(members: Sequence[nn.Linear], same: Callable[[PackedGroup], bool]) -> PackedGroup | None:
+    """``members`` (of one dtype and device, all with or all without a bias) packed into a
+    ``PackedGroup`` their parameters then view, if ``same(group)`` says the packed path computes
+    what the unpacked one did; else None, with the parameters' own storage back."""
     saved = [(p, p.data) for m in members for p in (m.weight, m.bias) if p is not None]
     group = PackedGroup(members)
     group.bind(members)
-    new = []
-    for i, m in enumerate(members):
-        p = share_state(m, PackedLinear)
-        p._group, p._index, p._source = group, i, type(m)
-        new.append(p)
-    if not _same_outputs(members, new):
+    if not same(group):
         for param, data in saved:
             param.data = data
         return None
     group.drop()
     group._products = group._wasted = 0  # the check's product is not the model's
-    return new
+    return group
+
+
+def pack(members: Sequence[nn.Linear]) -> list[PackedLinear] | None:
+    """``PackedLinear`` siblings sharing ``members``' parameters, packed into one group (the
+    parameters become views of the packed tensors); None, changing nothing, when they cannot be
+    packed or the packed siblings do not compute the originals' outputs."""
+    members = list(members)
+    if not _packable(members):
+        return None
+    new: list[PackedLinear] = []
+
+    def same(group: PackedGroup) -> bool:
+        for i, m in enumerate(members):
+            p = share_state(m, PackedLinear)
+            p._group, p._index, p._source = group, i, type(m)
+            new.append(p)
+        return _same_outputs(members, new)
+
+    return new if bind_checked(members, same) is not None else None
 
 
 def swap_qkv_(model: nn.Module, groups: Sequence[Sequence[str]] = QKV, filter_fn: Filter | None = None) -> nn.Module:
