@@ -386,6 +386,19 @@ def _tracing() -> bool:
 _RANK = {"exact": 0, "bucket": 1, "nearest": 2}
 """How well a stored record matches the problem looked up (smaller is better)."""
 
+
+def _better(rec: Any, found: _Stored) -> bool:
+    """Whether record ``rec`` serves before ``found``: a better rank, or the same rank (exact or
+    bucket) of the same problem and a shorter median time."""
+    rank = _RANK[rec.source]
+    if rank != found.rank:
+        return rank < found.rank
+    theirs = found.record
+    if rank == _RANK["nearest"] or getattr(rec, "problem", None) != getattr(theirs, "problem", None):
+        return False
+    mine, best = getattr(rec, "median_ms", None), getattr(theirs, "median_ms", None)
+    return mine is not None and best is not None and mine < best
+
 NEAREST_MAX_LOG2 = 3.0
 """A nearest-neighbour record serves (as a hit under ``cached``, as the stand-in otherwise) only
 when its run-time dimension (GEMM's M, conv's N*P*Q, grouped GEMM's T) is within 2**this of the
@@ -862,11 +875,12 @@ class Dispatcher:
                 ) -> _Stored | None:  # fmt: skip
         """The best-matching usable record of ``problem`` among ``families``' (each under its own
         hard key): this GPU's, or with ``sibling`` a sibling GPU's. Exact before bucket before
-        nearest; the earlier family on a tie."""
+        nearest; between records of one rank, the faster (two families tuned on the same problem:
+        hopper_gemm and hopper_gemv on a decode GEMM), else the earlier family."""
         found: _Stored | None = None
         for family in families:
             rec = self._lookup(problem, info.hard_key(family.source_hash()), sibling=sibling)
-            if rec is None or (found is not None and _RANK[rec.source] >= found.rank):
+            if rec is None or (found is not None and not _better(rec, found)):
                 continue
             got = self._from_record(rec, problem)
             if got is not None:

@@ -17,6 +17,7 @@ from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradFamily
 from autocutlass.kernels.hopper_gemm import HopperGemmFamily
 from autocutlass.kernels.hopper_gemm_gated import HopperGemmGatedFamily
 from autocutlass.kernels.hopper_gemm_swiglu import HopperGemmSwigluFamily
+from autocutlass.kernels.hopper_gemv import HopperGemvFamily
 from autocutlass.kernels.hopper_grouped import HopperGroupedFamily
 from autocutlass.settings import Settings, current
 
@@ -32,6 +33,7 @@ _FAMILIES: dict[str, type[KernelFamily]] = {
     "hopper_grouped": HopperGroupedFamily,
     "hopper_gemm_gated": HopperGemmGatedFamily,
     "hopper_gemm_swiglu": HopperGemmSwigluFamily,
+    "hopper_gemv": HopperGemvFamily,
 }
 """Families by name, in preference order: where several serve a problem (a pointwise convolution
 is a GEMM for hopper_gemm and an implicit GEMM with a 1x1 filter for hopper_conv; a pointwise
@@ -39,13 +41,17 @@ dgrad a GEMM and a forward convolution for hopper_conv_dgrad; a pointwise wgrad 
 implicit-GEMM wgrad for hopper_conv_wgrad, which is off by default: it loses to cuDNN), a
 miss is tuned under the first, and the stored records of all are looked up. hopper_gemm_gated
 alone serves GEMMs with a multiplying epilogue (linear's ``mul=``), hopper_gemm_swiglu those with
-a SwiGLU epilogue (linear's ``activation="swiglu"``)."""
+a SwiGLU epilogue (linear's ``activation="swiglu"``). hopper_gemv serves decode GEMMs (M <= 16)
+beside hopper_gemm: last, so a miss is tuned under hopper_gemm; its records come from off-line
+tuning (``tune --family hopper_gemv``), and where both families hold a record of the same rank the
+faster serves (``dispatch``)."""
 
 GATES: dict[str, tuple[str, str]] = {
     "hopper_grouped": ("grouped_kernels", "AUTOCUTLASS_GROUPED_KERNELS"),
     "hopper_conv_dgrad": ("conv_dgrad_kernel", "AUTOCUTLASS_CONV_DGRAD"),
     "hopper_gemm_gated": ("gated_kernels", "AUTOCUTLASS_GATED_KERNELS"),
     "hopper_gemm_swiglu": ("swiglu_kernels", "AUTOCUTLASS_SWIGLU_KERNELS"),
+    "hopper_gemv": ("gemv_kernels", "AUTOCUTLASS_GEMV_KERNELS"),
 }
 """Families that serve problems only while a setting is on (``Settings`` field, variable): new
 kernels awaiting their GPU validation (their setting is off by default), and validated ones a
