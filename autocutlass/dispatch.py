@@ -882,7 +882,9 @@ class Dispatcher:
             rec = self._lookup(problem, info.hard_key(family.source_hash()), sibling=sibling)
             if rec is None or (found is not None and not _better(rec, found)):
                 continue
-            got = self._from_record(rec, problem)
+            # a bucket or nearest record is another problem's: that its config does not fit this one
+            # (a GEMV record's m_tile) is expected, not worth a warning
+            got = self._from_record(rec, problem, quiet=rec.source != "exact")
             if got is not None:
                 found = _Stored(got[0], got[1], _RANK[rec.source], rec)
         return found

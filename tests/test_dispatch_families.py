@@ -86,3 +86,17 @@ def test_records_of_other_problems_are_not_compared_by_time() -> None:
 
 def test_a_lone_record_of_the_second_family_serves() -> None:
     assert _served({"fake2": _rec("fake2", "exact", 5.0)}) == "fake2"
+
+
+def test_a_bucket_record_that_does_not_fit_is_skipped_quietly_an_exact_one_is_reported(
+        caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    """Another M's GEMV record of the bucket may not fit this M (its m_tile): expected, no warning;
+    this problem's own record not fitting is worth one."""
+    misfit = Record("fake2", {"tile": 100}, "bucket", hard_key=replace(HARD_KEY, kernel_hash="fake2"), problem="m=1")
+    with caplog.at_level("WARNING", logger="autocutlass"):
+        assert _served({"fake": _rec("fake", "bucket", 9.0), "fake2": misfit}) == "fake"
+    assert "no longer serves" not in caplog.text
+    misfit = replace(misfit, source="exact", problem="same")
+    with caplog.at_level("WARNING", logger="autocutlass"):
+        assert _served({"fake": _rec("fake", "bucket", 9.0), "fake2": misfit}) == "fake"
+    assert "no longer serves" in caplog.text

@@ -103,15 +103,18 @@ def test_space_holds_the_smallest_m_tiles_and_both_kernels_where_they_serve(m: i
     assert all(check(c, problem) is not None for c in space if c.warps > 16)
 
 
-def test_registry_serves_decode_gemms_after_hopper_gemm_and_the_gate_switches_it_off(
+def test_decode_gemms_of_up_to_4_rows_are_tuned_under_it_first_and_the_gate_switches_it_off(
         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     from autocutlass.kernels import families_for, family_names, source_hashes
 
     names = family_names()
     assert names.index("hopper_gemm") < names.index("hopper_gemv")
     monkeypatch.delenv("AUTOCUTLASS_GEMV_KERNELS", raising=False)
-    assert [f.name for f in families_for(decode(1))] == ["hopper_gemm", "hopper_gemv"]  # on by default
+    assert [f.name for f in families_for(decode(1))] == ["hopper_gemv", "hopper_gemm"]  # on by default
+    assert [f.name for f in families_for(decode(4))] == ["hopper_gemv", "hopper_gemm"]  # prefers up to 4 rows
+    assert [f.name for f in families_for(decode(5))] == ["hopper_gemm", "hopper_gemv"]
     assert [f.name for f in families_for(decode(64))] == ["hopper_gemm"]
+    assert [f.name for f in families_for(decode(1, b_major=Major.ROW))] == ["hopper_gemm"]
     monkeypatch.setenv("AUTOCUTLASS_GEMV_KERNELS", "0")
     assert [f.name for f in families_for(decode(1))] == ["hopper_gemm"]
     assert source_hashes()["hopper_gemv"] != source_hashes()["hopper_gemm"]

@@ -42,9 +42,10 @@ implicit-GEMM wgrad for hopper_conv_wgrad, which is off by default: it loses to 
 miss is tuned under the first, and the stored records of all are looked up. hopper_gemm_gated
 alone serves GEMMs with a multiplying epilogue (linear's ``mul=``), hopper_gemm_swiglu those with
 a SwiGLU epilogue (linear's ``activation="swiglu"``). hopper_gemv serves decode GEMMs (M <= 16)
-beside hopper_gemm: last, so a miss is tuned under hopper_gemm; its records come from off-line
-tuning (``tune --family hopper_gemv``), and where both families hold a record of the same rank the
-faster serves (``dispatch``)."""
+beside hopper_gemm, registered after it: a miss is tuned under hopper_gemm unless it has at most
+``hopper_gemv.PREFER_MAX_M`` rows (``prefers``: then under hopper_gemv, which wins there); ``tune
+--family`` tunes either, and where both families hold a record of one problem and rank the faster
+serves (``dispatch``)."""
 
 GATES: dict[str, tuple[str, str]] = {
     "hopper_grouped": ("grouped_kernels", "AUTOCUTLASS_GROUPED_KERNELS"),
@@ -94,11 +95,13 @@ def get_family(name: str) -> KernelFamily:
 
 
 def families_for(problem: Any) -> list[KernelFamily]:
-    """The families that serve ``problem`` (an ``OpProblem`` of any op), in registry order; a
-    gated family (``GATES``) only while its setting is on."""
+    """The families that serve ``problem`` (an ``OpProblem`` of any op): those that prefer it
+    (``KernelFamily.prefers``: hopper_gemv for a GEMM of at most 4 rows) first, then registry order;
+    a gated family (``GATES``) only while its setting is on. A miss is tuned under the first."""
     s = current()
     names = [name for name in family_names() if _gate(name, s) is None]
-    return [fam for fam in (get_family(name) for name in names) if fam.supports(problem) is None]
+    fams = [fam for fam in (get_family(name) for name in names) if fam.supports(problem) is None]
+    return sorted(fams, key=lambda fam: not fam.prefers(problem))
 
 
 def source_hashes() -> dict[str, str]:

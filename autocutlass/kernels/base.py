@@ -110,6 +110,11 @@ class KernelFamily(ABC, Generic[C]):
                 out.append(g)
         return out
 
+    def prefers(self, problem: Any) -> bool:
+        """Whether a miss of ``problem`` (one this family serves) is tuned under this family before
+        the families registered earlier (``kernels.families_for``); by default never."""
+        return False
+
     def simplicity(self, config: C) -> tuple[int, ...]:
         """Sort key: smaller is simpler. Ties between equally fast configs go to the simpler."""
         return (0,)

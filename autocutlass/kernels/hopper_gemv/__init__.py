@@ -11,9 +11,10 @@ every SM busy (see ``kernel``).
 Modules: ``config`` (``GemvConfig``: rows per warp, warps along N and K, loads in flight,
 m_tile), ``check``, ``plan``, ``kernel`` (CuTe DSL), ``compile`` (caches), ``runner``, ``sources``.
 
-It comes after ``hopper_gemm`` in the registry: a miss is tuned under ``hopper_gemm`` and this
-family's records come from ``autocutlass tune --family hopper_gemv``; a problem with exact records
-of both is served by the faster (``dispatch``). ``AUTOCUTLASS_GEMV_KERNELS=0`` switches it off.
+It comes after ``hopper_gemm`` in the registry, but a miss of at most ``PREFER_MAX_M`` rows is
+tuned under this family (``prefers``), a larger one under ``hopper_gemm``; ``autocutlass tune
+--family`` tunes either. A problem with records of both (same rank, same problem) is served by
+the faster (``dispatch``). ``AUTOCUTLASS_GEMV_KERNELS=0`` switches it off.
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ from autocutlass.ops.gemm.problem import GemmProblem
 
 __all__ = ["GemvConfig", "HopperGemvFamily"]
 
+PREFER_MAX_M = 4
+"""A miss of at most this many rows is tuned under this family first (``prefers``). Measured in the
+shipped databases' records of Llama-3-8B's decode GEMMs (2026-11-25), our GEMV's time over
+hopper_gemm's: 1 row x1.01-1.62 faster on both GPUs, 4 rows x0.94-1.51 (all but an H200 lm_head
+within 2%), 8 and 16 rows x0.91-1.49, most of the large weights slower."""
 WARPS_PER_SM = 8
 """Resident warps per SM the seeds aim for (each with ``rows * unroll`` 512-byte loads in flight)."""
 
@@ -57,6 +63,9 @@ class HopperGemvFamily(KernelFamily[GemvConfig]):
         if not isinstance(problem, GemmProblem):
             return f"{problem.describe()} is not a GEMM"
         return problem_supported(problem)
+
+    def prefers(self, problem: Any) -> bool:
+        return isinstance(problem, GemmProblem) and problem.m <= PREFER_MAX_M and self.supports(problem) is None
 
     def space(self, problem: Any) -> Sequence[GemvConfig]:
         """The simt kernel's configs of the smallest m_tile holding M (M <= 8; a larger m_tile only
