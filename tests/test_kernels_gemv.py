@@ -153,3 +153,23 @@ def test_compile_key_changes_with_what_the_kernel_is_built_from() -> None:
     assert compile_key(make_plan(G(unroll=4), p)) != base
     assert compile_key(make_plan(G(), decode(1, epilogue=Epilogue(bias=True)))) != base
     assert compile_key(make_plan(G(), decode(1, d_dtype=DType.FP32))) != base
+
+
+def test_runner_hands_the_kernel_2d_operands_and_only_the_epilogue_terms_compiled_in() -> None:
+    import torch
+
+    from autocutlass.kernels.hopper_gemv.runner import GemvRunner
+
+    seen: list[tuple[object, ...]] = []
+    r = GemvRunner.__new__(GemvRunner)  # the compiled function stubbed: the calling convention only
+    r._with_c, r._bias, r._fn = False, True, lambda *args: seen.append(args)
+    a, b, d = torch.randn(1, 3, 64), torch.randn(1, 64, 32), torch.empty(1, 3, 32)
+    bias, c = torch.randn(32), torch.randn(1, 3, 32)
+    r(a, b, d, c=c, bias=bias, alpha=2.0)
+    args = seen[-1]
+    assert [tuple(t.shape) for t in args[:3]] == [(3, 64), (64, 32), (3, 32)]
+    assert args[2].data_ptr() == d.data_ptr() and args[3] is None and args[4] is bias
+    assert args[5:] == (None, None, None, None, 2.0, 0.0, 1)
+    with pytest.raises(ValueError, match="not batched"):
+        r(torch.randn(2, 3, 64), torch.randn(2, 64, 32), torch.empty(2, 3, 32))
+    assert r.direct_launch(2, 0, 3, 32, 1) == (r._fn, 1, None) and r.direct_launch(3, 0, 3, 32, 1) is None

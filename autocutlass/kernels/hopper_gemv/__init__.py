@@ -30,7 +30,16 @@ from autocutlass.kernels.base import KernelFamily
 from autocutlass.kernels.hopper_gemv import sources
 from autocutlass.kernels.hopper_gemv.check import check, problem_supported
 from autocutlass.kernels.hopper_gemv.check import SIMT_MAX_M
-from autocutlass.kernels.hopper_gemv.config import M_TILES, MAX_WARPS, MMA_M_TILES, MMA_ROWS, ROWS, UNROLL, WARPS, GemvConfig
+from autocutlass.kernels.hopper_gemv.config import (
+    M_TILES,
+    MAX_WARPS,
+    MMA_M_TILES,
+    MMA_ROWS,
+    ROWS,
+    UNROLL,
+    WARPS,
+    GemvConfig,
+)
 from autocutlass.ops.gemm.problem import GemmProblem
 
 __all__ = ["GemvConfig", "HopperGemvFamily"]
@@ -77,7 +86,8 @@ class HopperGemvFamily(KernelFamily[GemvConfig]):
             out += [GemvConfig(m_tile_for(m), r, wn, wk, u) for r, (wn, wk), u in itertools.product(ROWS, warps, UNROLL)
                     if wn * wk <= 8]  # fmt: skip
         mt = next(t for t in MMA_M_TILES if t >= m)
-        out += [GemvConfig(mt, r, wn, wk, u, kind="mma") for r, (wn, wk), u in itertools.product(MMA_ROWS, warps, UNROLL)]
+        out += [GemvConfig(mt, r, wn, wk, u, kind="mma")
+                for r, (wn, wk), u in itertools.product(MMA_ROWS, warps, UNROLL)]  # fmt: skip
         return out
 
     def check(self, config: GemvConfig, problem: Any) -> str | None:

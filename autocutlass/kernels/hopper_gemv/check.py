@@ -31,7 +31,8 @@ weights): it beats cuBLAS at M = 1 (x1.05-1.30) and M = 4 (x0.93-1.29) and loses
 def problem_supported(problem: GemmProblem) -> str | None:
     """None when some config of the family can serve ``problem``, else why not."""
     if problem.a_dtype not in INPUT_DTYPES or problem.b_dtype is not problem.a_dtype:
-        return f"the GEMV takes A and B both of {[d.value for d in INPUT_DTYPES]}, not {problem.a_dtype.value} and {problem.b_dtype.value}"
+        return (f"the GEMV takes A and B both of {[d.value for d in INPUT_DTYPES]}, not {problem.a_dtype.value} "
+                f"and {problem.b_dtype.value}")  # fmt: skip
     if problem.d_dtype not in (problem.a_dtype, DType.FP32):
         return f"D must be {problem.a_dtype.value} or fp32, not {problem.d_dtype.value}"
     if problem.acc_dtype is not DType.FP32:
@@ -77,7 +78,8 @@ def check(config: GemvConfig, problem: GemmProblem) -> str | None:
     if config.warps > MAX_WARPS:
         return f"warps_n * warps_k = {config.warps} warps exceed {MAX_WARPS} per CTA"
     if not mma and config.rows * config.m_tile > MAX_ACC:
-        return f"rows * m_tile = {config.rows * config.m_tile} accumulators per lane exceed {MAX_ACC} (they would spill)"
+        return (f"rows * m_tile = {config.rows * config.m_tile} accumulators per lane exceed {MAX_ACC} "
+                "(they would spill)")
     loads = 2 * (config.rows // 16) * config.unroll if mma else config.rows * config.unroll
     if loads > MAX_LOADS:
         return f"{loads} weight loads in flight per lane (rows, unroll) exceed {MAX_LOADS}"
