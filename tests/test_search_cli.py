@@ -162,3 +162,29 @@ def test_run_tune_pending_tunes_recorded_misses(tmp_path: Path) -> None:
     assert run_tune(ns, make_evaluator=make, store=store) == 0
     assert store.lookup(missed, hopper_key()) is not None
     assert store.pending_misses(hopper_key()) == []
+
+
+def test_family_all_tunes_a_decode_gemm_under_every_family_that_serves_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    from autocutlass.cli.common import UsageError
+
+    f = tmp_path / "decode.json"
+    f.write_text(json.dumps({"about": "", "cases": [
+        {"name": "decode", "M": 2, "N": 512, "K": 256, "dtype": "bf16", "layout": "nt"},
+        {"name": "square", "M": 256, "N": 256, "K": 256, "dtype": "bf16", "layout": "nn"},
+    ]}))  # fmt: skip
+    store = TuningStore(tmp_path / "t.sqlite")
+    out_json = tmp_path / "out.json"
+    ns = parser().parse_args(["tune", "--shapes", str(f), "--trials", "3", "--family", "all", "--json", str(out_json)])
+
+    @contextlib.contextmanager
+    def make(family: str, _ns: argparse.Namespace) -> Iterator[FakeEvaluator]:
+        yield FakeEvaluator(lambda params: 1.0 + len(json.dumps(params, sort_keys=True)) / 1000, torch_ms=2.0)
+
+    assert run_tune(ns, make_evaluator=make, store=store) == 0
+    rows = [(r["name"], r["family"]) for r in json.loads(out_json.read_text())]
+    # the decode GEMM under both GEMM families (the one that prefers it first), the square one under one
+    assert rows == [("decode", "hopper_gemv"), ("decode", "hopper_gemm"), ("square", "hopper_gemm")]
+    assert sorted(b.family for b in store.bests() if b.family != "torch") == ["hopper_gemm", "hopper_gemm", "hopper_gemv"]
+    with pytest.raises(UsageError, match="here only"):
+        run_tune(parser().parse_args(["tune", "--shapes", str(f), "--family", "all", "--enqueue"]), store=store)

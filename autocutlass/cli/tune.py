@@ -130,7 +130,9 @@ def add_tune_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Arg
     tune.add_argument("--exhaustive", action="store_true", help="evaluate every feasible config (grid, no early stop)")
     tune.add_argument("--no-resume", dest="resume", action="store_false",
                       help="evaluate again configs the database already has trials of")  # fmt: skip
-    tune.add_argument("--family", default=None, help="kernel family (default: the first that supports the problem)")
+    tune.add_argument("--family", default=None,
+                      help="kernel family (default: the first that serves the problem); 'all': every family that "
+                           "serves it, each with the whole budget (here only, not with --enqueue / --worker)")  # fmt: skip
     tune.add_argument("--compile-workers", type=positive_int, default=None, metavar="N",
                       help="parallel compile processes (default: spare cores, at most 6)")  # fmt: skip
     tune.add_argument("--db", metavar="URL", default=None, help="database file or SQLAlchemy URL (default: AUTOCUTLASS_DB)")
@@ -164,6 +166,9 @@ def _check_modes(ns: argparse.Namespace) -> None:
         raise UsageError("--gpus goes with --worker")
     if ns.max_retries is not None and not ns.enqueue:
         raise UsageError("--max-retries goes with --enqueue (it is the campaign's)")
+    if ns.family == ALL_FAMILIES and (ns.enqueue or ns.worker):
+        raise UsageError("--family all tunes here only: a campaign tunes each problem under one family (name it, or "
+                         "leave it out for the first that serves the problem)")  # fmt: skip
 
 
 def run_tune(
@@ -212,8 +217,7 @@ def run_tune(
         gpu_lock = _gpu_lock(make_evaluator is _pipeline)
         with Progress(unit="trial", every=PROGRESS_EVERY) as progress:
             reporter = _TuneReporter(progress)
-            for case in cases:
-                family = _family_for(case.problem, ns.family)
+            for case, family in ((c, f) for c in cases for f in _families_for(c.problem, ns.family)):
                 if isinstance(family, str):
                     rows.append(_skipped_row(case, family))
                     continue
@@ -294,7 +298,7 @@ def _evaluator(family_name: str, ns: argparse.Namespace, evaluators: dict[str, t
 def _device(ns: argparse.Namespace, evaluators: dict[str, tuple[Any, Evaluator]],
             make_evaluator: EvaluatorFactory) -> DeviceInfo:  # fmt: skip
     """The GPU the benchmark child runs on, as it reports it; a user error unless it is sm_90a."""
-    name = ns.family or family_names()[0]
+    name = ns.family if ns.family not in (None, ALL_FAMILIES) else family_names()[0]
     device = DeviceInfo(**_evaluator(name, ns, evaluators, make_evaluator).device()["device"])
     if device.cc != "9.0":
         raise UsageError(f"autocutlass tune needs an sm_90a GPU (H100/H200); {device.gpu_name} is compute "
@@ -313,6 +317,19 @@ def _pending_cases(store: TuningStore, device: DeviceInfo) -> list[Case]:
                 seen.add(problem.key())
                 cases.append(Case(f"pending{len(cases)}", problem))
     return cases
+
+
+ALL_FAMILIES = "all"
+"""``--family all``: tune a problem under every family that serves it (records of each; the faster
+serves, ``dispatch``): a decode GEMM under hopper_gemm and hopper_gemv."""
+
+
+def _families_for(problem: OpProblem, name: str | None) -> list[KernelFamily[Any] | str]:
+    """The families to tune ``problem`` with (``_family_for``'s one, or with ``--family all`` each that
+    serves it), or the reason there is none."""
+    if name != ALL_FAMILIES:
+        return [_family_for(problem, name)]
+    return list(families_for(problem)) or [f"no kernel family serves it ({unsupported_reason(problem)})"]
 
 
 def _family_for(problem: OpProblem, name: str | None) -> KernelFamily[Any] | str:
