@@ -43,6 +43,7 @@ from torch import nn
 
 from autocutlass import api, settings, warmup
 from autocutlass.dispatch import policy
+from autocutlass.nn.attrs import child
 from autocutlass.nn.packed import PackedGroup, bind_checked
 from autocutlass.nn.swap import Filter, replace_modules
 from autocutlass.ops.types import Activation
@@ -94,7 +95,8 @@ class GatedMLP(nn.Module):
     def _packed_views(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         """The packed (weight, bias) while the parameters still view it, else None."""
         group = self._group
-        if group is None or not group.bound((self.gate_proj, self.up_proj)):  # a parameter was replaced since
+        # False once a parameter was replaced since the packing
+        if group is None or not group.bound((child(self, "gate_proj"), child(self, "up_proj"))):
             return None
         return group.weight, group.bias
 
@@ -102,7 +104,8 @@ class GatedMLP(nn.Module):
         packed = self._packed_views()
         if packed is not None and not (torch.is_grad_enabled() and (x.requires_grad or self.gate_proj.weight.requires_grad
                                                                     or self.up_proj.weight.requires_grad)):  # fmt: skip
-            return self.down_proj(self._group.hits.linear(x, packed[0], packed[1], "swiglu"))  # type: ignore[union-attr]
+            h = self._group.hits.linear(x, packed[0], packed[1], "swiglu")  # type: ignore[union-attr]
+            return child(self, "down_proj")(h)
         up = api.linear(x, self.up_proj.weight, self.up_proj.bias)
         h = api.linear(x, self.gate_proj.weight, self.gate_proj.bias, activation=self.activation, mul=up)
         return self.down_proj(h)

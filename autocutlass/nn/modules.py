@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from autocutlass import api
+from autocutlass.nn.attrs import param
 from autocutlass.nn.hits import LinearHits
 
 _COMPILING = torch.compiler.is_compiling
@@ -43,7 +44,7 @@ class Linear(nn.Linear):
         if hits is None:
             hits = LinearHits()
             object.__setattr__(self, "_ac_hits", hits)  # not a submodule, parameter or buffer
-        return hits.linear(input, self.weight, self.bias)
+        return hits.linear(input, param(self, "weight"), param(self, "bias"))
 
     @classmethod
     def from_linear(cls, m: nn.Linear) -> Linear:
@@ -65,10 +66,11 @@ class Conv2d(nn.Conv2d):
     are autocutlass calls of their own: ``autocutlass.conv2d``'s backward)."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
+        w, b = param(self, "weight"), param(self, "bias")
         if self.padding_mode != "zeros":
             padded = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
-            return api.conv2d(padded, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
-        return api.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+            return api.conv2d(padded, w, b, self.stride, 0, self.dilation, self.groups)
+        return api.conv2d(input, w, b, self.stride, self.padding, self.dilation, self.groups)
 
     @classmethod
     def from_conv2d(cls, m: nn.Conv2d) -> Conv2d:

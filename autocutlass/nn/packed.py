@@ -52,6 +52,7 @@ from torch import nn
 
 from autocutlass import api, warmup
 from autocutlass.dispatch import policy
+from autocutlass.nn.attrs import param
 from autocutlass.nn.hits import LinearHits
 from autocutlass.nn.modules import Linear, share_state
 from autocutlass.nn.swap import Filter
@@ -115,7 +116,11 @@ class PackedGroup:
     def bound(self, members: Sequence[nn.Linear]) -> bool:
         """Whether ``members``' parameters are still the views ``bind`` made (a
         ``load_state_dict(assign=True)``, a ``.to()`` or a ``param.data = ...`` replaces them)."""
-        return [(m.weight.data_ptr(), None if m.bias is None else m.bias.data_ptr()) for m in members] == self.ptrs
+        ptrs = []
+        for m in members:
+            w, b = param(m, "weight"), param(m, "bias")
+            ptrs.append((w.data_ptr(), None if b is None else b.data_ptr()))
+        return ptrs == self.ptrs
 
     def take(self, index: int, x: torch.Tensor) -> torch.Tensor | None:
         """Part ``index`` of the packed product of ``x``, if the last one computed was of ``x`` (the
@@ -162,7 +167,7 @@ class PackedLinear(Linear):
     _source: type[nn.Linear]
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        g, w, b = self._group, self.weight, self.bias
+        g, w, b = self._group, param(self, "weight"), param(self, "bias")
         if (not g.enabled or (w.data_ptr(), None if b is None else b.data_ptr()) != g.ptrs[self._index] or _COMPILING()
                 or _GRAD() and (input.requires_grad or w.requires_grad or (b is not None and b.requires_grad))):
             return api.linear(input, w, b)  # parameters replaced, tracing or recording: its own GEMM
