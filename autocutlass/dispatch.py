@@ -394,10 +394,9 @@ def _better(rec: Any, found: _Stored) -> bool:
     if rank != found.rank:
         return rank < found.rank
     theirs = found.record
-    if rank == _RANK["nearest"] or getattr(rec, "problem", None) != getattr(theirs, "problem", None):
+    if rank == _RANK["nearest"] or rec.problem != theirs.problem:
         return False
-    mine, best = getattr(rec, "median_ms", None), getattr(theirs, "median_ms", None)
-    return mine is not None and best is not None and mine < best
+    return rec.median_ms is not None and theirs.median_ms is not None and rec.median_ms < theirs.median_ms
 
 NEAREST_MAX_LOG2 = 3.0
 """A nearest-neighbour record serves (as a hit under ``cached``, as the stand-in otherwise) only

@@ -28,7 +28,7 @@ AUTOCUTLASS_GATED_KERNELS  0: ``linear(..., mul=)`` never runs the hopper_gemm_g
                            kernels (torch computes ``act(F.linear(...)) * mul``)
 AUTOCUTLASS_SWIGLU_KERNELS 0: ``linear(..., activation="swiglu")`` never runs the          1
                            hopper_gemm_swiglu kernels and ``swap_gated_mlp_`` does not pack
-AUTOCUTLASS_GEMV_KERNELS   0: decode GEMMs (M <= 8) never run the hopper_gemv kernels      1
+AUTOCUTLASS_GEMV_KERNELS   0: decode GEMMs (M <= 16) never run the hopper_gemv kernels     1
 AUTOCUTLASS_PREWARM        0: the model swaps do not start the tuning processes ahead of    1
                            the first miss (``autocutlass.prewarm``)
 =========================  =============================================================  ===========================
@@ -148,9 +148,9 @@ class Settings:
     tests passed on an H100, 2026-11-25); off, torch computes ``silu(gate) * up`` of
     ``F.linear``'s (M, 2N) result and ``GatedMLP`` keeps its two-GEMM path."""
     gemv_kernels: bool = True
-    """``AUTOCUTLASS_GEMV_KERNELS`` (on unless 0): the ``hopper_gemv`` family (decode GEMMs,
-    M <= 8) serves the problems it holds the fastest records of (its GPU tests passed on an H200,
-    2026-11-25)."""
+    """``AUTOCUTLASS_GEMV_KERNELS`` (on unless 0): the ``hopper_gemv`` family serves decode GEMMs
+    (M <= 16) where its record is the fastest, and misses of at most 4 rows are tuned under it (its
+    GPU tests passed on an H200 and an H100, 2026-11-25)."""
     prewarm: bool = True
     """``AUTOCUTLASS_PREWARM`` (on unless 0): the model swaps (``swap_linear_``, ``swap_conv2d_``,
     ``swap_gated_mlp_``) start the on-line tuning processes under the tuning policies

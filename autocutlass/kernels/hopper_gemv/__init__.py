@@ -74,12 +74,12 @@ class HopperGemvFamily(KernelFamily[GemvConfig]):
         return problem_supported(problem)
 
     def prefers(self, problem: Any) -> bool:
-        return isinstance(problem, GemmProblem) and problem.m <= PREFER_MAX_M and self.supports(problem) is None
+        return isinstance(problem, GemmProblem) and problem.m <= PREFER_MAX_M  # a problem it serves
 
     def space(self, problem: Any) -> Sequence[GemvConfig]:
         """The simt kernel's configs of the smallest m_tile holding M (M <= 8; a larger m_tile only
         adds idle accumulators), and the mma kernel's of the smallest of its m_tiles."""
-        m = problem.m if isinstance(problem, GemmProblem) and 1 <= problem.m <= max(M_TILES) else max(M_TILES)
+        m = min(max(problem.m, 1), max(M_TILES))
         warps = [(wn, wk) for wn, wk in itertools.product(WARPS, WARPS) if 2 <= wn * wk <= MAX_WARPS]
         out: list[GemvConfig] = []
         if m <= SIMT_MAX_M:
