@@ -6,7 +6,8 @@
 ``policy`` picks what happens when a problem was never tuned; ``stats`` counts what dispatch did;
 ``prewarm`` starts the on-line tuning processes before the first miss.
 ``swap_linear_`` / ``unswap_linear_`` (and ``swap_conv2d_`` / ``unswap_conv2d_``, ``swap_gated_mlp_`` /
-``unswap_gated_mlp_``, ``swap_qkv_`` / ``unswap_qkv_``) put a whole model's layers on autocutlass in place; ``autocutlass.nn`` holds the modules. The entry points are
+``unswap_gated_mlp_``, ``swap_qkv_`` / ``unswap_qkv_``, ``swap_experts_`` / ``unswap_experts_`` for
+transformers' mixture-of-experts layers) put a whole model's layers on autocutlass in place; ``autocutlass.nn`` holds the modules. The entry points are
 differentiable and compile with torch.compile as ``torch.ops.autocutlass.*`` custom ops
 (``autocutlass.torch_ops``, registered when the entry points are first imported).
 The entry points (and torch) are imported on first use, so ``import autocutlass.db`` stays light.
@@ -36,11 +37,15 @@ if TYPE_CHECKING:
     from autocutlass.dispatch import Stats
     from autocutlass.nn import (
         swap_conv2d_,
+        swap_experts_,
         swap_gated_mlp_,
         swap_linear_,
+        swap_qkv_,
         unswap_conv2d_,
+        unswap_experts_,
         unswap_gated_mlp_,
         unswap_linear_,
+        unswap_qkv_,
     )
     from autocutlass.warmup import prewarm
 
@@ -74,10 +79,12 @@ __all__ = [
     "scaled_mm",
     "stats",
     "swap_conv2d_",
+    "swap_experts_",
     "swap_gated_mlp_",
     "swap_linear_",
     "swap_qkv_",
     "unswap_conv2d_",
+    "unswap_experts_",
     "unswap_gated_mlp_",
     "unswap_linear_",
     "unswap_qkv_",
@@ -103,6 +110,8 @@ _LAZY = {
     "unswap_linear_": "autocutlass.nn",
     "swap_qkv_": "autocutlass.nn",
     "unswap_qkv_": "autocutlass.nn",
+    "swap_experts_": "autocutlass.nn",
+    "unswap_experts_": "autocutlass.nn",
 }
 _LAZY_MODULES = ("nn",)
 """Subpackages reachable as attributes before they are imported (``autocutlass.nn.Linear``)."""

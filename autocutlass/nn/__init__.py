@@ -8,6 +8,7 @@ model = torch.compile(model)                       # traces torch.ops.autocutlas
 autocutlass.unswap_linear_(model)                  # back to plain nn.Linear, parameters shared
 model = autocutlass.swap_gated_mlp_(model)         # Llama-style MLPs: act(gate) * up in one epilogue
 model = autocutlass.swap_qkv_(model)               # q/k/v projections of one input: one packed GEMM
+model = autocutlass.swap_experts_(model)           # transformers MoE experts: autocutlass.grouped_mm
 fused = autocutlass.nn.fuse_conv_bn(convnet.eval())  # inference: BatchNorm folded, add + act in the epilogue
 ```
 
@@ -19,6 +20,7 @@ module reuses the old one's parameters, buffers and hooks: nothing is copied, an
 built before the swap keeps training the same tensors.
 """
 
+from autocutlass.nn.experts import swap_experts_, unswap_experts_
 from autocutlass.nn.fuse import FusedConv2d, fuse_conv_bn
 from autocutlass.nn.gated import GatedMLP, swap_gated_mlp_, unswap_gated_mlp_
 from autocutlass.nn.modules import Conv2d, Linear
@@ -42,10 +44,12 @@ __all__ = [
     "servable_conv2d",
     "servable_linear",
     "swap_conv2d_",
+    "swap_experts_",
     "swap_gated_mlp_",
     "swap_linear_",
     "swap_qkv_",
     "unswap_conv2d_",
+    "unswap_experts_",
     "unswap_gated_mlp_",
     "unswap_linear_",
     "unswap_qkv_",
