@@ -30,6 +30,7 @@ from autocutlass.kernels.hopper_conv_wgrad.config import (
 )
 from autocutlass.kernels.hopper_conv_wgrad.plan import implicit_gemm
 from autocutlass.kernels.hopper_gemm.check import check as gemm_check
+from autocutlass.kernels.rules import first_broken, tile_domain
 from autocutlass.ops.gemm.problem import DType, Epilogue
 
 if TYPE_CHECKING:
@@ -61,18 +62,9 @@ def problem_supported(problem: ConvProblem) -> str | None:
 
 
 def _domain(config: HopperConvWgradConfig, problem: ConvProblem) -> str | None:
-    axes = (
-        ("tile_m", config.tile_m, TILE_M),
-        ("tile_n", config.tile_n, TILE_N),
-        ("tile_k", config.tile_k, TILE_K),
-        ("swizzle", config.swizzle, SWIZZLE),
-        ("split_k", config.split_k, SPLIT_K),
-    )
-    for name, v, allowed in axes:
-        if v not in allowed:
-            return f"{name}={v} is not one of {allowed}"
-    if (config.cluster_m, config.cluster_n) not in CLUSTERS:
-        return f"cluster {config.cluster_m}x{config.cluster_n} is not one of {CLUSTERS}"
+    why = tile_domain(config, (TILE_M, TILE_N, TILE_K), swizzle=SWIZZLE, split_k=SPLIT_K, clusters=CLUSTERS)
+    if why is not None:
+        return why
     return None
 
 
@@ -102,8 +94,4 @@ def check(config: HopperConvWgradConfig, problem: ConvProblem) -> str | None:
     reason = problem_supported(problem)
     if reason is not None:
         return reason
-    for rule in RULES:
-        reason = rule(config, problem)
-        if reason is not None:
-            return reason
-    return gemm_check(config.gemm_config(), implicit_gemm(problem))
+    return first_broken(RULES, config, problem) or gemm_check(config.gemm_config(), implicit_gemm(problem))

@@ -23,6 +23,7 @@ from autocutlass.kernels.hopper_gemm.config import (
     Store,
 )
 from autocutlass.kernels.hopper_gemm.plan import MAX_AUTO_STAGES, max_stages, smem_bill
+from autocutlass.kernels.rules import first_broken, tile_domain
 from autocutlass.ops.gemm.problem import DType, GemmProblem, Major
 
 INPUT_DTYPES = (DType.BF16, DType.FP16, DType.TF32, DType.E4M3)
@@ -128,21 +129,12 @@ def problem_supported(problem: GemmProblem) -> str | None:
 
 
 def _domain(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
-    axes = (
-        ("tile_m", config.tile_m, TILE_M),
-        ("tile_n", config.tile_n, TILE_N),
-        ("tile_k", config.tile_k, TILE_K),
-        ("swizzle", config.swizzle, SWIZZLE),
-        ("split_k", config.split_k, SPLIT_K),
-    )
-    for name, v, allowed in axes:
-        if v not in allowed:
-            return f"{name}={v} is not one of {allowed}"
+    why = tile_domain(config, (TILE_M, TILE_N, TILE_K), swizzle=SWIZZLE, split_k=SPLIT_K, clusters=CLUSTERS)
+    if why is not None:
+        return why
     allowed_k = tile_ks(problem.a_dtype)
     if config.tile_k not in allowed_k:
         return f"tile_k={config.tile_k} for {problem.a_dtype.value} inputs is not one of {allowed_k}"
-    if (config.cluster_m, config.cluster_n) not in CLUSTERS:
-        return f"cluster {config.cluster_m}x{config.cluster_n} is not one of {CLUSTERS}"
     if config.stages != 0 and not 2 <= config.stages <= 12:
         return f"stages={config.stages}: need 0 (auto) or 2..12"
     return None
@@ -275,9 +267,4 @@ def check(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
     reason = problem_supported(problem)
     if reason is not None:
         return reason
-    kp = kernel_problem(problem, config)
-    for rule in RULES:
-        reason = rule(config, kp)
-        if reason is not None:
-            return reason
-    return None
+    return first_broken(RULES, config, kernel_problem(problem, config))

@@ -11,6 +11,7 @@ from autocutlass.kernels.hopper_gemm.check import check as gemm_check
 from autocutlass.kernels.hopper_gemm.check import problem_supported as gemm_problem_supported
 from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig
 from autocutlass.kernels.hopper_gemm.plan import epilogue_tile
+from autocutlass.kernels.rules import first_broken
 from autocutlass.ops.gemm.problem import DType, GemmProblem, Major
 
 INPUT_DTYPES = (DType.BF16, DType.FP16)
@@ -73,8 +74,4 @@ def check(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
     why = problem_supported(problem)
     if why is not None:
         return why
-    for rule in RULES:
-        why = rule(config, problem)
-        if why is not None:
-            return why
-    return gemm_check(config, plain(problem))
+    return first_broken(RULES, config, problem) or gemm_check(config, plain(problem))

@@ -15,6 +15,7 @@ from autocutlass.kernels.hopper_gemv.config import (
     WARPS,
     GemvConfig,
 )
+from autocutlass.kernels.rules import outside
 from autocutlass.ops.gemm.problem import DType, GemmProblem, Major
 
 INPUT_DTYPES = (DType.BF16, DType.FP16)
@@ -66,11 +67,12 @@ def check(config: GemvConfig, problem: GemmProblem) -> str | None:
     if config.kind not in KINDS:
         return f"kind={config.kind!r} is not one of {KINDS}"
     mma = config.kind == "mma"
-    for name, allowed in (("m_tile", MMA_M_TILES if mma else M_TILES), ("rows", MMA_ROWS if mma else ROWS),
-                          ("warps_n", WARPS), ("warps_k", WARPS), ("unroll", UNROLL)):  # fmt: skip
-        v = getattr(config, name)
-        if v not in allowed:
-            return f"{name}={v} is not one of {allowed} for the {config.kind} kernel"
+    why = outside((("m_tile", config.m_tile, MMA_M_TILES if mma else M_TILES),
+                   ("rows", config.rows, MMA_ROWS if mma else ROWS), ("warps_n", config.warps_n, WARPS),
+                   ("warps_k", config.warps_k, WARPS), ("unroll", config.unroll, UNROLL)),
+                  f"for the {config.kind} kernel")  # fmt: skip
+    if why is not None:
+        return why
     if not mma and problem.m > SIMT_MAX_M:
         return f"M={problem.m}: the simt kernel serves 1..{SIMT_MAX_M} rows (the mma kernel serves more)"
     if problem.m > config.m_tile:

@@ -29,6 +29,7 @@ from autocutlass.kernels.hopper_grouped.plan import (
     table_bytes,
     table_entries,
 )
+from autocutlass.kernels.rules import first_broken, tile_domain
 from autocutlass.ops.grouped.problem import GroupedGemmProblem
 from autocutlass.ops.types import DType
 
@@ -69,11 +70,7 @@ def problem_supported(problem: GroupedGemmProblem) -> str | None:
 
 
 def _domain(config: HopperGroupedConfig, problem: GroupedGemmProblem) -> str | None:
-    for name, v, allowed in (("tile_m", config.tile_m, TILE_M), ("tile_n", config.tile_n, TILE_N),
-                             ("tile_k", config.tile_k, TILE_K)):  # fmt: skip
-        if v not in allowed:
-            return f"{name}={v} is not one of {allowed}"
-    return None
+    return tile_domain(config, (TILE_M, TILE_N, TILE_K))
 
 
 def _shared_memory(config: HopperGroupedConfig, problem: GroupedGemmProblem) -> str | None:
@@ -94,8 +91,4 @@ def check(config: HopperGroupedConfig, problem: GroupedGemmProblem) -> str | Non
     reason = problem_supported(problem)
     if reason is not None:
         return reason
-    for rule in RULES:
-        reason = rule(config, problem)
-        if reason is not None:
-            return reason
-    return gemm_check(config.gemm_config(), equivalent_gemm(problem))
+    return first_broken(RULES, config, problem) or gemm_check(config.gemm_config(), equivalent_gemm(problem))
