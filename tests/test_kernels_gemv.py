@@ -44,6 +44,10 @@ def test_config_round_trips_and_rejects_what_it_does_not_know() -> None:
         (decode(m=MAX_M + 1), "1..16"),
         (decode(align_a=8), "16-byte"),
         (decode(align_b=4), "16-byte"),
+        # 16-byte aligned strides with K = 12: a slice x[:, :12] of a 16-column buffer (or one row,
+        # whose stride is padded); the kernel reads K in whole 8-element chunks
+        (decode(k=12), "multiple of 8"),
+        (decode(4, k=4100), "multiple of 8"),
         (decode(c_dtype=DType.BF16, epilogue=Epilogue(with_c=True, c_mul=True)), "multiplying"),
         (decode(n=8192, epilogue=Epilogue(activation=Activation.SILU, swiglu=True)), "SwiGLU"),
         (decode(d_dtype=DType.FP16), "D must be"),

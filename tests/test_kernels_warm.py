@@ -211,3 +211,42 @@ def test_seeds_of_a_missing_shapes_file_is_a_one_line_error(tmp_path: Path, caps
     TuningStore(db)
     assert main(["kernels", "warm", "--db", str(db), "--cache-dir", str(tmp_path / "k"), "--seeds", str(tmp_path / "nope.json")]) != 0
     assert "--seeds" in capsys.readouterr().err
+
+
+def test_an_archive_is_unpacked_once_into_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first shipped miss of a process unpacks every object of the archive into the kernel
+    cache in one pass; later misses find them there (no second pass), keys the archive lacks are
+    misses, objects already in the cache are kept, and a cleared cache is unpacked again."""
+    from autocutlass.cli.kernels_warm import write_archive
+    from autocutlass.kernels import object_cache as oc
+
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    for i in range(3):
+        (objects / f"fam-k{i}.o").write_bytes(f"object {i}".encode())
+    archive = tmp_path / "kernels.tar.xz"
+    assert write_archive(objects, archive) == 3
+    monkeypatch.setenv("AUTOCUTLASS_SHIPPED_KERNELS", str(archive))
+    passes: list[int] = []
+    real = oc.unpack_archive
+
+    def counting(source: Path, dest: Path) -> tuple[frozenset[str], int]:
+        names, written = real(source, dest)
+        passes.append(written)
+        return names, written
+
+    monkeypatch.setattr(oc, "unpack_archive", counting)
+    loaded: list[Path] = []
+    monkeypatch.setattr(oc.ObjectCache, "_load", lambda self, path: loaded.append(path) or path.read_bytes())
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "fam-k2.o").write_bytes(b"mine")  # already in the user's cache: kept
+    c = oc.ObjectCache("fam", "f")
+    assert c._from_shipped("k0", cache) == b"object 0"
+    assert passes == [2] and sorted(p.name for p in cache.iterdir()) == ["fam-k0.o", "fam-k1.o", "fam-k2.o"]
+    assert c._from_shipped("k1", cache) == b"object 1" and c._from_shipped("k9", cache) is None
+    assert passes == [2] and (cache / "fam-k2.o").read_bytes() == b"mine"
+    (cache / "fam-k1.o").unlink()  # the cache was cleared meanwhile
+    assert c._from_shipped("k1", cache) == b"object 1" and passes == [2, 1]
+    names, written = real(archive, cache)
+    assert names == {"fam-k0.o", "fam-k1.o", "fam-k2.o"} and written == 0

@@ -158,6 +158,27 @@ def test_experts_without_tokens_and_one_token() -> None:
         torch.testing.assert_close(one, loop_ref(m, x[:1], idx[:1], wts[:1]), rtol=1e-4, atol=1e-5)
 
 
+def test_no_tokens() -> None:
+    m = Experts(4, 16, 8)
+    idx = torch.zeros(0, 2, dtype=torch.long)
+    with torch.no_grad():
+        out = ex.experts_forward(m, torch.randn(0, 16), idx, torch.zeros(0, 2))
+    assert out.shape == (0, 16)
+
+
+def test_bias_of_another_dtype_is_added_in_the_outputs() -> None:
+    """A float32 bias on bf16 experts (transformers adds it to the bf16 output in place)."""
+    torch.manual_seed(9)
+    m = Experts(4, 32, 16, dtype=torch.bfloat16, bias=True)
+    m.gate_up_proj_bias.data = m.gate_up_proj_bias.data.float()
+    m.down_proj_bias.data = m.down_proj_bias.data.float()
+    x = torch.randn(9, 32, dtype=torch.bfloat16)
+    idx, wts = routing(9, 4, 2)
+    with torch.no_grad():
+        got = ex.experts_forward(m, x, idx, wts)
+    torch.testing.assert_close(got.float(), loop_ref(m, x, idx, wts), rtol=3e-2, atol=3e-2)
+
+
 def test_bf16() -> None:
     torch.manual_seed(5)
     m = Experts(4, 32, 16, dtype=torch.bfloat16, bias=True)
@@ -219,6 +240,24 @@ def test_errors() -> None:
 
 
 # ---- with transformers (>= 5) installed ----------------------------------------------------------
+def test_same_numbers_as_transformers_grouped_mm_function() -> None:
+    """bf16 experts with float32 routing weights (Mixtral's router): the product is taken in float32
+    as transformers' own function takes it, so the two agree to the last bits of a bf16 result."""
+    moe = pytest.importorskip("transformers.integrations.moe")
+    torch.manual_seed(10)
+    m = Experts(8, 64, 32, dtype=torch.bfloat16)
+    m.num_experts, m.has_post_expert_norm, m._is_expert_parallel = 8, False, False
+    m._apply_gate = lambda z: F.silu(z[..., : z.shape[-1] // 2]) * z[..., z.shape[-1] // 2 :]  # type: ignore[method-assign]
+    x = torch.randn(40, 64, dtype=torch.bfloat16)
+    idx, wts = routing(40, 8, 2)
+    with torch.no_grad():
+        got = ex.experts_forward(m, x, idx, wts)
+        theirs = moe.ALL_EXPERTS_FUNCTIONS["grouped_mm"](m, x, idx, wts)
+    assert got.dtype == theirs.dtype == torch.bfloat16
+    torch.testing.assert_close(got, theirs, rtol=1e-2, atol=2e-3)
+    assert (got != theirs).float().mean() < 0.02
+
+
 def _tiny(kind: str) -> Any:
     transformers = pytest.importorskip("transformers")
     if not hasattr(transformers, "Qwen3MoeConfig"):

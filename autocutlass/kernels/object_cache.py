@@ -27,7 +27,10 @@ Used by ``hopper_gemm.compile`` (the GEMM), ``hopper_conv.compile``, ``hopper_ge
 run, compiled by ``autocutlass kernels warm --archive``; or a directory of objects): found, it is
 written into ``cache_dir`` and loaded as a disk hit, so a fresh machine's first call loads instead of compiling. The key (DSL version,
 sources, target architecture) decides, as for the user's own cache: an object of other sources
-is never found.
+is never found. An archive is unpacked whole into ``cache_dir`` on the first such miss of a process
+(``unpack_archive``: one pass, one decompression; objects already there are kept): an xz stream
+cannot seek, so reading one member costs a decompression of everything before it, about 80 ms
+per kernel for today's archive on a CPU core, paid by each new kernel a fresh process loaded.
 """
 
 from __future__ import annotations
@@ -115,6 +118,62 @@ def shipped_object(source: Path, name: str) -> bytes | None:
         return None if member is None else member.read()
 
 
+_UNPACKED: dict[tuple[Path, float, Path], frozenset[str]] = {}
+"""(archive, its mtime, cache dir) -> the object names this process unpacked from it (empty
+after a failure: the archive is not read again)."""
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """``data`` into ``path`` through a temp file in the same folder and ``os.replace``."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp.o")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def unpack_archive(source: Path, dest: Path) -> tuple[frozenset[str], int]:
+    """Write every object of the archive ``source`` that ``dest`` lacks into ``dest`` (each
+    atomically), reading the archive once from start to end; returns the archive's object names
+    and how many were written. Members other than plain ``*.o`` files at the archive's top level
+    are skipped."""
+    dest.mkdir(parents=True, exist_ok=True)
+    names: set[str] = set()
+    written = 0
+    with tarfile.open(source, "r|xz") as tar:
+        for member in tar:
+            name = member.name
+            if not member.isfile() or not name.endswith(".o") or Path(name).name != name or name.startswith("."):
+                continue
+            names.add(name)
+            target = dest / name
+            if target.exists():
+                continue
+            data = tar.extractfile(member)
+            if data is not None:
+                _write_atomic(target, data.read())
+                written += 1
+    return frozenset(names), written
+
+
+def _unpacked(source: Path, dest: Path, name: str) -> bool:
+    """Whether object ``name`` of the archive ``source`` is in ``dest``, unpacking the archive
+    there the first time this process asks (again when a listed object went missing since: the
+    cache was cleared). A failure is raised once; the archive is not read again."""
+    key = (source, source.stat().st_mtime, dest)
+    with _ARCHIVE_LOCK:
+        names = _UNPACKED.get(key)
+        if names is None or (name in names and not (dest / name).is_file()):
+            _UNPACKED[key] = frozenset()
+            names, written = unpack_archive(source, dest)
+            _UNPACKED[key] = names
+            log.debug("unpacked %d shipped compiled kernels from %s into %s", written, source, dest)
+    return name in names and (dest / name).is_file()
+
+
 @dataclass
 class _State:
     memory: dict[str, Any] = field(default_factory=dict)
@@ -179,18 +238,15 @@ class ObjectCache:
             return None
         path = self.path(cache_dir, key)
         try:
-            data = shipped_object(source, path.name)
-            if data is None:
-                return None
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp.o")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.replace(tmp, path)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+            if source.is_file():  # an archive: every object it holds, unpacked in one pass
+                if not _unpacked(source, cache_dir, path.name):
+                    return None
+            else:
+                data = shipped_object(source, path.name)
+                if data is None:
+                    return None
+                path.parent.mkdir(parents=True, exist_ok=True)
+                _write_atomic(path, data)
         except (OSError, tarfile.TarError, EOFError, lzma.LZMAError) as e:
             log.warning("cannot use the shipped compiled kernel %s from %s: %s", path.name, source, e)
             return None

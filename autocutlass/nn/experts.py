@@ -10,8 +10,9 @@ its ``ExpertsInterface``. ``swap_experts_(model)`` registers ``experts_forward``
 gate-up) projection and the down projection as two ``autocutlass.grouped_mm`` calls over the
 experts' weights as they are (no copy; per-expert biases in the GEMM's epilogue), applies the
 module's gate (``_apply_gate``: SiLU(gate) * up by default, gpt-oss's clamped gate) or activation
-in between, weights each pair's row by its routing weight and sums each token's pairs (torch's sum, which
-accumulates 16-bit types in float32), as transformers' own ``"grouped_mm"`` function does.
+in between, weights each pair's row by its routing weight (float32 weights promote the product, as
+in transformers' own ``"grouped_mm"`` function) and sums each token's pairs (torch's sum
+accumulates 16-bit types in float32).
 Offsets come from ``torch.histc`` on the device: nothing synchronises with the host. Differentiable
 (grouped_mm's backward), and under ``torch.compile`` the GEMMs are ``torch.ops.autocutlass``
 ops. Expert-parallel modules (``_is_expert_parallel``) run transformers' own ``"grouped_mm"``
@@ -55,16 +56,20 @@ def _weight(experts: nn.Module, name: str, transposed: bool) -> torch.Tensor:
     return w if transposed else w.transpose(-2, -1)
 
 
-def _bias(experts: nn.Module, name: str, has_bias: bool | None) -> torch.Tensor | None:
+def _bias(experts: nn.Module, name: str, has_bias: bool | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """The (E, N) bias of projection ``name``, in the GEMM output's ``dtype`` (transformers adds it
+    to that output in place), or None."""
     if has_bias is False:
         return None
-    return getattr(experts, f"{name}_bias", None)
+    b = getattr(experts, f"{name}_bias", None)
+    return b if b is None or b.dtype == dtype else b.to(dtype)
 
 
 def _pair_weights(top_k_weights: torch.Tensor, top_k_index: torch.Tensor, tokens: int,
                   experts: int) -> torch.Tensor:  # fmt: skip
     """The routing weight of each (token, k) pair, flattened: from (T, k) weights (Qwen/Mixtral
-    style) or gathered from (T, E) ones (DeepSeek-V2 style)."""
+    style) or gathered from (T, E) ones (DeepSeek-V2 style in transformers before 5.x's (T, k);
+    with k == E the weights are read as (T, k), as transformers read them)."""
     k = top_k_index.shape[-1]
     if top_k_weights.shape == (tokens, k):
         return top_k_weights.reshape(-1)
@@ -86,7 +91,9 @@ def experts_forward(experts: nn.Module, hidden_states: torch.Tensor, top_k_index
                     top_k_weights: torch.Tensor) -> torch.Tensor:  # fmt: skip
     """The experts module's output for ``hidden_states`` (T, H) routed to ``top_k_index`` (T, k)
     with ``top_k_weights`` (T, k) (or (T, E)): ``sum_j w[t, j] * expert_{idx[t, j]}(x[t])`` per
-    token, through two ``autocutlass.grouped_mm`` calls (see the module docstring)."""
+    token, through two ``autocutlass.grouped_mm`` calls (see the module docstring). Expert ids
+    must lie in [0, E): checking them would synchronise with the host, so (as in transformers'
+    functions) an id outside is not reported, and its pair's result is wrong or missing."""
     if getattr(experts, "_is_expert_parallel", False):
         from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
 
@@ -111,22 +118,22 @@ def experts_forward(experts: nn.Module, hidden_states: torch.Tensor, top_k_index
         x = x.to(w_up.dtype)
     offs = _offsets(sorted_ids, n_experts)
 
-    h = api.grouped_mm(x, w_up, offs, bias=_bias(experts, up_name, has_bias))
+    h = api.grouped_mm(x, w_up, offs, bias=_bias(experts, up_name, has_bias, x.dtype))
     if has_gate:
         h = experts._apply_gate(h) if hasattr(experts, "_apply_gate") else _silu_gate(experts, h)
     else:
         h = experts.act_fn(h)
     if h.dtype != w_down.dtype:
         h = h.to(w_down.dtype)
-    y = api.grouped_mm(h, w_down, offs, bias=_bias(experts, "down_proj", has_bias))
+    y = api.grouped_mm(h, w_down, offs, bias=_bias(experts, "down_proj", has_bias, h.dtype))
     if getattr(experts, "has_post_expert_norm", False):
         y = experts.post_expert_norm(y)
 
-    weighted = y * pair_w[perm].to(y.dtype).unsqueeze(-1)
+    weighted = y * pair_w[perm].unsqueeze(-1)  # float32 routing weights promote, as in transformers
     # back to (token, k) order: perm is a permutation, so the scatter writes every row once
     unsorted = torch.empty_like(weighted)
     unsorted[perm] = weighted
-    return unsorted.view(tokens, k, -1).sum(dim=1).to(hidden_states.dtype)
+    return unsorted.view(tokens, k, y.shape[-1]).sum(dim=1).to(hidden_states.dtype)
 
 
 def _silu_gate(experts: nn.Module, h: torch.Tensor) -> torch.Tensor:

@@ -22,6 +22,9 @@ INPUT_DTYPES = (DType.BF16, DType.FP16)
 C_DTYPES = (DType.BF16, DType.FP16, DType.FP32)
 MAX_M = 16
 """Most rows the family serves (the tensor-core kernel's two 8-column MMA blocks)."""
+K_UNIT = 8
+"""K must be a multiple of this: each lane loads 16-byte chunks (8 bf16/fp16 elements) along K,
+and the kernel counts K // 8 of them."""
 SIMT_MAX_M = 8
 """Most rows of the CUDA-core kernel. Measured on an H200 (2026-11-25, Llama-3-8B decode
 weights): it beats cuBLAS at M = 1 (x1.05-1.30) and M = 4 (x0.93-1.29) and loses from M = 8
@@ -47,8 +50,11 @@ def problem_supported(problem: GemmProblem) -> str | None:
     if problem.n < 1:
         return "N=0: nothing to compute"
     if problem.align_a < 16 or problem.align_b < 16:
-        return (f"A and B need 16-byte aligned bases and row strides (K a multiple of 8), not {problem.align_a} and "
+        return (f"A and B need 16-byte aligned bases and row strides, not {problem.align_a} and "
                 f"{problem.align_b} bytes")  # fmt: skip
+    if problem.k % K_UNIT:
+        # aligned strides do not imply it: a sliced (or one-row) operand has a padded row stride
+        return f"K={problem.k}: the GEMV reads K in 16-byte chunks of {K_UNIT} elements; K must be a multiple of {K_UNIT}"
     if problem.align_d < problem.d_dtype.bytes:
         return f"D needs {problem.d_dtype.bytes}-byte alignment, not {problem.align_d}"
     epi = problem.epilogue
