@@ -186,15 +186,17 @@ def test_lowering_adapter_presents_the_gemm_operands(direction: str) -> None:
     lowering = p.gemm_lowering()
     assert lowering is not None
     run = lowering.runner(lambda a, b, d, *, c=None, bias=None, alpha=1.0, beta=0.0: d.copy_(a @ b))
-    dy, w, x = r(2, 24, 3, 5, cl=True), r(24, 16, 1, 1, cl=True), r(2, 16, 3, 5, cl=True)
-    if direction == "dgrad":
-        out = torch.empty(2, 16, 3, 5).contiguous(memory_format=CL)
-        run(dy, w, out)
-        torch.testing.assert_close(out, torch.nn.grad.conv2d_input(x.shape, w, dy))
-    else:
-        out = torch.empty(24, 16, 1, 1).contiguous(memory_format=CL)
-        run(dy, x, out)
-        torch.testing.assert_close(out, torch.nn.grad.conv2d_weight(x, w.shape, dy))
+    w = r(24, 16, 1, 1, cl=True)
+    for n, h, wd in ((2, 3, 5), (5, 3, 5), (1, 4, 2)):  # one runner for every batch and resolution
+        dy, x = r(n, 24, h, wd, cl=True), r(n, 16, h, wd, cl=True)
+        if direction == "dgrad":
+            out = torch.full((n, 16, h, wd), float("nan")).contiguous(memory_format=CL)
+            run(dy, w, out)
+            torch.testing.assert_close(out, torch.nn.grad.conv2d_input(x.shape, w, dy))
+        else:
+            out = torch.full((24, 16, 1, 1), float("nan")).contiguous(memory_format=CL)
+            run(dy, x, out)
+            torch.testing.assert_close(out, torch.nn.grad.conv2d_weight(x, w.shape, dy))
 
 
 # ---- the backward through the dispatcher (fake GEMM family: serves pointwise layers) ----------

@@ -7,7 +7,7 @@ import pytest
 from autocutlass.kernels import budgets, get_family
 from autocutlass.kernels.hopper_gemm import HopperGemmConfig, HopperGemmFamily, Schedule, check
 from autocutlass.kernels.hopper_gemm.plan import make_plan, max_stages, smem_bill
-from autocutlass.ops.gemm.problem import DType, Major, GemmProblem
+from autocutlass.ops.gemm.problem import DType, Epilogue, GemmProblem, Major
 
 NT = GemmProblem(m=8192, n=8192, k=8192, b_major=Major.COL)
 NN = GemmProblem(m=8192, n=8192, k=8192)
@@ -49,6 +49,11 @@ def test_good_config_passes_and_plan_fits() -> None:
         (HopperGemmConfig(64, 128, 64, split_k=16, split_mode="workspace"),
          GemmProblem(m=4096, n=8192, k=8192, l=8), "32-bit offsets"),
         (HopperGemmConfig(128, 128, 64), GemmProblem(m=8, n=8, k=8, b_dtype=DType.FP16), "differ"),
+        # a residual sliced at an odd offset: the kernels read C 16-byte aligned
+        (HopperGemmConfig(128, 128, 64), GemmProblem(m=8, n=8, k=8, c_dtype=DType.BF16, align_c=4,
+                                                 epilogue=Epilogue(with_c=True)), "C (the residual"),
+        # serial split-K's partial tiles past 2^31 fp32 elements
+        (HopperGemmConfig(128, 128, 64, split_k=2), GemmProblem(m=1 << 19, n=8192, k=8192), "serial split-K keeps"),
     ],
 )
 def test_infeasible_pairs_have_reasons(cfg: HopperGemmConfig, prob: GemmProblem, needle: str) -> None:

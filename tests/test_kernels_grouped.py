@@ -231,3 +231,26 @@ def test_the_kernels_cli_compiles_a_grouped_class(capsys: pytest.CaptureFixture[
     assert rc == 0 and "compiled 1/1 hopper_grouped configs" in capsys.readouterr().out
     assert cli.main(["kernels", "list"]) == 0
     assert "hopper_grouped\n  bf16 nn: 112 configs in the tuning space, 96 feasible" in capsys.readouterr().out
+
+
+def test_the_runner_hands_the_kernel_dense_offsets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An offs view with a stride (every other element of a buffer) reaches the compiled function
+    as a dense (E,) vector with the same values; a dense one is passed as it is."""
+    import torch
+
+    from autocutlass.kernels.hopper_grouped import runner as rmod
+
+    got: list[torch.Tensor] = []
+    monkeypatch.setattr(rmod, "get_compiled", lambda *a: lambda x, w, offs, out, bias, clusters: got.append(offs))
+    monkeypatch.setattr(rmod, "max_active_clusters", lambda dev, size: 1)
+    prob = GroupedGemmProblem(experts=4, t=64, n=32, k=32, x_dtype=DType.BF16, w_dtype=DType.BF16,
+                              out_dtype=DType.BF16, w_major=Major.COL)  # fmt: skip
+    run = rmod.HopperGroupedRunner(HopperGroupedConfig(64, 64, 64), prob, None)
+    x, w = torch.zeros(64, 32, dtype=torch.bfloat16), torch.zeros(4, 32, 32, dtype=torch.bfloat16)
+    out = torch.empty(64, 32, dtype=torch.bfloat16)
+    buf = torch.tensor([16, 0, 32, 0, 48, 0, 64, 0], dtype=torch.int32)
+    run(x, w, buf[::2], out)
+    assert got[-1].stride() == (1,) and got[-1].tolist() == [16, 32, 48, 64]
+    dense = buf[::2].contiguous()
+    run(x, w, dense, out)
+    assert got[-1] is dense

@@ -113,6 +113,21 @@ def test_pointwise_conv_is_served_as_a_conv_problem(act, with_bias: bool, with_r
     assert isinstance(rig.misses()[0], ConvProblem)
 
 
+def test_one_runner_serves_every_batch_and_resolution_of_a_layer() -> None:
+    """A pointwise layer called again with another batch size or resolution reuses the runner of
+    its kernel class (one compile) and computes every pixel of the new call: a runner that kept the
+    first call's pixel count left later images unwritten, or failed on a smaller batch."""
+    rig = make_rig(Policy.CACHED)
+    w, bias = _w(), torch.randn(48).to(BF)
+    d = calls(rig.dispatcher)
+    for n, h, wd in ((2, 5, 7), (4, 5, 7), (1, 5, 7), (3, 9, 4)):
+        x = _x(n=n, h=h, w=wd)
+        y = d.conv2d(x, w, bias, activation="relu")
+        ok, why = compare(y, _ref(x, w, bias, act="relu"), 1e-2, "bf16")
+        assert ok, (n, h, wd, why)
+    assert len(rig.family.compiled) == 1 and rig.dispatcher.stats().fallbacks == 0
+
+
 def test_a_dropped_bias_or_a_swapped_activation_fails_the_comparison() -> None:
     """The tolerance the tests above use sees the mistakes they guard against."""
     x, w, bias = _x(), _w(), torch.randn(48).to(BF)
@@ -219,3 +234,29 @@ def test_lowering_adapter_presents_the_gemm_operands_and_follows_new_weight_stor
     w.data = torch.randn(24, 16, 1, 1).contiguous(memory_format=CL)
     run(x, w, y)
     assert seen[-1][1] is not b and torch.equal(seen[-1][1], w.view(24, 16).t())
+
+
+def test_size_one_dims_reach_the_kernel_with_dense_strides() -> None:
+    """A channels_last-contiguous tensor whose size-1 dimensions carry other strides (an (N, C, 1,
+    1) tensor made NCHW-contiguous: H and W strides of 1 element) reaches the runner with the
+    strides a dense channels_last tensor has (the kernels' TMA descriptors take every stride as a
+    multiple of 16 bytes), as the same elements; dense tensors are handed over as they are."""
+    from autocutlass.ops.conv.backward import CONV2D_DGRAD
+    from autocutlass.ops.conv.frontend import CONV2D, ConvPlan, dense_channels_last
+
+    x = torch.randn(2, 32, 1, 1).to(BF)  # NCHW-contiguous: strides (32, 1, 1, 1)
+    w = _w(r=3, s=3)
+    assert x.is_contiguous(memory_format=CL) and dense_channels_last(x) == (32, 1, 32, 32)
+    assert dense_channels_last(_x()) is None and dense_channels_last(x.contiguous(memory_format=CL)) == (32, 1, 32, 32)
+    got: list[torch.Tensor] = []
+    runner = lambda a, b, out, **kw: got.extend((a, b))  # noqa: E731
+    problem = ConvProblem(ConvDirection.FPROP, n=2, h=1, w=1, c=32, k=48, r=3, s=3, pad_h=1, pad_w=1)
+    call = CONV2D.make_call(x, w, None, 1, 1, 1, 1, None, None)
+    CONV2D.kernel_entry(ConvPlan(problem, -1, (2, 48, 1, 1), BF), runner, call)(x, w, None, 1, 1, 1, 1, None, None)
+    assert got[0].stride() == (32, 1, 32, 32) and torch.equal(got[0], x) and got[1] is w
+    dy = torch.randn(2, 48, 1, 1).to(BF)
+    got.clear()
+    dcall = CONV2D_DGRAD.make_call(dy, w, (2, 32, 1, 1), (1, 1), (1, 1), (1, 1), 1)
+    dprob = dataclasses.replace(problem, direction=ConvDirection.DGRAD)
+    CONV2D_DGRAD.kernel_entry(ConvPlan(dprob, -1, (2, 32, 1, 1), BF), runner, dcall)(dy, w, (2, 32, 1, 1), (1, 1), (1, 1), (1, 1), 1)
+    assert got[0].stride() == (48, 1, 48, 48) and torch.equal(got[0], dy) and got[1] is w

@@ -123,8 +123,12 @@ def problem_supported(problem: GemmProblem) -> str | None:
                 f"{budgets.TMA_ALIGN_BYTES}: pad the leading dimension to a multiple of "
                 f"{budgets.TMA_ALIGN_BYTES} bytes"
             )
-    if problem.epilogue.with_c and problem.align_c < 4:
-        return f"C is only {problem.align_c}-byte aligned; the epilogue needs 4"
+    if problem.epilogue.with_c and problem.align_c < budgets.TMA_ALIGN_BYTES:
+        # the kernels are compiled for a 16-byte aligned C base (rows 4-byte aligned); TVM-FFI
+        # rejects any other at launch, so such a C (a residual or mul sliced at an odd offset)
+        # runs torch with this reason instead
+        return (f"C (the residual, mul or gemm's c) is only {problem.align_c}-byte aligned (base pointer or "
+                f"row stride); the epilogue reads it {budgets.TMA_ALIGN_BYTES}-byte aligned")  # fmt: skip
     return None
 
 
@@ -193,6 +197,15 @@ def _split_k(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
                 f"workspace split-K needs {config.split_k} x {problem.l} x {problem.m} x {n_pad} fp32 partials, "
                 f"more than the 2^31 its 32-bit offsets address: use split_mode=serial or fewer splits"
             )
+    elif config.split_k > 1:
+        # serial split-K keeps one fp32 partial tile per output tile (tiles padded to whole
+        # clusters), indexed with 32-bit offsets in the kernel
+        tiles_m = -(-problem.m // (config.tile_m * config.cluster_m)) * config.cluster_m
+        tiles_n = -(-problem.n // (config.tile_n * config.cluster_n)) * config.cluster_n
+        slots = tiles_m * tiles_n * problem.l * config.tile_m * config.tile_n
+        if slots > WORKSPACE_MAX_ELEMS:
+            return (f"serial split-K keeps {slots} fp32 partials (one tile per output tile), more than the 2^31 "
+                    f"its 32-bit offsets address: use split_k=1")  # fmt: skip
     return None
 
 

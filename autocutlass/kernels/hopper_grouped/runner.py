@@ -69,4 +69,6 @@ class HopperGroupedRunner:
         if clusters is None:
             clusters = max_active_clusters(max(dev, 0), 1)
             self._clusters[dev] = clusters
+        if offs.stride(0) != 1:  # the kernel reads offs as a dense (E,) vector
+            offs = offs.contiguous()
         fn(x, w, offs, out, bias if self._bias else None, clusters)

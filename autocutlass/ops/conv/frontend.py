@@ -47,6 +47,20 @@ from autocutlass.ops.types import Activation, DType, Epilogue
 _DTYPES = {torch.bfloat16: DType.BF16, torch.float16: DType.FP16, torch.float32: DType.TF32}
 _OUT_DTYPES = {torch.bfloat16: DType.BF16, torch.float16: DType.FP16, torch.float32: DType.FP32}
 _CL = torch.channels_last
+
+
+def dense_channels_last(t: torch.Tensor | None) -> tuple[int, ...] | None:
+    """The strides a dense channels_last tensor of ``t``'s shape has, when ``t``'s differ (only in
+    dimensions of size 1: ``t`` is channels_last-contiguous, e.g. an (N, C, 1, 1) tensor made
+    NCHW-contiguous, whose H and W strides are 1 element); None when they are the same. The
+    kernels' TMA descriptors take every stride, size-1 dimensions' included, as a multiple of 16
+    bytes, so such a tensor is handed over as ``t.as_strided(t.shape, strides)``: the same
+    elements, since a size-1 dimension never steps."""
+    if t is None:
+        return None
+    n, c, h, w = t.shape
+    dense = (c * h * w, 1, w * c, c)
+    return None if t.stride() == dense else dense
 BIAS_ALIGN_BYTES = 16
 _SCALARS = (int, str)
 _cudnn_benchmark = torch._C._get_cudnn_benchmark
@@ -272,10 +286,18 @@ class Conv2dFrontEnd:
 
     def kernel_entry(self, plan: ConvPlan, runner: Callable[..., None], call: ConvCall) -> Entry:
         shape, dtype, device = plan.out_shape, plan.out_dtype, call.x.device
+        # the memo key holds the strides: whether a tensor needs dense strides is fixed per entry
+        sx, sw, sr = (dense_channels_last(t) for t in (call.x, call.weight, call.residual))
 
         def run(x: Any, w: Any, bias: Any, _stride: Any, _padding: Any, _dilation: Any, _groups: Any, _act: Any,
                 residual: Any) -> torch.Tensor:  # fmt: skip
             y = torch.empty(shape, dtype=dtype, device=device, memory_format=_CL)
+            if sx is not None:
+                x = x.as_strided(x.shape, sx)
+            if sw is not None:
+                w = w.as_strided(w.shape, sw)
+            if sr is not None:
+                residual = residual.as_strided(residual.shape, sr)
             runner(x, w, y, bias=bias, residual=residual, alpha=1.0, beta=0.0 if residual is None else 1.0)
             return y
 

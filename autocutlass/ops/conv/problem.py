@@ -219,25 +219,31 @@ class GemmLowering:
 
     def runner(self, gemm_runner: Any) -> Any:
         g = self.gemm
-        m, n, k = g.m, g.n, g.k
-        a_shape, a_stride = (m, k), ((k, 1) if g.a_major is Major.ROW else (1, m))
-        b_shape, b_stride = (k, n), ((1, k) if g.b_major is Major.COL else (n, 1))
-        d_shape, d_stride = (m, n), (n, 1)
-        cache_b = self.direction is not ConvDirection.WGRAD  # b is the weight
+        wgrad = self.direction is ConvDirection.WGRAD
+        # the GEMM dimension of the pixels (fprop and dgrad: M; wgrad: K) is read from the tensors at
+        # every call: one runner serves every batch and resolution of its kernel class (dispatch
+        # keeps runners per ConvProblem.kernel_class_key, which leaves N, H and W out)
+        fixed = g.m if wgrad else g.k  # the other dimension of A: K output channels (wgrad), C or K
+        n = g.n
+        a_row = g.a_major is Major.ROW
+        b_col = g.b_major is Major.COL
+        cache_b = not wgrad  # b is the weight
         w_seen: tuple[Any, Any, int] = (None, None, 0)  # (weight, its view, its data_ptr), swapped whole
 
         def run(a: Any, w: Any, y: Any, *, bias: Any = None, residual: Any = None, alpha: float = 1.0,
                 beta: float = 0.0) -> None:  # fmt: skip
             nonlocal w_seen
+            pixels = a.numel() // fixed
+            m, k = (fixed, pixels) if wgrad else (pixels, fixed)
             seen, ptr = w_seen, w.data_ptr()
-            if w is seen[0] and ptr == seen[2]:
+            if cache_b and w is seen[0] and ptr == seen[2]:
                 b = seen[1]
             else:
-                b = w.as_strided(b_shape, b_stride)
+                b = w.as_strided((k, n), (1, k) if b_col else (n, 1))
                 if cache_b:
                     w_seen = (w, b, ptr)
-            c = None if residual is None else residual.as_strided(d_shape, d_stride)
-            gemm_runner(a.as_strided(a_shape, a_stride), b, y.as_strided(d_shape, d_stride), c=c, bias=bias,
-                        alpha=alpha, beta=beta)  # fmt: skip
+            c = None if residual is None else residual.as_strided((m, n), (n, 1))
+            gemm_runner(a.as_strided((m, k), (k, 1) if a_row else (1, m)), b, y.as_strided((m, n), (n, 1)), c=c,
+                        bias=bias, alpha=alpha, beta=beta)  # fmt: skip
 
         return run
