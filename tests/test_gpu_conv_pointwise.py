@@ -49,6 +49,29 @@ def test_pointwise_conv_matches_f_conv2d(n: int, c: int, h: int, w: int, k: int,
     assert ok, why
 
 
+def test_one_layer_at_every_batch_and_resolution() -> None:
+    """The same pointwise layer (forward and backward) at several batches and resolutions in one
+    process: the runner built for the first call serves the others (its kernel class) and
+    computes every pixel of each; NaN-poisoned memory shows a pixel left unwritten."""
+    wt = act_tensor(128, 64, 1, 1, scale=64**-0.5).requires_grad_(True)
+    for n, h, w in ((4, 8, 8), (9, 8, 8), (2, 8, 8), (3, 13, 5)):
+        torch.empty(256 << 20, dtype=torch.uint8, device="cuda").fill_(255)
+        x = act_tensor(n, 64, h, w).requires_grad_(True)
+        before = autocutlass.stats().fallbacks
+        y = autocutlass.conv2d(x, wt)
+        dy = act_tensor(n, 128, h, w)
+        y.backward(dy)
+        assert autocutlass.stats().fallbacks == before, "fell back to torch"
+        xr, wr = x.detach().float().requires_grad_(True), wt.detach().float().requires_grad_(True)
+        F.conv2d(xr, wr).backward(dy.float())
+        for got, want in ((y, F.conv2d(xr, wr)), (x.grad, xr.grad)):
+            ok, why = compare(got, want, 1e-2, "bf16")
+            assert ok, (n, h, w, why)
+        ok, why = compare(wt.grad, wr.grad, 2e-2, "bf16")
+        assert ok, (n, h, w, why)
+        wt.grad = None
+
+
 def test_grouped_conv_falls_back_to_cudnn() -> None:
     """No family serves groups > 1 (depthwise and grouped convolutions): cuDNN runs it."""
     x, wt = act_tensor(2, 64, 16, 16), act_tensor(64, 32, 3, 3)
