@@ -52,13 +52,11 @@ def blocks(ns: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def main() -> int:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from moe_block_bench import add_moe_args
+
     ap = argparse.ArgumentParser()
-    ap.add_argument("--tokens", type=int, default=4096)
-    ap.add_argument("--experts", type=int, default=128)
-    ap.add_argument("--topk", type=int, default=8)
-    ap.add_argument("--hidden", type=int, default=2048)
-    ap.add_argument("--inter", type=int, default=768)
-    ap.add_argument("--rounds", type=int, default=7)
+    add_moe_args(ap)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU, correctness only")
     ap.add_argument("--json")
@@ -85,7 +83,6 @@ def main() -> int:
     if ns.device != "cuda":
         return 0 if rel < 1e-3 else 1
 
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from side_by_side import header, interleaved, paired_ratio, write_json
 
     from autocutlass.device import current_device

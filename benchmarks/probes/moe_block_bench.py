@@ -65,14 +65,19 @@ def block(torch: Any, gm: Any, t: dict[str, Any]) -> Any:
     return out.index_add_(0, t["token_of_row"], y * t["row_weight"])
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
+def add_moe_args(ap: argparse.ArgumentParser) -> None:
+    """The block's sizes (Qwen3-MoE-30B-A3B's layer at 4096 tokens by default) and timing rounds."""
     ap.add_argument("--tokens", type=int, default=4096)
     ap.add_argument("--experts", type=int, default=128)
     ap.add_argument("--topk", type=int, default=8)
     ap.add_argument("--hidden", type=int, default=2048)
     ap.add_argument("--inter", type=int, default=768)
     ap.add_argument("--rounds", type=int, default=7)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    add_moe_args(ap)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, correctness only (any device)")
     ap.add_argument("--json")
