@@ -542,7 +542,10 @@ class Dispatcher:
         self._memo: dict[tuple[Any, ...], Entry] = {}
         self.epoch = 0
         """Bumped whenever memoised entries are dropped (cleared, expired, replaced by a background
-        tuning's winner): a caller that remembers an entry (``call_remembered``) checks it first."""
+        tuning's winner): a caller that remembers an entry (``call_remembered``) checks it first.
+        Always bumped after the drop, never before: a ``call_remembered`` on another thread that
+        reads the epoch between a bump and the drop would remember the dropped entry under the new
+        epoch and run it for good (the drop-then-advance order)."""
         self._lock = threading.RLock()
         self._n = _Counters()
         self._store: tuple[Store, Any] | None = None
@@ -626,8 +629,8 @@ class Dispatcher:
 
     def _memoise(self, key: tuple[Any, ...], entry: Entry) -> None:
         if len(self._memo) >= MEMO_LIMIT:
-            self.epoch += 1
             self._memo.clear()
+            self.epoch += 1  # after the drop (see ``epoch``)
         self._memo[key] = entry
 
     def _memoise_waiting(self, key: tuple[Any, ...], entry: Entry, job_key: tuple[str, str]) -> None:
@@ -647,8 +650,8 @@ class Dispatcher:
 
         def run(*args: Any) -> Any:
             if time.monotonic() > deadline:
-                self.epoch += 1
                 memo.pop(key, None)
+                self.epoch += 1  # after the drop (see ``epoch``)
             return entry(*args)
 
         return run
@@ -844,9 +847,9 @@ class Dispatcher:
                 job.state = _BgState.DONE
                 job.config = result if error is None else None
             keys, job.memo_keys = job.memo_keys, []
-        self.epoch += 1
         for key in keys:
             self._memo.pop(key, None)
+        self.epoch += 1  # after the drop (see ``epoch``)
 
     def wait_background(self, timeout_s: float | None = None) -> bool:
         """Wait until the background tunings (of every dispatcher sharing this one's tuner) ended;
@@ -866,9 +869,9 @@ class Dispatcher:
             if job.state is _BgState.DONE:
                 self._bg_jobs[key] = job
             else:
-                self.epoch += 1
                 for memo_key in job.memo_keys:
                     self._memo.pop(memo_key, None)
+                self.epoch += 1  # after the drop (see ``epoch``)
 
     def _stored(self, problem: OpProblem, families: Sequence[Family], info: DeviceInfo, *, sibling: bool
                 ) -> _Stored | None:  # fmt: skip
@@ -1050,8 +1053,8 @@ class Dispatcher:
     def clear(self) -> None:
         """Forget memoised entries (not the counters, nor the compiled runners)."""
         with self._lock:
-            self.epoch += 1
             self._memo.clear()
+            self.epoch += 1  # after the drop (see ``epoch``)
 
 
 def _finish_miss_writes() -> None:

@@ -319,3 +319,40 @@ def test_interpreter_exit_stops_the_tuning_and_its_worker_processes(tmp_path: Pa
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     assert elapsed < 60, elapsed
+
+
+def test_a_module_remembering_during_the_swap_gets_the_winner(tuner: BackgroundTuner,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The epoch moves after the stand-in is dropped, never before: a module's hit cache
+    (``nn.hits``) filled on another thread in between would otherwise keep the stand-in for good.
+    The other thread's call is made exactly there (inside the memo's pop)."""
+    from autocutlass import api
+    from autocutlass.nn import Linear
+
+    gated = GatedTuner({"tile": 256})
+    r = rig(tuner, gated)
+    monkeypatch.setattr(api, "_default", r.dispatcher)
+    lin = Linear.from_linear(torch.nn.Linear(64, 96).to(BF))
+    x = t(32, 64)
+
+    class Memo(dict):  # type: ignore[type-arg]
+        hooked = False
+
+        def pop(self, *a: Any) -> Any:
+            if not Memo.hooked:
+                Memo.hooked = True
+                th = threading.Thread(target=lambda: (torch.set_grad_enabled(False), lin(x)))
+                th.start()
+                th.join()
+            return super().pop(*a)
+
+    r.dispatcher._memo = Memo(r.dispatcher._memo)
+    with torch.no_grad():
+        lin(x)  # the miss: the torch stand-in while tuning
+        lin(x)  # remembered by the module
+        gated.gate.set()
+        assert r.dispatcher.wait_background(10) and Memo.hooked
+        before = len(r.family.launches)
+        for _ in range(3):
+            lin(x)
+    assert len(r.family.launches) == before + 3 and r.family.launches[-1].config.tile == 256

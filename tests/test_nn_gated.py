@@ -78,6 +78,25 @@ def test_training_through_a_swapped_mlp_matches() -> None:
         torch.testing.assert_close(p.grad, pr.grad, msg=name)
 
 
+def test_trainable_biases_of_frozen_weights_get_their_gradients() -> None:
+    """BitFit-style training (weights frozen, biases trained) records through the Parameters: the
+    packed call, which reads the packed tensors, would leave the biases without gradients."""
+    torch.manual_seed(0)
+    ref, ours = MLP(nn.SiLU(), bias=True), MLP(nn.SiLU(), bias=True)
+    ours.load_state_dict(ref.state_dict())
+    ours = swap_gated_mlp_(ours)
+    for m in (ref, ours):
+        for name, p in m.named_parameters():
+            p.requires_grad_("bias" in name)
+    x = torch.randn(4, 16)
+    ref(x).square().mean().backward()
+    ours(x).square().mean().backward()
+    for name in ("gate_proj", "up_proj", "down_proj"):
+        got, want = getattr(ours, name).bias.grad, getattr(ref, name).bias.grad
+        assert got is not None and want is not None, name
+        torch.testing.assert_close(got, want, msg=name)
+
+
 def test_unswap_restores_the_original_modules() -> None:
     model = _model()
     originals = [layer.mlp for layer in model]

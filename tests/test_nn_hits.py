@@ -82,11 +82,21 @@ def test_what_sends_a_call_back_through_the_dispatcher(keys: list) -> None:
         lin.bias = torch.nn.Parameter(torch.randn(24).bfloat16())  # another bias tensor
         _check(lin, x)
         assert len(keys) == 9
+        base = torch.randn(48).bfloat16()
+        lin.bias.data = base[:24]  # new storage: its data pointer moved
+        _check(lin, x)
+        assert len(keys) == 10
+        lin.bias.data = base[::2]  # the same Parameter and data pointer, another stride
+        _check(lin, x)
+        assert len(keys) == 11
+        lin.bias = torch.nn.Parameter(torch.randn(24).bfloat16())
+        _check(lin, x)
+        assert len(keys) == 12
         autocutlass.reset()  # another dispatcher
         _check(lin, x)
-        assert len(keys) == 10
+        assert len(keys) == 13
         _check(lin, x)
-        assert len(keys) == 10
+        assert len(keys) == 13
 
 
 def test_float32_and_recording_calls_take_the_dispatcher_each_time(keys: list) -> None:

@@ -245,3 +245,37 @@ def test_inference_mode_packs_too(counted: list) -> None:
         counted.clear()
         torch.testing.assert_close(made(x), plain(x))
         assert counted.count((48, H)) == 2
+
+
+def test_an_update_through_a_siblings_parameters_is_seen(counted: list) -> None:
+    """Each Parameter keeps its own version counter after ``bind`` (``param.data = view``): an
+    in-place update through it (an optimizer step, ``load_state_dict`` copying in place) does not
+    bump the packed tensor's. A part computed before such an update is not handed out."""
+    ref, ours = _pair(bias=True)
+    a, b = ref.layers[0], ours.layers[0]
+    x = torch.randn(3, H)
+    with torch.no_grad():
+        b.q_proj(x)  # computes every part
+        new = {"weight": torch.randn(8, H), "bias": torch.randn(8)}
+        for m in (a.k_proj, b.k_proj):
+            m.load_state_dict(new)
+        torch.testing.assert_close(b.k_proj(x), a.k_proj(x))
+        b.q_proj(x)
+        for m in (a.v_proj, b.v_proj):
+            m.bias.add_(10.0)  # the bias alone
+        torch.testing.assert_close(b.v_proj(x), a.v_proj(x))
+        torch.testing.assert_close(b.k_proj(x), a.k_proj(x))
+
+
+def test_a_part_computed_in_inference_mode_stays_there() -> None:
+    """A part computed under ``inference_mode`` (an inference tensor) is not handed to a sibling
+    called outside it, where an in-place update of it would raise."""
+    _, ours = _pair()
+    b = ours.layers[0]
+    x = torch.randn(3, H)
+    with torch.inference_mode():
+        b.q_proj(x)
+    with torch.no_grad():
+        k = b.k_proj(x)
+    assert not k.is_inference()
+    k.add_(1.0)

@@ -179,6 +179,19 @@ def test_errors_are_raised_as_f_conv2d_raises() -> None:
         d.conv2d("x", _w())
 
 
+def test_arguments_torch_rejects_are_rejected_after_a_valid_call_too() -> None:
+    """Float or bool strides, paddings and groups equal to valid ints hash like them: they must not
+    share the memoised entry of the int call (torch rejects them; so do we, memo or not)."""
+    x, w = _x(), _w()
+    d = calls(make_rig(Policy.CACHED).dispatcher)
+    d.conv2d(x, w, None, (1, 1), (0, 0), (1, 1), 1)
+    for kw in (dict(stride=(1.0, 1.0)), dict(padding=(0.0, 0.0)), dict(stride=(True, True)), dict(groups=1.0)):
+        with pytest.raises((TypeError, RuntimeError)):
+            F.conv2d(x.float(), w.float(), **kw)
+        with pytest.raises((TypeError, RuntimeError)):
+            d.conv2d(x, w, **kw)
+
+
 def test_padding_same_and_tuples_are_pointwise_too() -> None:
     rig = make_rig(Policy.CACHED)
     x, w = _x(), _w()
@@ -236,27 +249,31 @@ def test_lowering_adapter_presents_the_gemm_operands_and_follows_new_weight_stor
     assert seen[-1][1] is not b and torch.equal(seen[-1][1], w.view(24, 16).t())
 
 
-def test_size_one_dims_reach_the_kernel_with_dense_strides() -> None:
+def test_size_one_dims_reach_the_kernel_with_dense_strides(monkeypatch: pytest.MonkeyPatch) -> None:
     """A channels_last-contiguous tensor whose size-1 dimensions carry other strides (an (N, C, 1,
-    1) tensor made NCHW-contiguous: H and W strides of 1 element) reaches the runner with the
-    strides a dense channels_last tensor has (the kernels' TMA descriptors take every stride as a
-    multiple of 16 bytes), as the same elements; dense tensors are handed over as they are."""
-    from autocutlass.ops.conv.backward import CONV2D_DGRAD
-    from autocutlass.ops.conv.frontend import CONV2D, ConvPlan, dense_channels_last
+    1) tensor made NCHW-contiguous: H and W strides of 1 element) reaches the compiled conv
+    function with the strides a dense channels_last tensor has (the kernels' TMA descriptors take
+    every stride as a multiple of 16 bytes), as the same elements; dense tensors as they are."""
+    from autocutlass.kernels.hopper_conv import runner as rmod
+    from autocutlass.kernels.hopper_conv.config import HopperConvConfig
 
-    x = torch.randn(2, 32, 1, 1).to(BF)  # NCHW-contiguous: strides (32, 1, 1, 1)
-    w = _w(r=3, s=3)
-    assert x.is_contiguous(memory_format=CL) and dense_channels_last(x) == (32, 1, 32, 32)
-    assert dense_channels_last(_x()) is None and dense_channels_last(x.contiguous(memory_format=CL)) == (32, 1, 32, 32)
     got: list[torch.Tensor] = []
-    runner = lambda a, b, out, **kw: got.extend((a, b))  # noqa: E731
+    monkeypatch.setattr(rmod, "get_compiled", lambda *a: lambda xv, wv, *rest: got.extend((xv, wv)))
+    monkeypatch.setattr(rmod, "max_active_clusters", lambda dev, size: 1)
     problem = ConvProblem(ConvDirection.FPROP, n=2, h=1, w=1, c=32, k=48, r=3, s=3, pad_h=1, pad_w=1)
-    call = CONV2D.make_call(x, w, None, 1, 1, 1, 1, None, None)
-    CONV2D.kernel_entry(ConvPlan(problem, -1, (2, 48, 1, 1), BF), runner, call)(x, w, None, 1, 1, 1, 1, None, None)
-    assert got[0].stride() == (32, 1, 32, 32) and torch.equal(got[0], x) and got[1] is w
-    dy = torch.randn(2, 48, 1, 1).to(BF)
+    run = rmod.HopperConvRunner(HopperConvConfig(tile_m=128, tile_n=128, tile_k=64), problem, None)
+    x = torch.randn(2, 32, 1, 1).to(BF)  # NCHW-contiguous: strides (32, 1, 1, 1)
+    assert x.is_contiguous(memory_format=CL) and x.stride() == (32, 1, 1, 1)
+    w = torch.randn(48, 32, 1, 1).to(BF)  # a 1x1 filter, likewise
+    y = torch.empty(2, 48, 1, 1).to(BF).contiguous(memory_format=CL)
+    pointwise = dataclasses.replace(problem, r=1, s=1, pad_h=0, pad_w=0, stride_h=2, stride_w=2)
+    run2 = rmod.HopperConvRunner(HopperConvConfig(tile_m=128, tile_n=128, tile_k=64), pointwise, None)
+    run2(x, w, y)
+    assert got[0].stride() == (32, 32, 32, 1) and torch.equal(got[0], x.permute(0, 2, 3, 1))
+    assert got[1].stride() == (32, 32, 32, 1) and torch.equal(got[1], w.permute(0, 2, 3, 1))
     got.clear()
-    dcall = CONV2D_DGRAD.make_call(dy, w, (2, 32, 1, 1), (1, 1), (1, 1), (1, 1), 1)
-    dprob = dataclasses.replace(problem, direction=ConvDirection.DGRAD)
-    CONV2D_DGRAD.kernel_entry(ConvPlan(dprob, -1, (2, 32, 1, 1), BF), runner, dcall)(dy, w, (2, 32, 1, 1), (1, 1), (1, 1), (1, 1), 1)
-    assert got[0].stride() == (48, 1, 48, 48) and torch.equal(got[0], dy) and got[1] is w
+    xd = torch.randn(2, 32, 3, 3).to(BF).contiguous(memory_format=CL)
+    wd = _w(r=3, s=3)
+    run(xd, wd, torch.empty(2, 48, 3, 3).to(BF).contiguous(memory_format=CL))
+    assert got[0].data_ptr() == xd.data_ptr() and got[0].stride() == xd.permute(0, 2, 3, 1).stride()
+    assert got[1].stride() == wd.permute(0, 2, 3, 1).stride()

@@ -43,7 +43,7 @@ from torch import nn
 
 from autocutlass import api, settings, warmup
 from autocutlass.dispatch import policy
-from autocutlass.nn.attrs import child
+from autocutlass.nn.attrs import child, param
 from autocutlass.nn.packed import PackedGroup, bind_checked
 from autocutlass.nn.swap import Filter, replace_modules
 from autocutlass.ops.types import Activation
@@ -68,6 +68,19 @@ def activation_of(act_fn: object) -> Activation | None:
         if torch.allclose(got.float(), apply_activation(_PROBE, act), rtol=1e-5, atol=1e-6):
             return act
     return None
+
+
+def _records(x: torch.Tensor, *linears: nn.Module) -> bool:
+    """Whether autograd records a call on ``x`` with these Linears: ``x`` or any of their weights or
+    biases requires grad (a packed call reads the packed tensors, not the Parameters: their
+    gradients would be lost)."""
+    if x.requires_grad:
+        return True
+    for m in linears:
+        w, b = param(m, "weight"), param(m, "bias")
+        if w.requires_grad or (b is not None and b.requires_grad):
+            return True
+    return False
 
 
 class GatedMLP(nn.Module):
@@ -102,8 +115,8 @@ class GatedMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         packed = self._packed_views()
-        if packed is not None and not (torch.is_grad_enabled() and (x.requires_grad or self.gate_proj.weight.requires_grad
-                                                                    or self.up_proj.weight.requires_grad)):  # fmt: skip
+        if packed is not None and not (torch.is_grad_enabled() and _records(x, child(self, "gate_proj"),
+                                                                            child(self, "up_proj"))):  # fmt: skip
             h = self._group.hits.linear(x, packed[0], packed[1], "swiglu")  # type: ignore[union-attr]
             return child(self, "down_proj")(h)
         up = api.linear(x, self.up_proj.weight, self.up_proj.bias)

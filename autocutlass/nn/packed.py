@@ -46,6 +46,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -70,6 +71,7 @@ _log = logging.getLogger("autocutlass")
 _COMPILING = torch.compiler.is_compiling
 _GRAD = torch.is_grad_enabled
 _THREAD = threading.get_ident
+_INFERENCE = torch.is_inference_mode_enabled
 
 
 def _version(t: torch.Tensor) -> int:
@@ -97,14 +99,17 @@ class PackedGroup:
         """Packed products computed, and those whose parts were not all claimed before the next."""
         self.enabled = True
         """False once packed products went partly unclaimed too often (``UNCLAIMED_LIMIT``)."""
+        self._params: list[torch.Tensor] = []
+        """The members' weight and bias Parameters (``bind``): each keeps its own version counter."""
         self._input: torch.Tensor | None = None
-        self._key: tuple[int, ...] = ()
-        """(the input's version, the packed weight's version, thread) of ``_parts``."""
+        self._key: tuple[Any, ...] = ()
+        """What ``_parts`` were computed under (``_state_key``)."""
 
     def bind(self, members: Sequence[nn.Linear]) -> None:
         """Make the members' parameters views of the packed tensors (in place: ``param.data``)."""
         start = 0
         self.ptrs = []
+        self._params = [p for m in members for p in (m.weight, m.bias) if p is not None]
         for m, size in zip(members, self.sizes, strict=True):
             m.weight.data = self.weight[start:start + size]
             if self.bias is not None:
@@ -122,13 +127,21 @@ class PackedGroup:
             ptrs.append((w.data_ptr(), None if b is None else b.data_ptr()))
         return ptrs == self.ptrs
 
+    def _state_key(self, x: torch.Tensor) -> tuple[Any, ...]:
+        """What a product of ``x`` depends on besides ``x`` itself: the versions of ``x``, of the
+        packed tensors and of every member Parameter (an update through one, e.g. an in-place
+        ``load_state_dict``, bumps its own counter, not the packed tensor's), the thread and
+        whether inference mode is on (its outputs are inference tensors)."""
+        b = self.bias
+        return (_version(x), _version(self.weight), -2 if b is None else _version(b),
+                *[_version(p) for p in self._params], _THREAD(), _INFERENCE())  # fmt: skip
+
     def take(self, index: int, x: torch.Tensor) -> torch.Tensor | None:
         """Part ``index`` of the packed product of ``x``, if the last one computed was of ``x`` (the
-        same object and version, the packed weight unchanged, this thread) and the part is still
-        unclaimed; claiming it (the last claim lets go of ``x``)."""
-        parts = self._parts
-        if (not parts or parts[index] is None or self._input is not x
-                or self._key != (_version(x), _version(self.weight), _THREAD())):  # fmt: skip
+        same object and version, no parameter changed, this thread and inference mode) and the part
+        is still unclaimed; claiming it (the last claim lets go of ``x``)."""
+        parts, inp, key = self._parts, self._input, self._key
+        if not parts or parts[index] is None or inp is not x or key != self._state_key(x):
             return None
         part, parts[index] = parts[index], None
         self._left -= 1
@@ -149,8 +162,10 @@ class PackedGroup:
                 _log.info("autocutlass: packed projections of %s rows: %d of %d packed products left parts "
                           "unclaimed (siblings called with different inputs, or not at all); each runs its own "
                           "GEMM from now on", self.sizes, self._wasted, self._products)  # fmt: skip
-        self._parts, self._left, self._input = parts, len(parts) - 1, x
-        self._key = (_version(x), _version(self.weight), _THREAD())
+        # published key first (a sibling on another thread compares its own thread with it), then
+        # the parts: a take never pairs these parts with an older input or key
+        self._key, self._input = self._state_key(x), x
+        self._parts, self._left = parts, len(parts) - 1
         return part
 
     def drop(self) -> None:

@@ -10,7 +10,8 @@ contiguous, in y's dtype. Launches on ``torch.cuda.current_stream()``, never syn
 Every operand is handed to the kernel as a view (x as (N, H, W, C), w as (K, R, S, C), y and the
 residual as (N*P*Q, K)); a y or residual that is not channels_last-contiguous is refused
 (ValueError), never copied. x and w may have any strides whose channel stride is 1 and whose
-other strides are whole 16-byte units. The stride, padding and dilation are the problem's; N, H,
+other strides are whole 16-byte units (a size-1 dimension's stride is made so,
+``dense_channels_last``). The stride, padding and dilation are the problem's; N, H,
 W, C and K are read from the tensors (one runner serves every shape of its kernel class).
 """
 
@@ -25,6 +26,17 @@ from autocutlass.kernels.hopper_gemm.runner import SplitKWorkspace, max_active_c
 
 if TYPE_CHECKING:
     from autocutlass.ops.conv.problem import ConvProblem
+
+
+def dense_channels_last(t: Any) -> Any:
+    """``t`` (channels_last-contiguous) with the strides a dense channels_last tensor of its shape
+    has: ``t`` itself, or where a dimension of size 1 carries another stride (an (N, C, 1, 1) tensor
+    made NCHW-contiguous has H and W strides of 1 element; torch calls it channels_last-contiguous)
+    the same elements through ``as_strided``. The TMA descriptors take every stride, size-1
+    dimensions' included, as a whole number of 16-byte units."""
+    n, c, h, w = t.shape
+    dense = (c * h * w, 1, w * c, c)
+    return t if t.stride() == dense else t.as_strided(t.shape, dense)
 
 
 def _pixel_rows(t: Any, m: int, k: int, name: str) -> Any:
@@ -76,8 +88,8 @@ class HopperConvRunner:
         m = n * p * q
         if m == 0 or k == 0:
             return
-        xv = x.permute(0, 2, 3, 1)
-        wv = w.permute(0, 2, 3, 1)
+        xv = dense_channels_last(x).permute(0, 2, 3, 1)
+        wv = dense_channels_last(w).permute(0, 2, 3, 1)
         d = _pixel_rows(y, m, k, "y")
         c = None
         if self._with_c:

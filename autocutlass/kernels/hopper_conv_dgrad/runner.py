@@ -4,7 +4,8 @@ Calling convention (conv dgrad): ``runner(dy, w, dx, **_)`` with torch CUDA tens
 channels_last: dy (N, K, P, Q), w (K, C, R, S), dx (N, C, H, W) written, never read.
 
 The transformed filter w' (``lowering.transformed_weight``: two small copies) is kept for the
-last weight seen, keyed by the weight object, its storage address and its version counter
+last weight seen (held weakly: it goes when the weight does), keyed by the weight object, its
+storage address and its version counter
 (``Tensor._version``, which every in-place update through autograd-visible ops bumps, e.g.
 ``torch.optim``'s steps): a dgrad called again with an unchanged weight (gradient accumulation,
 several backward passes) reuses it. Writes through ``.data`` do not bump the version; a weight
@@ -15,6 +16,7 @@ the transform itself, so each replay transforms the weight it reads).
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +31,9 @@ if TYPE_CHECKING:
     from autocutlass.ops.conv.problem import ConvProblem
 
 
+_NOTHING: tuple[Any, int, int, Any] = (lambda: None, 0, -1, None)
+
+
 class DgradRunner:
     """Conv dgrad runner for one (config, kernel class); see the module docstring."""
 
@@ -36,7 +41,12 @@ class DgradRunner:
         self.config = config
         self.problem = problem
         self.fprop = HopperConvRunner(config, fprop_problem(problem), cache_dir)
-        self._seen: tuple[Any, int, int, Any] = (None, 0, -1, None)  # (weight, data_ptr, version, w')
+        self._seen: tuple[Any, int, int, Any] = _NOTHING  # (weight, weakly; data_ptr; version; w')
+
+    def _forget(self, ref: Any) -> None:
+        """The kept weight died: let w' go with it (a deleted model's filter is not kept alive)."""
+        if self._seen[0] is ref:
+            self._seen = _NOTHING
 
     def weight(self, w: Any) -> Any:
         """w' of ``w``: the kept one while ``w`` is the same weight at the same version."""
@@ -44,11 +54,11 @@ class DgradRunner:
 
         seen = self._seen
         ptr, version = w.data_ptr(), w._version
-        if w is seen[0] and ptr == seen[1] and version == seen[2]:
+        if seen[0]() is w and ptr == seen[1] and version == seen[2]:
             return seen[3]
         wt = transformed_weight(w)
         if not (w.is_cuda and torch.cuda.is_current_stream_capturing()):
-            self._seen = (w, ptr, version, wt)
+            self._seen = (weakref.ref(w, self._forget), ptr, version, wt)
         return wt
 
     def __call__(self, dy: Any, w: Any, dx: Any, **_: Any) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autocutlass.kernels.hopper_conv.runner import dense_channels_last
 from autocutlass.kernels.hopper_conv_wgrad.compile import get_compiled
 from autocutlass.kernels.hopper_conv_wgrad.config import HopperConvWgradConfig
 from autocutlass.kernels.hopper_gemm.runner import SplitKWorkspace, max_active_clusters
@@ -61,7 +62,7 @@ class HopperConvWgradRunner:
             return
         dy2 = _channels_last_rows(dy, n * p * q, k, "dy")
         dw3 = _channels_last_rows(dw, k * r * s, c, "dw").view(k, r * s, c)
-        xv = x.permute(0, 2, 3, 1)
+        xv = dense_channels_last(x).permute(0, 2, 3, 1)
         dev = dw3.get_device()
         clusters = self._clusters.get(dev)
         if clusters is None:

@@ -35,14 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from autocutlass.ops.base import Entry, PlanContext, Unsupported
-from autocutlass.ops.conv.frontend import (
-    _DTYPES,
-    _OUT_DTYPES,
-    ConvPlan,
-    _cudnn_benchmark,
-    dense_channels_last,
-    verdicts_in_benchmark_mode,
-)
+from autocutlass.ops.conv.frontend import _DTYPES, _OUT_DTYPES, ConvPlan, _cudnn_benchmark, verdicts_in_benchmark_mode
 from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
 from autocutlass.ops.gemm.frontend import SERVED_CC, pow2_align
 from autocutlass.ops.launch import on_device
@@ -217,15 +210,10 @@ class ConvGradFrontEnd:
 
     def kernel_entry(self, plan: ConvPlan, runner: Callable[..., None], call: ConvGradCall) -> Entry:
         shape, dtype, device = plan.out_shape, plan.out_dtype, call.dy.device
-        sy, so = dense_channels_last(call.dy), dense_channels_last(call.other)  # see conv2d's kernel_entry
 
         def run(dy: Any, other: Any, _size: Any, _stride: Any, _padding: Any, _dilation: Any, _groups: Any
                 ) -> torch.Tensor:  # fmt: skip
             out = torch.empty(shape, dtype=dtype, device=device, memory_format=_CL)
-            if sy is not None:
-                dy = dy.as_strided(dy.shape, sy)
-            if so is not None:
-                other = other.as_strided(other.shape, so)
             runner(dy, other, out)
             return out
 

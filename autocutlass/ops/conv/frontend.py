@@ -48,19 +48,6 @@ _DTYPES = {torch.bfloat16: DType.BF16, torch.float16: DType.FP16, torch.float32:
 _OUT_DTYPES = {torch.bfloat16: DType.BF16, torch.float16: DType.FP16, torch.float32: DType.FP32}
 _CL = torch.channels_last
 
-
-def dense_channels_last(t: torch.Tensor | None) -> tuple[int, ...] | None:
-    """The strides a dense channels_last tensor of ``t``'s shape has, when ``t``'s differ (only in
-    dimensions of size 1: ``t`` is channels_last-contiguous, e.g. an (N, C, 1, 1) tensor made
-    NCHW-contiguous, whose H and W strides are 1 element); None when they are the same. The
-    kernels' TMA descriptors take every stride, size-1 dimensions' included, as a multiple of 16
-    bytes, so such a tensor is handed over as ``t.as_strided(t.shape, strides)``: the same
-    elements, since a size-1 dimension never steps."""
-    if t is None:
-        return None
-    n, c, h, w = t.shape
-    dense = (c * h * w, 1, w * c, c)
-    return None if t.stride() == dense else dense
 BIAS_ALIGN_BYTES = 16
 _SCALARS = (int, str)
 _cudnn_benchmark = torch._C._get_cudnn_benchmark
@@ -82,6 +69,16 @@ def _pair(v: Any, name: str) -> tuple[int, int]:
     if len(t) != 2 or not all(isinstance(i, int) and not isinstance(i, bool) for i in t):
         raise RuntimeError(f"autocutlass.conv2d: {name} must be an int or a pair of ints, got {v!r}")
     return (int(t[0]), int(t[1]))
+
+
+def _key_pair(v: Any) -> tuple[Any, ...]:
+    """``v`` (a sequence) as a memo-key part that tells ints from the floats and bools equal to them
+    (``(1.0, 1.0) == (1, 1)``): torch rejects those, so their calls must not share an int call's
+    entry."""
+    t = tuple(v)
+    if all(i.__class__ is int for i in t):
+        return t
+    return ("typed", *((i.__class__, i) for i in t))
 
 
 @dataclass(frozen=True)
@@ -250,10 +247,10 @@ class Conv2dFrontEnd:
             x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.get_device(), weight.data_ptr() & 15,
             None if bias is None else meta(bias), None if residual is None else meta(residual),
-            stride if stride.__class__ is int else tuple(stride),
-            padding if padding.__class__ in _SCALARS else tuple(padding),
-            dilation if dilation.__class__ is int else tuple(dilation),
-            groups, activation, _cudnn_benchmark(),
+            stride if stride.__class__ is int else _key_pair(stride),
+            padding if padding.__class__ in _SCALARS else _key_pair(padding),
+            dilation if dilation.__class__ is int else _key_pair(dilation),
+            groups if groups.__class__ is int else (groups.__class__, groups), activation, _cudnn_benchmark(),
         )  # fmt: skip
 
     vendor_verdicts_apply = staticmethod(verdicts_in_benchmark_mode)
@@ -263,6 +260,8 @@ class Conv2dFrontEnd:
         pad = padding if isinstance(padding, str) else _pair(padding, "padding")
         if isinstance(pad, str) and pad not in ("same", "valid"):
             raise ValueError(f"autocutlass.conv2d: invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
+        if isinstance(groups, bool) or not hasattr(groups, "__index__"):
+            raise TypeError(f"autocutlass.conv2d: groups must be an int, not {type(groups).__name__}")
         return ConvCall(x, weight, bias, _pair(stride, "stride"), pad, _pair(dilation, "dilation"), int(groups),
                         parse_activation(activation), residual)  # fmt: skip
 
@@ -286,18 +285,10 @@ class Conv2dFrontEnd:
 
     def kernel_entry(self, plan: ConvPlan, runner: Callable[..., None], call: ConvCall) -> Entry:
         shape, dtype, device = plan.out_shape, plan.out_dtype, call.x.device
-        # the memo key holds the strides: whether a tensor needs dense strides is fixed per entry
-        sx, sw, sr = (dense_channels_last(t) for t in (call.x, call.weight, call.residual))
 
         def run(x: Any, w: Any, bias: Any, _stride: Any, _padding: Any, _dilation: Any, _groups: Any, _act: Any,
                 residual: Any) -> torch.Tensor:  # fmt: skip
             y = torch.empty(shape, dtype=dtype, device=device, memory_format=_CL)
-            if sx is not None:
-                x = x.as_strided(x.shape, sx)
-            if sw is not None:
-                w = w.as_strided(w.shape, sw)
-            if sr is not None:
-                residual = residual.as_strided(residual.shape, sr)
             runner(x, w, y, bias=bias, residual=residual, alpha=1.0, beta=0.0 if residual is None else 1.0)
             return y
 

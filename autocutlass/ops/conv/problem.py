@@ -218,6 +218,8 @@ class GemmLowering:
     direction: ConvDirection = ConvDirection.FPROP
 
     def runner(self, gemm_runner: Any) -> Any:
+        from autocutlass.ops.launch import NO_VIEW, remember_view  # imports torch: not at module load
+
         g = self.gemm
         wgrad = self.direction is ConvDirection.WGRAD
         # the GEMM dimension of the pixels (fprop and dgrad: M; wgrad: K) is read from the tensors at
@@ -228,20 +230,20 @@ class GemmLowering:
         a_row = g.a_major is Major.ROW
         b_col = g.b_major is Major.COL
         cache_b = not wgrad  # b is the weight
-        w_seen: tuple[Any, Any, int] = (None, None, 0)  # (weight, its view, its data_ptr), swapped whole
+        w_seen = [NO_VIEW]  # (weight, weakly; its view; its data_ptr): ops.launch.remember_view
 
         def run(a: Any, w: Any, y: Any, *, bias: Any = None, residual: Any = None, alpha: float = 1.0,
                 beta: float = 0.0) -> None:  # fmt: skip
-            nonlocal w_seen
             pixels = a.numel() // fixed
             m, k = (fixed, pixels) if wgrad else (pixels, fixed)
-            seen, ptr = w_seen, w.data_ptr()
-            if cache_b and w is seen[0] and ptr == seen[2]:
+            seen, ptr = w_seen[0], w.data_ptr()
+            if cache_b and seen[0]() is w and ptr == seen[2]:
                 b = seen[1]
             else:
-                b = w.as_strided((k, n), (1, k) if b_col else (n, 1))
+                # a view of the detached tensor: a view of w itself would keep the object w alive
+                b = w.detach().as_strided((k, n), (1, k) if b_col else (n, 1))
                 if cache_b:
-                    w_seen = (w, b, ptr)
+                    remember_view(w_seen, w, b, ptr)
             c = None if residual is None else residual.as_strided((m, n), (n, 1))
             gemm_runner(a.as_strided((m, k), (k, 1) if a_row else (1, m)), b, y.as_strided((m, n), (n, 1)), c=c,
                         bias=bias, alpha=alpha, beta=beta)  # fmt: skip

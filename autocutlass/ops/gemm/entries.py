@@ -26,7 +26,7 @@ import torch
 from autocutlass.ops.base import Entry, PlanContext, Unsupported
 from autocutlass.ops.gemm import frontend as fe
 from autocutlass.ops.gemm.frontend import Call, Context, KernelPlan, Op
-from autocutlass.ops.launch import meta, on_device, overlaps
+from autocutlass.ops.launch import NO_VIEW, meta, on_device, overlaps, remember_view
 from autocutlass.ops.types import Activation
 
 _F32 = torch.float32
@@ -108,23 +108,21 @@ def _direct_launch(plan: KernelPlan, runner: Any, call: Call, general: Entry) ->
     if spec is None:
         return None
     fn, clusters, scratch = spec
-    b_seen: tuple[Any, Any, int] = (None, None, 0)  # (weight, its kernel view, its data_ptr), swapped whole
+    b_seen = [NO_VIEW]  # (weight, weakly; its kernel view; its data_ptr): ops.launch.remember_view
 
     def run(a: Any, b: Any, c: Any, bias: Any, out: Any, alpha: float, beta: float) -> torch.Tensor:
-        nonlocal b_seen
         if out is not None:
             return general(a, b, c, bias, out, alpha, beta)
         out = torch.empty_strided(shape, strides, dtype=dtype, device=device)
         if ka is not None:
             a = a.as_strided(*ka)
         if kb is not None:
-            seen = b_seen
+            seen = b_seen[0]
             ptr = b.data_ptr()
-            if b is seen[0] and ptr == seen[2]:
+            if seen[0]() is b and ptr == seen[2]:
                 b = seen[1]
             else:
-                b_seen = (b, b.as_strided(*kb), ptr)
-                b = b_seen[1]
+                b = remember_view(b_seen, b, b.detach().as_strided(*kb), ptr)
         d = out if kd is None else out.as_strided(*kd)
         if not with_c:
             c = None
@@ -151,10 +149,9 @@ def _runner_launch(plan: KernelPlan, runner: Callable[..., None], call: Call) ->
     # The B view of the last weight seen: inference calls pass the same parameter every time,
     # and re-deriving its transposed view costs about a microsecond per call. The data pointer is
     # compared too, so that `param.data = other` (new storage, same object) is never served stale.
-    b_seen: tuple[Any, Any, int] = (None, None, 0)  # (weight, its view, its data_ptr), swapped whole
+    b_seen = [NO_VIEW]  # (weight, weakly; its view; its data_ptr): ops.launch.remember_view
 
     def run(a: Any, b: Any, c: Any, bias: Any, out: Any, alpha: float, beta: float) -> torch.Tensor:
-        nonlocal b_seen
         if out is None:
             out = torch.empty(shape, dtype=dtype, device=device)
         else:
@@ -171,13 +168,12 @@ def _runner_launch(plan: KernelPlan, runner: Callable[..., None], call: Call) ->
         if av is not None:
             a = a.reshape(av.shape) if av.copy else a.as_strided(av.shape, av.stride)
         if bv is not None:
-            seen = b_seen
+            seen = b_seen[0]
             ptr = b.data_ptr()
-            if b is seen[0] and ptr == seen[2]:
+            if seen[0]() is b and ptr == seen[2]:
                 b = seen[1]
             else:
-                b_seen = (b, b.as_strided(bv.shape, bv.stride), ptr)
-                b = b_seen[1]
+                b = remember_view(b_seen, b, b.detach().as_strided(bv.shape, bv.stride), ptr)
         if not with_c:
             c = None
         elif cv is not None:
