@@ -99,17 +99,19 @@ class PackedGroup:
         """Packed products computed, and those whose parts were not all claimed before the next."""
         self.enabled = True
         """False once packed products went partly unclaimed too often (``UNCLAIMED_LIMIT``)."""
-        self._params: list[torch.Tensor] = []
-        """The members' weight and bias Parameters (``bind``): each keeps its own version counter."""
+        self._params: list[tuple[torch.Tensor, ...]] = []
+        """Each member's (weight, bias) Parameters (``bind``): each keeps its own version counter."""
+        self._versions: list[tuple[int, ...]] = []
+        """Each member's parameter versions when ``_parts`` were computed."""
         self._input: torch.Tensor | None = None
         self._key: tuple[Any, ...] = ()
-        """What ``_parts`` were computed under (``_state_key``)."""
+        """What ``_parts`` were computed under besides the members' parameters (``_state_key``)."""
 
     def bind(self, members: Sequence[nn.Linear]) -> None:
         """Make the members' parameters views of the packed tensors (in place: ``param.data``)."""
         start = 0
         self.ptrs = []
-        self._params = [p for m in members for p in (m.weight, m.bias) if p is not None]
+        self._params = [tuple(p for p in (m.weight, m.bias) if p is not None) for m in members]
         for m, size in zip(members, self.sizes, strict=True):
             m.weight.data = self.weight[start:start + size]
             if self.bias is not None:
@@ -128,20 +130,24 @@ class PackedGroup:
         return ptrs == self.ptrs
 
     def _state_key(self, x: torch.Tensor) -> tuple[Any, ...]:
-        """What a product of ``x`` depends on besides ``x`` itself: the versions of ``x``, of the
-        packed tensors and of every member Parameter (an update through one, e.g. an in-place
-        ``load_state_dict``, bumps its own counter, not the packed tensor's), the thread and
-        whether inference mode is on (its outputs are inference tensors)."""
-        b = self.bias
-        return (_version(x), _version(self.weight), -2 if b is None else _version(b),
-                *[_version(p) for p in self._params], _THREAD(), _INFERENCE())  # fmt: skip
+        """What a product of ``x`` depends on besides ``x`` itself and the members' parameters: the
+        versions of ``x`` and of the packed weight, the thread and whether inference mode is on (its
+        outputs are inference tensors)."""
+        return (_version(x), _version(self.weight), _THREAD(), _INFERENCE())
+
+    def _member_versions(self, index: int) -> tuple[int, ...]:
+        """The versions of member ``index``'s weight and bias: an update through a Parameter (an
+        optimizer step, an in-place ``load_state_dict``) bumps its own counter, not the packed
+        tensor's. A part depends on its own member's parameters only."""
+        return tuple(_version(p) for p in self._params[index])
 
     def take(self, index: int, x: torch.Tensor) -> torch.Tensor | None:
         """Part ``index`` of the packed product of ``x``, if the last one computed was of ``x`` (the
         same object and version, no parameter changed, this thread and inference mode) and the part
         is still unclaimed; claiming it (the last claim lets go of ``x``)."""
-        parts, inp, key = self._parts, self._input, self._key
-        if not parts or parts[index] is None or inp is not x or key != self._state_key(x):
+        parts, inp, key, versions = self._parts, self._input, self._key, self._versions
+        if (not parts or parts[index] is None or inp is not x or key != self._state_key(x)
+                or versions[index] != self._member_versions(index)):  # fmt: skip
             return None
         part, parts[index] = parts[index], None
         self._left -= 1
@@ -165,6 +171,7 @@ class PackedGroup:
         # published key first (a sibling on another thread compares its own thread with it), then
         # the parts: a take never pairs these parts with an older input or key
         self._key, self._input = self._state_key(x), x
+        self._versions = [self._member_versions(i) for i in range(len(self._params))]
         self._parts, self._left = parts, len(parts) - 1
         return part
 
