@@ -8,14 +8,14 @@ the problem up, applies the miss policy and launches on the current CUDA stream;
 served and what falls back to torch.
 
 **Two paths.** An eager call goes to the dispatcher directly: before it, three C-level checks
-(grad mode and the inputs' ``requires_grad``, CUDA autocast) and ``torch.compiler.is_compiling()``
+(grad mode and the inputs' ``requires_grad``, autocast) and ``torch.compiler.is_compiling()``
 (two small Python functions, counted by ``tests/test_dispatch_hotpath.py``). The call takes the
 *graph path* instead, ``autocutlass.torch_ops`` and its ``torch.ops.autocutlass.*`` custom ops,
 when torch.compile traces it, when autograd must record it (grad mode on and an input requires
-grad; ``matmul``, ``linear``, ``gemm``, ``conv2d``, ``grouped_mm``) or when CUDA autocast is on (``matmul``,
-``linear``, ``gemm``, ``conv2d`` without ``out=``). So inference pays no op boundary, training runs
-our kernels forwards and backwards, and compiled graphs hold our ops. (CPU autocast needs no
-check here: CPU tensors always run torch, which autocasts itself.)
+grad; ``matmul``, ``linear``, ``gemm``, ``conv2d``, ``grouped_mm``) or when autocast is on for any
+device (``matmul``, ``linear``, ``gemm``, ``conv2d`` without ``out=``: the ops' Autocast kernels cast
+as torch's would, before any dtype check). So inference pays no op boundary, training runs our
+kernels forwards and backwards, and compiled graphs hold our ops.
 """
 
 from __future__ import annotations
@@ -41,8 +41,10 @@ _default_lock = threading.Lock()
 _COMPILING = torch.compiler.is_compiling
 """True while torch.compile traces (Dynamo folds it to True), False when code runs."""
 _GRAD = torch.is_grad_enabled
-_CUDA_AUTOCAST = torch.is_autocast_enabled
-"""Without an argument: whether CUDA autocast is on."""
+_AUTOCAST = torch._C._is_any_autocast_enabled
+"""Whether autocast is on for any device (CPU autocast included: the dispatcher's dtype checks
+would otherwise run before torch casts, where ``F.linear`` under CPU autocast accepts mixed
+dtypes)."""
 
 
 def _make_default() -> Dispatcher:
@@ -70,7 +72,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None)
     Differentiable (the backward's GEMMs are autocutlass calls too); autocast casts as for
     ``torch.matmul``; under torch.compile it is ``torch.ops.autocutlass.matmul``."""
     try:
-        graph = _COMPILING() or (out is None and (_CUDA_AUTOCAST() or _GRAD() and (a.requires_grad or b.requires_grad)))
+        graph = _COMPILING() or (out is None and (_AUTOCAST() or _GRAD() and (a.requires_grad or b.requires_grad)))
     except AttributeError:  # not tensors: the dispatcher raises the error the eager API raises
         graph = False
     if graph:
@@ -111,7 +113,7 @@ def linear(
     activation runs after the kernel, in torch (its derivative needs the pre-activation, which the
     fused epilogue does not keep; see ``autocutlass.torch_ops``)."""
     try:
-        graph = _COMPILING() or _CUDA_AUTOCAST() or _GRAD() and (
+        graph = _COMPILING() or _AUTOCAST() or _GRAD() and (
             x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
             or (residual is not None and residual.requires_grad) or (mul is not None and mul.requires_grad))
     except AttributeError:  # not tensors: the dispatcher raises the error the eager API raises
@@ -137,7 +139,7 @@ def gemm(
     ``out`` may be ``c`` itself (an in-place update). Differentiable in a, b and c (dA = alpha dY
     B^T, dB = alpha A^T dY, dC = beta dY), each GEMM an autocutlass call."""
     try:
-        graph = _COMPILING() or (out is None and (_CUDA_AUTOCAST() or _GRAD() and (
+        graph = _COMPILING() or (out is None and (_AUTOCAST() or _GRAD() and (
             a.requires_grad or b.requires_grad or (c is not None and c.requires_grad))))
     except AttributeError:  # not tensors: the dispatcher raises the error the eager API raises
         graph = False
@@ -229,7 +231,7 @@ def conv2d(
     where a family computes them, by ``aten.convolution_backward`` otherwise), db sums dY; while
     autograd records, the activation runs after the kernel, in torch (as in ``linear``)."""
     try:
-        graph = _COMPILING() or _CUDA_AUTOCAST() or _GRAD() and (
+        graph = _COMPILING() or _AUTOCAST() or _GRAD() and (
             x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
             or (residual is not None and residual.requires_grad))
     except AttributeError:  # not tensors: the dispatcher raises the error the eager API raises

@@ -41,7 +41,7 @@ output to it, a no-op in practice).
 
 **When the ops are used** (``autocutlass.api``): an eager call goes straight to the dispatcher
 (no op boundary, whose dispatch costs about 10-16 us of host time) unless autograd must record it
-(grad mode on and an input requires grad) or CUDA autocast is on; then, and whenever
+(grad mode on and an input requires grad) or autocast is on (any device); then, and whenever
 torch.compile traces the call (``torch.compiler.is_compiling()``), the public function calls the
 graph-path functions of this module, which call ``torch.ops.autocutlass.*``. A compiled graph
 therefore holds ``torch.ops.autocutlass.*`` nodes; their real kernels run, when the graph runs,
@@ -657,10 +657,12 @@ _PLAIN = (Tensor, torch.nn.Parameter)
 def _rows_aligned(t: Tensor) -> Tensor:
     """``t`` (.., R, C) row-major, or a copy whose row stride is padded to a 16-byte multiple (the
     rule ``torch._grouped_mm`` and TMA share), as a view of the same shape."""
+    if t.numel() == 0:  # contiguous() keeps an empty expanded tensor's 0 strides
+        return t.new_zeros(t.shape)
     t = t.contiguous()
     align = 16 // t.element_size()
     c = t.shape[-1]
-    if c % align == 0 or c == 0:
+    if c % align == 0:
         return t
     buf = t.new_zeros((*t.shape[:-1], -(-c // align) * align))
     buf[..., :c] = t
@@ -842,6 +844,11 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None, activation: Any, resi
     activation and the mul run outside the kernel (see the module docstring), the residual stays
     in it."""
     _require_tensors("linear", x=x, weight=weight, bias=bias, residual=residual, mul=mul)
+    if (mul is not None or activation == gemm_fe.SWIGLU) and torch.is_autocast_enabled(x.device.type):
+        # what runs outside the op (the checks, the product with mul) sees the operands as the op's
+        # Autocast kernel casts them, so that the result has the autocast dtype as F.linear's would
+        dtype = torch.get_autocast_dtype(x.device.type)
+        x, weight, bias, residual, mul = (_cast(t, x.device.type, dtype) for t in (x, weight, bias, residual, mul))
     if isinstance(activation, str) and activation == gemm_fe.SWIGLU:
         if _records(x, weight, bias, residual, mul):  # the (M, 2N) product through the op, SwiGLU in torch
             gemm_fe.expected_result(Call(Op.LINEAR, x, weight, c=residual, bias=bias, mul=mul, swiglu=True))

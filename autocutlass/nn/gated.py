@@ -114,7 +114,8 @@ class GatedMLP(nn.Module):
         return group.weight, group.bias
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        packed = self._packed_views()
+        # under torch.compile the unpacked form (Dynamo cannot compare data pointers)
+        packed = None if torch.compiler.is_compiling() else self._packed_views()
         if packed is not None and not (torch.is_grad_enabled() and _records(x, child(self, "gate_proj"),
                                                                             child(self, "up_proj"))):  # fmt: skip
             h = self._group.hits.linear(x, packed[0], packed[1], "swiglu")  # type: ignore[union-attr]

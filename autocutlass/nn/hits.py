@@ -13,7 +13,7 @@ when the next call matches:
 * the same dispatcher (``autocutlass.reset()`` makes a new one), whose ``epoch`` has not moved
   (no memoised entry was dropped since: cleared, expired, replaced by a background tuning's
   winner) and the same policy (``autocutlass.policy(...)`` overrides it per thread);
-* autograd not recording, no CUDA autocast, no torch.compile tracing (those calls take
+* autograd not recording, no autocast, no torch.compile tracing (those calls take
   ``autocutlass.linear``, which routes them to the custom ops);
 * the input's shape, strides, dtype, device and 16-byte alignment residue, the very weight and
   bias tensors with the same data pointers (a ``param.data = ...`` moves them), shapes, strides
@@ -42,7 +42,7 @@ from autocutlass.ops.gemm.entries import LINEAR
 
 _COMPILING = torch.compiler.is_compiling
 _GRAD = torch.is_grad_enabled
-_AUTOCAST = torch.is_autocast_enabled
+_AUTOCAST = torch._C._is_any_autocast_enabled  # autocast for any device: such calls take api.linear
 _F32 = torch.float32
 
 

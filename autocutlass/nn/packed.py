@@ -190,9 +190,9 @@ class PackedLinear(Linear):
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         g, w, b = self._group, param(self, "weight"), param(self, "bias")
-        if (not g.enabled or (w.data_ptr(), None if b is None else b.data_ptr()) != g.ptrs[self._index] or _COMPILING()
+        if (_COMPILING() or not g.enabled or (w.data_ptr(), None if b is None else b.data_ptr()) != g.ptrs[self._index]
                 or _GRAD() and (input.requires_grad or w.requires_grad or (b is not None and b.requires_grad))):
-            return api.linear(input, w, b)  # parameters replaced, tracing or recording: its own GEMM
+            return api.linear(input, w, b)  # tracing (first: no data pointers then), replaced or recording
         part = g.take(self._index, input)
         return part if part is not None else g.compute(self._index, input)
 

@@ -265,7 +265,8 @@ def group_rows(offs: torch.Tensor, rows: int) -> torch.Tensor:
 def torch_grouped(call: GroupedCall) -> torch.Tensor:
     """The call computed by torch: ``torch._grouped_mm`` (in float32 when ``out_dtype`` is wider
     than the operands), rows past ``offs[-1]`` zeroed (2d_3d: ``tail.zero_tail``, on an sm_90
-    GPU by a kernel that writes only those rows), then the bias of each row's group,
+    GPU by a kernel that writes only those rows; 3d_2d: the columns past it), then the bias of each
+    row's group,
     then the activation. Row-major contiguous like the kernel's output (torch may pad the rows of
     an unaligned N on CUDA)."""
     x, w, offs, bias = call.x, call.w, call.offs, call.bias
@@ -274,14 +275,22 @@ def torch_grouped(call: GroupedCall) -> torch.Tensor:
         y = torch._grouped_mm(x, w, offs)
     else:
         y = torch._grouped_mm(x.float(), w.float(), offs).to(out_dt)
-    if form_of(x, w) is Form.M_GROUPED:
+    form = form_of(x, w)
+    if form is Form.M_GROUPED:
         # rows past offs[-1] are zero (torch leaves them unwritten); row t belongs to group g(t)
         assert offs is not None
         y = zero_tail(y, offs)
         if bias is not None:
             y = y + torch.cat([bias, bias.new_zeros((1, bias.shape[1]))])[group_rows(offs, y.shape[0])]
-    elif bias is not None:
-        y = y + bias.unsqueeze(1)
+    else:
+        if form is Form.N_GROUPED:
+            # columns past offs[-1] are zero too (torch leaves them unwritten: a backward that
+            # reuses this form, e.g. the 2d_2d form's dX, would read them), found on the device
+            assert offs is not None
+            cols = torch.arange(y.shape[-1], device=y.device, dtype=offs.dtype)
+            y = y.masked_fill(cols >= offs[-1], 0)
+        if bias is not None:
+            y = y + bias.unsqueeze(1)
     y = activate(y, call.activation)
     return y if y.is_contiguous() else y.contiguous()
 
