@@ -94,12 +94,13 @@ class FakeEvaluator:
     """In-process ``Evaluator``: outcomes come from ``score``; records what it was asked.
 
     The finals time a config at ``finals_score`` (default: ``score``) and torch at
-    ``finals_torch_ms`` (default: ``torch_ms``); ``finals_fail`` makes them return None (as the
+    ``finals_torch_ms`` (default: ``torch_ms``); ``finals_fail`` makes them return None (True: every
+    call; a predicate of a config: every call with a config it accepts, a finalist that faults) (as the
     pipeline does on a timeout or a crash). ``finals_calls`` records the configs of each call.
     """
 
     def __init__(self, score: Score, capacity: int = 3, torch_ms: float = 1.0, *, finals_score: Score | None = None,
-                 finals_torch_ms: float | None = None, finals_fail: bool = False) -> None:  # fmt: skip
+                 finals_torch_ms: float | None = None, finals_fail: Any = False) -> None:  # fmt: skip
         self.score = score
         self._capacity = capacity
         self.torch_ms = torch_ms
@@ -141,7 +142,7 @@ class FakeEvaluator:
     def finals(self, problem: GemmProblem, configs: list[dict[str, Any]], rounds: int) -> FinalsOutcome | None:
         assert not self._queue, "finals while candidates are in flight"
         self.finals_calls.append([dict(c) for c in configs])
-        if self.finals_fail:
+        if self.finals_fail is True or (callable(self.finals_fail) and any(self.finals_fail(c) for c in configs)):
             return None
         entries = []
         for params in configs:

@@ -165,3 +165,41 @@ def test_fp8_inputs_carry_scales_and_the_reference_applies_them() -> None:
     y = make_inputs(GemmProblem(m=8, n=8, k=8), device="cpu")
     y.run(runner)
     assert "scale_a" not in calls[1]
+
+
+@pytest.mark.parametrize("k", [64, 4096, 65536])
+@pytest.mark.parametrize("dtype", [DType.BF16, DType.FP16, DType.FP32])
+def test_a_wrong_epilogue_fails_verification_at_any_k(k: int, dtype: DType) -> None:
+    """The operands make a product of unit size at any K (B scaled by 1/sqrt(K)), so a dropped
+    bias, a wrong activation or a wrong beta is far outside the tolerance: unscaled, the product's
+    spread of sqrt(K) hid them (relu read as silu passed at K = 4096)."""
+    import torch.nn.functional as F
+
+    from autocutlass.ops.compare import torch_dtype
+    from autocutlass.ops.gemm import evaluation as ev
+    from autocutlass.ops.gemm.problem import Activation, Epilogue
+
+    cases = [
+        (Epilogue(bias=True), lambda acc, inp: acc),
+        (Epilogue(activation=Activation.RELU), lambda acc, inp: F.silu(acc)),
+        (Epilogue(activation=Activation.RELU), lambda acc, inp: F.gelu(acc)),
+        (Epilogue(with_c=True), lambda acc, inp: acc + inp.c.float()),
+    ]
+    for epi, wrong in cases:
+        p = GemmProblem(m=64, n=256, k=k, a_dtype=dtype, b_dtype=dtype, d_dtype=dtype,
+                        c_dtype=dtype if epi.with_c else None, epilogue=epi)  # fmt: skip
+        inp = ev.make_inputs(p, device="cpu")
+        ref = ev.reference(p, inp)
+        assert ev.check_output(p, ref.to(torch_dtype(dtype)), ref)[0]
+        acc = inp.a.float() @ inp.b.float()
+        ok, why = ev.check_output(p, wrong(acc, inp).to(torch_dtype(dtype)), ref)
+        assert not ok, (epi, k, dtype)
+
+
+def test_a_reference_that_overflowed_verifies_nothing() -> None:
+    from autocutlass.ops.compare import compare
+
+    ref = torch.randn(8, 8)
+    ref[1, 2] = float("inf")
+    ok, why = compare(torch.zeros(8, 8), ref, 1e-2, "bf16")
+    assert not ok and "reference" in why

@@ -163,12 +163,28 @@ def test_fallback_to_select_winner_when_the_finals_do_not_finish() -> None:
     ev = FakeEvaluator(search, torch_ms=2.0, finals_fail=True)
     sink = MemorySink()
     r = tune_problem(P, family(), sink, exhaustive=True, evaluator=ev, hard_key=HARD_KEY)
-    assert len(ev.finals_calls) == 1
+    contenders = ev.finals_calls[0]
+    assert len(ev.finals_calls) == 1 + len(contenders)  # then each finalist alone: all fail, none is blamed
+    assert all(call == [c] for call, c in zip(ev.finals_calls[1:], contenders, strict=True))
     assert r.best is not None and r.best.config == cfg(32) and r.best.timing == Timing(1.0, 1.0, 1.0, 20)
     assert r.finals == () and r.torch is not None and r.torch.median_ms == 2.0
-    assert r.stop_reason == "space exhausted; finals: did not finish, the search timings decide"
+    assert r.stop_reason == (f"space exhausted; finals: did not finish; re-verified alone, 0 of {len(contenders)} "
+                             "failed; the search timings decide")
     assert sink.best[P.key()][:2] == (cfg(32), 1.0)
     assert result_row(r)["finals"] == []
+
+
+def test_a_finalist_that_fails_the_finals_alone_cannot_win() -> None:
+    """The finals did not finish because one finalist faults (the search's fastest): re-verified
+    alone it fails again and is kept out; the next fastest wins on its search timing."""
+    search = table({config_key(cfg(32)): 1.00, config_key(cfg(64)): 1.02})
+    flaky = cfg(32)
+    ev = FakeEvaluator(search, torch_ms=2.0, finals_fail=lambda c: c == flaky)
+    sink = MemorySink()
+    r = tune_problem(P, family(), sink, exhaustive=True, evaluator=ev, hard_key=HARD_KEY)
+    assert r.best is not None and r.best.config == cfg(64)
+    assert sink.best[P.key()][0] == cfg(64)
+    assert "re-verified alone, 1 of" in r.stop_reason
 
 
 @dataclass
@@ -480,3 +496,17 @@ def test_tune_problem_runs_the_finals_over_real_worker_processes() -> None:
 
 def test_tuner_constants() -> None:
     assert (tuner.FINALISTS, tuner.FINAL_ROUNDS, tuner.FINALS_TIE_REL) == (4, 5, 0.005)
+
+
+def test_an_earlier_trial_that_fails_a_tightened_check_cannot_win() -> None:
+    """A resumed tuning's pool holds the earlier runs' trials; one whose config ``check`` rejects
+    now (a rule tightened since: checks are not hashed, the hard key stays) is kept out of the
+    polish's incumbent and of the winner's choice, though it is the fastest."""
+    sink = MemorySink()
+    search = table({config_key(cfg(128, 2)): 0.5, config_key(cfg(32)): 1.0}, default=2.0)
+    tune_problem(P, family(), sink, exhaustive=True, evaluator=FakeEvaluator(search, torch_ms=3.0), hard_key=HARD_KEY)
+    assert sink.best[P.key()][0] == cfg(128, 2)
+    tight = FakeFamily(tiles=(16, 32, 64, 128), stages=(1, 2), modes=("a",), smem=128, seeds=[FakeConfig(16, 1)])
+    r = tune_problem(P, tight, sink, exhaustive=True, evaluator=FakeEvaluator(search, torch_ms=3.0), hard_key=HARD_KEY)
+    assert r.best is not None and r.best.config == cfg(32)
+    assert sink.best[P.key()][0] == cfg(32)

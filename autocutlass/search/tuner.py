@@ -587,8 +587,13 @@ class _Tuning:
 
     def _incumbent(self) -> TrialResult | None:
         """The fastest ok trial of this run (and, with ``resume``, of the earlier ones) in the space."""
-        pool = [r for r in (*self.prior, *self.results) if r.ok and self.space.get(r.key) is not None]
+        pool = [r for r in (*self.prior, *self.results) if r.ok and self._feasible(r.key)]
         return min(pool, key=lambda r: (r.timing.median_ms, self._simplicity(r.config)), default=None)  # type: ignore[union-attr]
+
+    def _feasible(self, key: str) -> bool:
+        """Whether ``key`` is a config of the space that ``check`` accepts now (a trial recorded
+        earlier may fail a rule tightened since: the checks are not part of the source hash)."""
+        return self.space.get(key) is not None and self.space.rejection(key) is None
 
     def _new_neighbours(self, incumbent: TrialResult) -> list[Candidate[Any]]:
         """Feasible candidates one field away from ``incumbent``, not evaluated in this run nor
@@ -647,8 +652,8 @@ class _Tuning:
         if self.resume:
             mine = {r.trial_id for r in self.results}
             pool += [r for r in _prior_results(self.sink, self.problem, self.hard_key, self.family.name)
-                     if r.trial_id not in mine and self.space.get(r.key) is not None]  # fmt: skip
-        return pool
+                     if r.trial_id not in mine and self._feasible(r.key)]  # fmt: skip
+        return [r for r in pool if self._feasible(r.key)]
 
     def _finals(self, pool: Sequence[TrialResult]) -> _Finals:
         """Step 7 of the module doc: the pool's fastest distinct configs head to head."""
@@ -660,7 +665,9 @@ class _Tuning:
             return _Finals(note="; finals: not supported by the evaluator")
         outcome: FinalsOutcome | None = run(self.problem, [dict(c.config) for c in contenders], FINAL_ROUNDS)
         if outcome is None:
-            return _Finals(note="; finals: did not finish, the search timings decide")
+            failed = self._failing_alone(contenders)
+            return _Finals(failed=failed, note=f"; finals: did not finish; re-verified alone, {len(failed)} of "
+                                               f"{len(contenders)} failed; the search timings decide")  # fmt: skip
         timed, failed = [], []
         for c, e in zip(contenders, outcome.entries, strict=True):
             if e.state == OK and e.timing is not None:
@@ -672,6 +679,21 @@ class _Tuning:
         if failed:
             note += f" ({len(failed)} failed)"
         return _Finals(tuple(timed), frozenset(failed), outcome.torch, note)
+
+    def _failing_alone(self, contenders: Sequence[TrialResult]) -> frozenset[str]:
+        """After finals that did not finish (a fault or a timeout of one of them, unknown which):
+        each finalist verified and timed alone for one round; the keys of those that fail, kept out
+        of the winner's choice. When every one fails alone, the cause is not theirs: none is
+        blamed."""
+        run = self.evaluator.finals  # type: ignore[attr-defined]
+        failed = []
+        for c in contenders:
+            alone: FinalsOutcome | None = run(self.problem, [dict(c.config)], 1)
+            if alone is None or not alone.entries or alone.entries[0].state != OK:
+                failed.append(c.key)
+                log.warning("finals: %s fails alone (%s)", c.config,
+                            "did not finish" if alone is None or not alone.entries else alone.entries[0].reason)  # fmt: skip
+        return frozenset() if len(failed) == len(contenders) else frozenset(failed)
 
     def _abandoned(self) -> TuneResult:
         """The result of a run stopped by the caller: its trials so far, no winner recorded."""
