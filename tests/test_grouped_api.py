@@ -412,6 +412,28 @@ def test_evaluation_verifies_a_correct_runner_and_rejects_wrong_ones(w_major: Ma
     assert evaluation.check_output(p, base, ref)[0]
 
 
+def test_evaluation_verifies_uneven_and_empty_routings_too() -> None:
+    """The search's inputs are routed evenly; a runner that ignores the offsets and gives each
+    expert T/E rows passes that routing alone, and fails the skewed and empty-expert ones that
+    ``verify`` adds (the prepared inputs' timing routing is left as it is)."""
+    p = GroupedGemmProblem(experts=4, t=64, n=24, k=32, x_dtype=DType.BF16, w_dtype=DType.BF16, out_dtype=DType.BF16,
+                           w_major=Major.COL)  # fmt: skip
+    inputs = evaluation.make_inputs(p, device="cpu")
+    ref = evaluation.reference(p, inputs)
+    even = inputs.offs.clone()
+
+    def good(x: Any, w: Any, offs: Any, out: Any, *, bias: Any = None) -> None:
+        out.copy_(torch_grouped_ref(x, w, offs, bias, Activation.NONE))
+
+    def even_rows(x: Any, w: Any, offs: Any, out: Any, *, bias: Any = None) -> None:
+        good(x, w, even, out)
+
+    assert evaluation.verify(good, p, inputs, ref) == (True, None)
+    ok, why = evaluation.verify(even_rows, p, inputs, ref)
+    assert not ok and "skewed routing" in str(why)
+    assert torch.equal(inputs.offs, even) and set(inputs.variants) == set(evaluation.VERIFY_ROUTINGS)
+
+
 def torch_grouped_ref(x: Any, w: Any, offs: Any, bias: Any, act: Activation) -> torch.Tensor:
     from autocutlass.ops.grouped.frontend import torch_grouped
 

@@ -18,7 +18,7 @@ the GPU tests use (every even expert empty; all rows to the middle expert).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -82,6 +82,9 @@ class GroupedInputs:
     offs: torch.Tensor
     out: torch.Tensor
     bias: torch.Tensor | None
+    variants: dict[str, tuple[GroupedInputs, torch.Tensor]] = field(default_factory=dict, compare=False, repr=False)
+    """The same operands routed otherwise, with their references (``verify``), made on first use
+    and gone with these inputs."""
 
     @property
     def output(self) -> torch.Tensor:
@@ -141,12 +144,39 @@ def check_output(problem: GroupedGemmProblem, out: torch.Tensor, ref: torch.Tens
     return compare(out, ref, tolerance(problem), problem.out_dtype.value)
 
 
+VERIFY_ROUTINGS = ("skewed", "empty-even")
+"""Routings a candidate is verified on besides the prepared inputs' own (balanced): experts of
+uneven sizes, and empty experts (a kernel that assumed T/E rows per expert passed the balanced
+check alone)."""
+
+def _variant(problem: GroupedGemmProblem, inputs: GroupedInputs, routing: str) -> tuple[GroupedInputs, torch.Tensor]:
+    """``inputs``' operands routed as ``routing``, and their reference (made once per inputs)."""
+    got = inputs.variants.get(routing)
+    if got is None:
+        offs = offsets(problem.t, problem.experts, routing, device=inputs.x.device)
+        variant = GroupedInputs(inputs.x, inputs.w, offs, inputs.out, inputs.bias)
+        got = inputs.variants[routing] = (variant, reference(problem, variant))
+    return got
+
+
 def verify(runner: Any, problem: GroupedGemmProblem, inputs: GroupedInputs, ref: torch.Tensor) -> tuple[bool, str | None]:
-    """Poison the output, run ``runner`` once, wait, compare with ``ref``."""
+    """Poison the output, run ``runner`` once, wait, compare with ``ref``; then the same on the
+    same operands routed as ``VERIFY_ROUTINGS`` (their references made once per problem)."""
     inputs.poison()
     inputs.run(runner)
     synchronize(inputs.out)
-    return check_output(problem, inputs.out, ref)
+    ok, why = check_output(problem, inputs.out, ref)
+    if not ok or problem.experts < 2:
+        return ok, why
+    for routing in VERIFY_ROUTINGS:
+        variant, vref = _variant(problem, inputs, routing)
+        variant.poison()
+        variant.run(runner)
+        synchronize(variant.out)
+        ok, why = check_output(problem, variant.out, vref)
+        if not ok:
+            return False, f"{routing} routing: {why}"
+    return True, None
 
 
 def torch_baseline(problem: GroupedGemmProblem, inputs: GroupedInputs) -> Any:
