@@ -245,9 +245,13 @@ def _real_layers() -> Layers:
     def open_store(s: Settings) -> tuple[Store, Any]:
         from autocutlass.campaign.sink import SharedTuningSink
         from autocutlass.db import LayeredStore, TuningStore
+        from autocutlass.settings import DbTimeouts
 
-        user = TuningStore(s.db_url)
-        return LayeredStore(user, s.shipped_dbs_dir), SharedTuningSink(user)
+        # lookups and misses, on the user's call: short lock waits (DbTimeouts.serving); the
+        # tuning's records: the patient default (a trial must not be lost to a busy file)
+        timeouts = DbTimeouts.from_env()
+        serving = TuningStore(s.db_url, timeouts=timeouts.serving())
+        return LayeredStore(serving, s.shipped_dbs_dir), SharedTuningSink(TuningStore(s.db_url, timeouts=timeouts))
 
     def tune(
         problem: Any, family: Family, sink: Any, hard_key: HardKey, device_index: int, s: Settings, *,

@@ -45,6 +45,7 @@ grouped problems need it on too.
 from __future__ import annotations
 
 import logging
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -244,6 +245,12 @@ def _seconds(env: dict[str, str], name: str, default: float, zero: str = "no lim
     return value
 
 
+def _serving_busy_s() -> float:
+    from autocutlass.db.location import SERVING_BUSY_S  # the database layer's constant
+
+    return SERVING_BUSY_S
+
+
 @dataclass(frozen=True)
 class DbTimeouts:
     """How long one call may wait on a tuning-database server, in seconds (0: no limit).
@@ -255,6 +262,17 @@ class DbTimeouts:
 
     connect_s: float = 3.0
     statement_s: float = 5.0
+    busy_s: float = 30.0
+    """How long one SQLite statement waits for another process's lock (``busy_timeout``)."""
+    attempts: int = 8
+    """Attempts of one transaction that keeps failing with a transient lock error."""
+
+    def serving(self) -> DbTimeouts:
+        """These timeouts for the store a user's call reads and records misses through: a SQLite
+        lock held by another process (a campaign writing, ``db merge``) is waited for
+        ``db.location.SERVING_BUSY_S`` and retried once, then the call goes on without the database (its
+        backoff), instead of waiting 30 s a statement, 8 times."""
+        return dataclasses.replace(self, busy_s=min(self.busy_s, _serving_busy_s()), attempts=2)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> DbTimeouts:

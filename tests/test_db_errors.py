@@ -17,6 +17,7 @@ from autocutlass.db import engine as eng
 from autocutlass.device import HardKey
 from autocutlass.errors import DatabaseError, SchemaMismatch
 from autocutlass.ops.gemm.problem import GemmProblem
+from autocutlass.settings import DbTimeouts
 
 HK = HardKey("NVIDIA H100 80GB HBM3", cc="9.0", sm_count=132, dsl_version="4.8.1", kernel_hash="k0", protocol_version=1)
 P = GemmProblem(m=256, n=4096, k=4096)
@@ -192,15 +193,13 @@ def test_lock_held_beyond_retries_is_a_database_error(tmp_path: Path, monkeypatc
     path = tmp_path / "busy.sqlite"
     TuningStore(path).check()
     release(path)
-    monkeypatch.setattr(eng, "SQLITE_BUSY_TIMEOUT_MS", 10)
-    monkeypatch.setattr(eng, "MAX_ATTEMPTS", 2)
     locked = threading.Event()
     holder = threading.Thread(target=_hold_write_lock, args=(path, 1.0, locked))
     holder.start()
     locked.wait(10)
     try:
         with pytest.raises(DatabaseError, match="locked") as info:
-            TuningStore(path).record_trial(P, HK, "f", {}, "ok", median_ms=1.0)
+            TuningStore(path, timeouts=DbTimeouts(busy_s=0.01, attempts=2)).record_trial(P, HK, "f", {}, "ok", median_ms=1.0)
     finally:
         holder.join()
     assert str(path) in str(info.value)
@@ -242,3 +241,36 @@ def test_unreadable_stored_problem_is_skipped_by_lookup_and_named_elsewhere(
     with pytest.raises(DatabaseError, match="cannot read") as info:
         store.bests()
     assert str(path) in str(info.value)
+
+
+def test_a_serving_store_gives_a_held_lock_a_quarter_second(tmp_path: Path) -> None:
+    """The store a user's call reads and records misses through (``DbTimeouts.serving``) waits
+    about a quarter second for another process's write lock and retries once, then reports the
+    database unusable (dispatch then goes on without it): not 30 s a statement, 8 times."""
+    path = tmp_path / "busy.sqlite"
+    TuningStore(path).check()
+    release(path)
+    locked = threading.Event()
+    holder = threading.Thread(target=_hold_write_lock, args=(path, 5.0, locked))
+    holder.start()
+    locked.wait(10)
+    try:
+        serving = TuningStore(path, timeouts=DbTimeouts().serving())
+        with pytest.raises(DatabaseError, match="locked"):  # given up while the holder still holds it
+            serving.record_miss(P, HK)
+    finally:
+        holder.join()
+    with serving._engine().connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 250
+    assert DbTimeouts().serving().busy_s == 0.25 and DbTimeouts().busy_s == 30.0
+
+
+def test_every_driver_error_but_a_constraint_is_the_databases() -> None:
+    """A read-only PostgreSQL role's ``permission denied`` (ProgrammingError) or a hot standby's
+    ``read-only transaction`` (InternalError) is a storage failure: a DatabaseError the user's call
+    survives, not an exception escaping into it; a violated constraint is ours to handle."""
+    from sqlalchemy import exc as sa_exc
+
+    for cls in (sa_exc.ProgrammingError, sa_exc.InternalError, sa_exc.OperationalError, sa_exc.NotSupportedError):
+        assert eng._is_storage_failure(cls("SELECT 1", {}, Exception("denied")))
+    assert not eng._is_storage_failure(sa_exc.IntegrityError("INSERT", {}, Exception("duplicate key")))

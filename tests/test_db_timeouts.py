@@ -175,7 +175,10 @@ def test_backoff_doubles_to_its_ceiling_and_a_success_ends_the_outage(caplog: py
 
 def test_pg_connect_args() -> None:
     args = eng._pg_connect_args("postgresql+psycopg://u@h/db", read_only=False, timeouts=DbTimeouts(2.5, 1.5))
-    assert args == {"connect_timeout": 3, "options": "-c statement_timeout=1500"}
+    # the client notices a server that stops answering (its statement_timeout cannot reach it):
+    # keepalives after the statement's time, unacknowledged data after connect + statement time
+    assert args == {"connect_timeout": 3, "options": "-c statement_timeout=1500", "keepalives_idle": 2,
+                    "tcp_user_timeout": 4000, "keepalives": 1, "keepalives_interval": 1, "keepalives_count": 3}  # fmt: skip
     args = eng._pg_connect_args("postgresql+psycopg://u@h/db", read_only=True, timeouts=DbTimeouts(0, 0))
     assert args == {"options": "-c default_transaction_read_only=on"}
     # What the URL says itself wins (connect_timeout) or is kept (options).
@@ -183,7 +186,8 @@ def test_pg_connect_args() -> None:
         "postgresql+psycopg://u@h/db?connect_timeout=10&options=-c%20search_path%3Dac", read_only=False,
         timeouts=DbTimeouts(3, 5),
     )  # fmt: skip
-    assert args == {"options": "-c statement_timeout=5000 -c search_path=ac"}
+    assert args == {"options": "-c statement_timeout=5000 -c search_path=ac", "keepalives_idle": 5,
+                    "tcp_user_timeout": 8000, "keepalives": 1, "keepalives_interval": 1, "keepalives_count": 3}  # fmt: skip
 
 
 def test_timeout_settings() -> None:

@@ -67,20 +67,22 @@ _PG_RETRY_STATES = frozenset({"40001", "40P01"})
 # ---- engines -------------------------------------------------------------------------------
 
 
-def _install_sqlite_listeners(engine: Engine, *, read_only: bool) -> None:
+def _install_sqlite_listeners(engine: Engine, *, read_only: bool, busy_ms: int | None = None) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
         # Take transaction control away from the sqlite3 module; "begin" below emits BEGIN.
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
         try:
-            cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            cur.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_MS if busy_ms is None else busy_ms)}")
             cur.execute("PRAGMA foreign_keys = ON")
             if not read_only:
                 mode = cur.execute("PRAGMA journal_mode").fetchone()
                 if mode is None or str(mode[0]).lower() not in {"wal", "memory"}:
                     cur.execute("PRAGMA journal_mode = WAL")
-                cur.execute("PRAGMA synchronous = NORMAL")
+                # FULL: a committed trial or best survives a power loss or an OS crash too (WAL
+                # with NORMAL may roll the last commits back); one fsync per commit
+                cur.execute("PRAGMA synchronous = FULL")
         finally:
             cur.close()
 
@@ -101,6 +103,15 @@ def _pg_connect_args(url: str, *, read_only: bool, timeouts: DbTimeouts) -> dict
         options.append(f"-c statement_timeout={max(1, round(timeouts.statement_s * 1000))}")
     if read_only:
         options.append("-c default_transaction_read_only=on")
+    # a server that stops answering mid-connection: statement_timeout is the server's, so the
+    # client detects the silence itself (keepalives; unacknowledged data after tcp_user_timeout)
+    bound = timeouts.statement_s + timeouts.connect_s
+    if bound > 0:
+        for name, value in (("keepalives", 1), ("keepalives_idle", max(1, math.ceil(timeouts.statement_s or 1))),
+                            ("keepalives_interval", 1), ("keepalives_count", 3),
+                            ("tcp_user_timeout", max(1000, round(bound * 1000)))):  # fmt: skip
+            if name not in query:
+                args[name] = value
     if options:
         given = query.get("options")
         args["options"] = " ".join([*options, *([given] if isinstance(given, str) else list(given or ()))])
@@ -152,7 +163,8 @@ def make_engine(
             f"Cannot open the tuning database {loc.display}: its database driver is not installed ({e})."
         ) from e
     if engine.dialect.name == "sqlite":
-        _install_sqlite_listeners(engine, read_only=read_only)
+        busy_ms = None if timeouts is None else max(1, round(timeouts.busy_s * 1000))
+        _install_sqlite_listeners(engine, read_only=read_only, busy_ms=busy_ms)
     elif engine.dialect.name != "postgresql":
         engine.dispose()
         raise DatabaseError(
@@ -256,8 +268,11 @@ def is_transient(e: sa_exc.DBAPIError) -> bool:
 
 
 def _is_storage_failure(e: sa_exc.DBAPIError) -> bool:
-    """Errors of the store itself (unreachable, corrupt, locked, read-only), not of our SQL."""
-    return isinstance(e, sa_exc.OperationalError) or type(e) is sa_exc.DatabaseError
+    """Errors of the store itself (unreachable, corrupt, locked, read-only: a read-only role's
+    ``permission denied`` is a ProgrammingError, a hot standby's ``read-only transaction`` an
+    InternalError), as opposed to a constraint our writes rely on (IntegrityError): every other
+    driver error is the database's, and a user's call goes on without it."""
+    return not isinstance(e, sa_exc.IntegrityError)
 
 
 def storage_error(loc: DbLocation, e: sa_exc.DBAPIError) -> DatabaseError:
@@ -272,15 +287,15 @@ def storage_error(loc: DbLocation, e: sa_exc.DBAPIError) -> DatabaseError:
     )
 
 
-def call(loc: DbLocation, fn: Callable[[], T]) -> T:
-    """Run ``fn`` (one whole transaction, safe to repeat) with bounded retries on transient lock
-    errors; storage failures become DatabaseError, other database errors propagate."""
+def call(loc: DbLocation, fn: Callable[[], T], attempts: int = MAX_ATTEMPTS) -> T:
+    """Run ``fn`` (one whole transaction, safe to repeat) with at most ``attempts`` tries on
+    transient lock errors; storage failures become DatabaseError, other database errors propagate."""
     attempt = 0
     while True:
         try:
             return fn()
         except sa_exc.DBAPIError as e:
-            if is_transient(e) and attempt + 1 < MAX_ATTEMPTS:
+            if is_transient(e) and attempt + 1 < attempts:
                 time.sleep(retry_pause(attempt))
                 attempt += 1
                 continue

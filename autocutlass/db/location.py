@@ -17,6 +17,9 @@ from urllib.parse import quote
 from autocutlass.errors import DatabaseError
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+SERVING_BUSY_S = 0.25
+"""How long one SQLite statement of a user's call (lookups, misses) waits for another process's
+lock (``settings.DbTimeouts.serving``)."""
 """How long one SQLite statement waits for another process's lock before reporting busy."""
 
 MAX_ATTEMPTS = 8
@@ -81,8 +84,11 @@ def sqlite_unwritable(path: Path) -> str | None:
     """Why this process cannot write the existing SQLite file ``path``, or None when it can (or
     the file does not exist). Decided by ``os.access``: permissions, read-only mounts and
     immutable attributes, as they apply to this process (root included)."""
-    if not path.is_file():
-        return None
+    try:
+        if not path.is_file():
+            return None
+    except OSError as e:  # a directory this process cannot enter (EACCES)
+        raise DatabaseError(f"Cannot read the tuning database {path}: {e}") from e
     if not os.access(path, os.W_OK):
         return "the file is not writable"
     if not os.access(path.parent, os.W_OK | os.X_OK):
@@ -99,7 +105,10 @@ def sqlite_read_only_uri(path: Path, *, immutable: bool = False) -> tuple[str, b
     """
     if not immutable and not os.access(path.parent, os.W_OK | os.X_OK):
         wal = Path(f"{path}-wal")
-        immutable = not (wal.is_file() and wal.stat().st_size > 0)
+        try:
+            immutable = not (wal.is_file() and wal.stat().st_size > 0)
+        except OSError:  # cannot look: not immutable (opening it then fails with a DatabaseError)
+            immutable = False
     return f"file:{quote(str(path))}?mode=ro" + ("&immutable=1" if immutable else ""), immutable
 
 
@@ -121,8 +130,9 @@ def sqlite_failure(loc: DbLocation, code: int | None, detail: str) -> DatabaseEr
         )
     if code in (SQLITE_BUSY, SQLITE_LOCKED):
         return DatabaseError(
-            f"The tuning database {loc.display} stayed locked by another process through "
-            f"{MAX_ATTEMPTS} attempts of {SQLITE_BUSY_TIMEOUT_MS // 1000} s each (sqlite: {detail}). "
+            f"The tuning database {loc.display} stayed locked by another process through every attempt "
+            f"(a user's call waits {SERVING_BUSY_S} s, the tuner and the CLI {SQLITE_BUSY_TIMEOUT_MS // 1000} s, "
+            f"{MAX_ATTEMPTS} times; sqlite: {detail}). "
             "Check for a stuck autocutlass process, or point AUTOCUTLASS_DB at another file."
         )
     return DatabaseError(

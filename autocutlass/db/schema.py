@@ -37,6 +37,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from autocutlass.db.engine import (
+    MAX_ATTEMPTS,
     SQLITE_BUSY_TIMEOUT_MS,
     DbLocation,
     call,
@@ -156,7 +157,7 @@ def _lock_for_ddl(conn: Connection) -> None:
         conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_SCHEMA_LOCK})
 
 
-def ensure_schema(engine: Engine, loc: DbLocation, *, read_only: bool) -> None:
+def ensure_schema(engine: Engine, loc: DbLocation, *, read_only: bool, attempts: int = MAX_ATTEMPTS) -> None:
     """Check the version of the database behind ``engine``; create the tables if it is empty.
 
     Raises SchemaMismatch or DatabaseError as described in the module docstring (EmptyDatabase
@@ -181,7 +182,7 @@ def ensure_schema(engine: Engine, loc: DbLocation, *, read_only: bool) -> None:
             elif found != SCHEMA_VERSION:
                 raise _mismatch(loc, found)
 
-    call(loc, _check_read_only if read_only else _check_or_create)
+    call(loc, _check_read_only if read_only else _check_or_create, attempts)
 
 
 def backup_path(path: Path, version: int) -> Path:

@@ -44,6 +44,7 @@ from autocutlass.db.location import (
 )
 from autocutlass.db.versions import META_TABLE, SCHEMA_VERSION, VERSION_KEY, mismatch, not_ours, parse_version
 from autocutlass.device import HardKey
+from autocutlass.errors import DatabaseError
 
 T = TypeVar("T")
 
@@ -92,10 +93,13 @@ class SqliteReader:
     """Read-only lookups in the SQLite tuning database at ``loc`` (module docstring).
     ``immutable``: the file never changes while it is open (shipped databases): no locking."""
 
-    def __init__(self, loc: DbLocation, *, immutable: bool = False) -> None:
+    def __init__(self, loc: DbLocation, *, immutable: bool = False, busy_s: float | None = None,
+                 attempts: int = MAX_ATTEMPTS) -> None:  # fmt: skip
         if loc.sqlite_path is None:
             raise ValueError(f"{loc.display} is not a SQLite file")
         self.loc = loc
+        self._busy_s = SQLITE_BUSY_TIMEOUT_MS / 1000 if busy_s is None else busy_s
+        self._attempts = attempts
         self._path = loc.sqlite_path
         self._immutable = immutable
         self._lock = threading.Lock()
@@ -109,10 +113,13 @@ class SqliteReader:
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
         self._conn = None  # inherited through fork: the parent's, never closed or used here
-        if not self._path.exists():  # not yet created (a directory there fails to open, as it should)
-            return None
+        try:
+            if not self._path.exists():  # not yet created (a directory there fails to open, as it should)
+                return None
+        except OSError as e:  # a directory this process cannot enter (EACCES): not a crash of the call
+            raise DatabaseError(f"Cannot read the tuning database {self.loc.display}: {e}") from e
         uri, _ = sqlite_read_only_uri(self._path, immutable=self._immutable)
-        conn = sqlite3.connect(uri, uri=True, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
+        conn = sqlite3.connect(uri, uri=True, timeout=self._busy_s, check_same_thread=False,
                                isolation_level=None)  # fmt: skip
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -151,7 +158,7 @@ class SqliteReader:
                 primary = code & 0xFF if isinstance(code, int) else None
                 with self._lock:
                     self._drop()
-                if primary in (SQLITE_BUSY, SQLITE_LOCKED) and attempt + 1 < MAX_ATTEMPTS:
+                if primary in (SQLITE_BUSY, SQLITE_LOCKED) and attempt + 1 < self._attempts:
                     time.sleep(retry_pause(attempt))
                     attempt += 1
                     continue

@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from autocutlass.db.location import resolve
+from autocutlass.db.location import MAX_ATTEMPTS, resolve
 from autocutlass.db.records import (
     BestRecord,
     LookupSource,
@@ -145,7 +145,9 @@ class TuningStore:
         self._read_only = read_only or immutable
         self._immutable = immutable
         fast = self._loc.sqlite_path is not None and os.environ.get(SQLITE_READS_ENV, "1").strip() != "0"
-        self._reader = SqliteReader(self._loc, immutable=immutable) if fast else None
+        self._attempts = MAX_ATTEMPTS if timeouts is None else timeouts.attempts
+        self._reader = (SqliteReader(self._loc, immutable=immutable, busy_s=None if timeouts is None else timeouts.busy_s,
+                                     attempts=self._attempts) if fast else None)  # fmt: skip
         self._timeouts = timeouts
         self._read_only_reason: str | None = "opened read-only" if self._read_only else None
         self._access_checked = self._read_only
@@ -192,7 +194,7 @@ class TuningStore:
             read_only=read_only,
             immutable=self._immutable,
             timeouts=self._timeouts,
-            prepare=lambda e: ensure_schema(e, self._loc, read_only=read_only),
+            prepare=lambda e: ensure_schema(e, self._loc, read_only=read_only, attempts=self._attempts),
         )
 
     def _read(self, fn: Callable[[Session], T], empty: T) -> T:
@@ -207,7 +209,7 @@ class TuningStore:
             with eng.session(engine, write=False) as s:
                 return fn(s)
 
-        return eng.call(self._loc, _tx)
+        return eng.call(self._loc, _tx, self._attempts)
 
     def _write(self, fn: Callable[[Session], T]) -> T:
         """Run ``fn`` in one write transaction, retried as a whole on lock contention."""
@@ -224,15 +226,20 @@ class TuningStore:
             with eng.session(engine, write=True) as s:
                 return fn(s)
 
-        return eng.call(self._loc, _tx)
+        return eng.call(self._loc, _tx, self._attempts)
 
     def _sqlite_reader(self) -> SqliteReader | None:
         """The standard-library reader that answers lookups of a SQLite file without SQLAlchemy
         (``db.sqlite_read``), or None for a database server. A read-only store of a file that
         does not exist raises DatabaseError, as its SQLAlchemy path does."""
         path = self._loc.sqlite_path
-        if self._reader is not None and self._read_only and path is not None and not path.is_file():
-            raise DatabaseError(f"The tuning database {self.display} does not exist.")
+        if self._reader is not None and self._read_only and path is not None:
+            try:
+                missing = not path.is_file()
+            except OSError as e:  # a directory this process cannot enter (EACCES)
+                raise DatabaseError(f"Cannot read the tuning database {self.display}: {e}") from e
+            if missing:
+                raise DatabaseError(f"The tuning database {self.display} does not exist.")
         return self._reader
 
     def check(self) -> None:
