@@ -729,7 +729,7 @@ def _serialise_sqlite(storage: RDBStorage) -> None:
         try:
             cur.execute(f"PRAGMA busy_timeout = {eng.SQLITE_BUSY_TIMEOUT_MS}")
             cur.execute("PRAGMA journal_mode = WAL")
-            cur.execute("PRAGMA synchronous = NORMAL")
+            cur.execute("PRAGMA synchronous = FULL")
         finally:
             cur.close()
 
