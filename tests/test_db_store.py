@@ -309,3 +309,24 @@ def test_problems_of_every_op_are_stored_and_looked_up_by_their_own_rules(store:
         ("conv2d", '{"c":256,"h":14,"k":512,"n":16,"r":1,"s":1,"w":14}'),
         ("grouped_mm", '{"experts":8,"k":2048,"n":1024,"t":100}'),
     ]
+
+
+def test_a_copy_of_the_file_alone_holds_the_recorded_bests(tmp_path: Path) -> None:
+    """After a best is recorded, the write-ahead log is checkpointed into the file: copying the
+    file alone (while the writer is still open, as a ``cp`` of a live database does) keeps it."""
+    import shutil
+
+    from autocutlass.device import HardKey
+    from autocutlass.ops.gemm.problem import GemmProblem
+
+    hk = HardKey("NVIDIA H100 80GB HBM3", cc="9.0", sm_count=132, dsl_version="4.8.1", kernel_hash="k0",
+                 protocol_version=1)  # fmt: skip
+    p = GemmProblem(m=256, n=512, k=512)
+    path = tmp_path / "live.sqlite"
+    store = TuningStore(path)
+    store.record_trial(p, hk, "f", {"tile": 1}, "ok", median_ms=1.0)
+    store.record_best(p, hk, "f", {"tile": 1}, 1.0, 100.0)
+    copy = tmp_path / "copy.sqlite"
+    shutil.copyfile(path, copy)  # the file alone, no -wal
+    got = TuningStore(copy, read_only=True).lookup(p, hk)
+    assert got is not None and got.config == {"tile": 1}

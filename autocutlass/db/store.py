@@ -492,7 +492,22 @@ class TuningStore:
                 keep_faster=keep_faster,
             )
 
-        return self._write(_tx)
+        stored = self._write(_tx)
+        self._checkpoint()
+        return stored
+
+    def _checkpoint(self) -> None:
+        """After a tuning's verdict: move a SQLite file's write-ahead log into the file itself
+        (``wal_checkpoint(PASSIVE)``: it waits for nobody, and does what readers allow), so that a
+        copy of the file alone (``cp`` of a live database, or of one whose writer was killed) holds
+        the finished tunings. Best effort: a failure changes nothing recorded."""
+        if not self._loc.is_sqlite or self._read_only:
+            return
+        try:
+            with self._engine().connect() as conn:
+                conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+        except Exception as e:  # noqa: BLE001 - the records are committed; the log stays as SQLite keeps it
+            logger.debug("autocutlass: WAL checkpoint of %s skipped: %s", self.display, e)
 
     def record_miss(self, problem: OpProblem, hard_key: HardKey) -> None:
         """Count one lookup miss of ``problem`` on ``hard_key`` (for ``autocutlass tune --pending``)."""
