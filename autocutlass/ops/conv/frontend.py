@@ -26,6 +26,7 @@ Three outcomes, as for the GEMM ops:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -60,22 +61,37 @@ def verdicts_in_benchmark_mode() -> bool:
     return bool(_cudnn_benchmark())
 
 
+def _int(v: Any) -> int | None:
+    """``v`` as an int when it is one (a Python int, a numpy integer: ``__index__``), not a bool."""
+    if isinstance(v, bool) or not hasattr(v, "__index__"):
+        return None
+    return operator.index(v)
+
+
 def _pair(v: Any, name: str) -> tuple[int, int]:
-    if isinstance(v, int) and not isinstance(v, bool):
-        return (v, v)
-    t = tuple(v)
+    one = _int(v)
+    if one is not None:
+        return (one, one)
+    try:
+        t = tuple(v)
+    except TypeError:
+        raise RuntimeError(f"autocutlass.conv2d: {name} must be an int or a pair of ints, got {v!r}") from None
     if len(t) == 1:
         t = (t[0], t[0])
-    if len(t) != 2 or not all(isinstance(i, int) and not isinstance(i, bool) for i in t):
+    ints = [_int(i) for i in t]
+    if len(t) != 2 or any(i is None for i in ints):
         raise RuntimeError(f"autocutlass.conv2d: {name} must be an int or a pair of ints, got {v!r}")
-    return (int(t[0]), int(t[1]))
+    return (ints[0], ints[1])  # type: ignore[return-value]
 
 
 def _key_pair(v: Any) -> tuple[Any, ...]:
     """``v`` (a sequence) as a memo-key part that tells ints from the floats and bools equal to them
     (``(1.0, 1.0) == (1, 1)``): torch rejects those, so their calls must not share an int call's
     entry."""
-    t = tuple(v)
+    try:
+        t = tuple(v)
+    except TypeError:  # a scalar that is not a Python int (a numpy integer, a float)
+        return ("typed", (v.__class__, v))
     if all(i.__class__ is int for i in t):
         return t
     return ("typed", *((i.__class__, i) for i in t))
@@ -122,7 +138,7 @@ def expected_output(call: ConvCall) -> torch.Tensor:
     """A meta tensor of the output; raises as ``F.conv2d`` does for invalid calls."""
     x, w, bias, res = call.x, call.weight, call.bias, call.residual
     for name, t in (("input", x), ("weight", w), ("bias", bias), ("residual", res)):
-        if t is not None and not isinstance(t, torch.Tensor):
+        if (t is not None or name in ("input", "weight")) and not isinstance(t, torch.Tensor):
             raise TypeError(f"autocutlass.conv2d: {name} must be a torch.Tensor, got {type(t).__name__}")
     devices = {t.device for t in (x, w, bias, res) if t is not None}
     if len(devices) > 1:
@@ -131,6 +147,23 @@ def expected_output(call: ConvCall) -> torch.Tensor:
     def m(t: torch.Tensor | None) -> torch.Tensor | None:
         return None if t is None else torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
 
+    # checked here with torch's messages: the meta kernel raises ZeroDivisionError/IndexError for them
+    if w.dim() != 4:
+        raise RuntimeError(f"autocutlass.conv2d: expected a 4-D weight (out, in/groups, kH, kW), got shape {tuple(w.shape)}")
+    if x.dim() not in (3, 4):
+        raise RuntimeError(f"autocutlass.conv2d: expected a 3-D (unbatched) or 4-D (batched) input, got shape "
+                           f"{tuple(x.shape)}")  # fmt: skip
+    if min(call.stride) <= 0:
+        raise RuntimeError(f"autocutlass.conv2d: non-positive stride is not supported, got {call.stride}")
+    if min(call.dilation) <= 0:
+        raise RuntimeError(f"autocutlass.conv2d: dilation should be greater than zero, got {call.dilation}")
+    if not isinstance(call.padding, str) and min(call.padding) < 0:
+        raise RuntimeError(f"autocutlass.conv2d: negative padding is not supported, got {call.padding}")
+    if call.groups <= 0:
+        raise RuntimeError(f"autocutlass.conv2d: non-positive groups is not supported, got {call.groups}")
+    if bias is not None and tuple(bias.shape) != (w.shape[0],):
+        raise RuntimeError(f"autocutlass.conv2d: expected bias to be 1-dimensional with {w.shape[0]} elements, "
+                           f"but got bias of size {list(bias.shape)}")  # fmt: skip
     shape = _output_shape(call)
     if shape is not None:
         y = torch.empty(shape, dtype=x.dtype, device="meta")
@@ -205,6 +238,8 @@ def plan(call: ConvCall, ctx: PlanContext) -> ConvPlan | Unsupported:
                            "(autocutlass.conv2d does), not through the dispatcher")
     if y.numel() == 0 or x.numel() == 0:
         return Unsupported("the output or the input is empty")
+    if x.dim() != 4:
+        return Unsupported(f"an unbatched input of shape {tuple(x.shape)} (the kernels take (N, C, H, W))")
     n, c, h, wd = x.shape
     k, _, r, s = w.shape
     pad = _padding(call, r, s)
@@ -260,7 +295,7 @@ class Conv2dFrontEnd:
         pad = padding if isinstance(padding, str) else _pair(padding, "padding")
         if isinstance(pad, str) and pad not in ("same", "valid"):
             raise ValueError(f"autocutlass.conv2d: invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
-        if isinstance(groups, bool) or not hasattr(groups, "__index__"):
+        if _int(groups) is None:
             raise TypeError(f"autocutlass.conv2d: groups must be an int, not {type(groups).__name__}")
         return ConvCall(x, weight, bias, _pair(stride, "stride"), pad, _pair(dilation, "dilation"), int(groups),
                         parse_activation(activation), residual)  # fmt: skip

@@ -277,7 +277,7 @@ def expected_result(call: Call) -> torch.Tensor:
     c_name = "residual" if call.op is Op.LINEAR else "c"
     tensors = {names[0]: call.a, names[1]: call.b, c_name: call.c, "bias": call.bias, "mul": call.mul, "out": call.out}
     for name, t in tensors.items():
-        if t is not None and not isinstance(t, torch.Tensor):
+        if (t is not None or name in names) and not isinstance(t, torch.Tensor):  # the operands are required
             raise TypeError(f"autocutlass.{call.op.value}: {name} must be a torch.Tensor, got {type(t).__name__}")
     a, b = call.a, call.b
     if call.swiglu:
@@ -554,10 +554,13 @@ def plan(call: Call, ctx: Context) -> KernelPlan | Unsupported:
     return _plan_matmul(call, result, dev)
 
 
-def _bias_reason(bias: torch.Tensor | None) -> str | None:
-    """Why the epilogue cannot read ``bias`` (an (N,) vector, per the op's validation), or None."""
+def _bias_reason(bias: torch.Tensor | None, n: int | None = None) -> str | None:
+    """Why the epilogue cannot read ``bias`` as an (N,) vector (``n``: N, when known; a (1,) bias
+    that broadcasts is valid for torch, but the kernel reads N values), or None."""
     if bias is None:
         return None
+    if n is not None and tuple(bias.shape) != (n,):
+        return f"bias of shape {_shape(bias)} broadcasts to the {n} columns: the epilogue reads a ({n},) vector"
     if bias.dim() != 1 or (bias.shape[0] > 1 and bias.stride(0) != 1):
         return f"bias of shape {_shape(bias)} (stride {bias.stride()}) is not a contiguous (N,) vector"
     if bias.data_ptr() % BIAS_ALIGN_BYTES:
@@ -570,7 +573,7 @@ def _plan_linear(call: Call, result: torch.Tensor, dev: int) -> KernelPlan | Uns
     if x.dim() < 2 or w.dim() != 2:
         return Unsupported(f"linear of a {x.dim()}-D x by a {w.dim()}-D weight is served by torch")
     bias = call.bias
-    reason = _bias_reason(bias)
+    reason = _bias_reason(bias, w.shape[0])  # (N,), or (2N,) for swiglu: the weight's rows
     if reason is not None:
         return Unsupported(reason)
     n, k = w.shape
@@ -732,7 +735,7 @@ def _plan_scaled(call: Call, result: torch.Tensor, dev: int) -> KernelPlan | Uns
         return Unsupported(
             f"{K_MAJOR_ONLY} (got a with strides {a.stride()}, b with strides {b.stride()}); served by torch"
         )
-    reason = _bias_reason(call.bias)
+    reason = _bias_reason(call.bias, b.shape[1])
     if reason is not None:
         return Unsupported(reason)
     epi = Epilogue(with_c=False, bias=call.bias is not None, activation=call.activation)

@@ -288,7 +288,7 @@ def torch_grouped(call: GroupedCall) -> torch.Tensor:
             # reuses this form, e.g. the 2d_2d form's dX, would read them), found on the device
             assert offs is not None
             cols = torch.arange(y.shape[-1], device=y.device, dtype=offs.dtype)
-            y = y.masked_fill(cols >= offs[-1], 0)
+            y = y.masked_fill(cols >= offs[-1], 0) if offs.numel() else y.zero_()  # no group: no column
         if bias is not None:
             y = y + bias.unsqueeze(1)
     y = activate(y, call.activation)
