@@ -560,7 +560,7 @@ def _bias_reason(bias: torch.Tensor | None, n: int | None = None) -> str | None:
     if bias is None:
         return None
     if n is not None and tuple(bias.shape) != (n,):
-        return f"bias of shape {_shape(bias)} broadcasts to the {n} columns: the epilogue reads a ({n},) vector"
+        return f"bias of shape {_shape(bias)} is not a contiguous (N,) vector (N = {n}): the epilogue reads {n} values"
     if bias.dim() != 1 or (bias.shape[0] > 1 and bias.stride(0) != 1):
         return f"bias of shape {_shape(bias)} (stride {bias.stride()}) is not a contiguous (N,) vector"
     if bias.data_ptr() % BIAS_ALIGN_BYTES:
