@@ -6,6 +6,8 @@ by a kernel."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 import torch
@@ -18,6 +20,16 @@ from autocutlass.settings import Policy
 
 BF = torch.bfloat16
 CL = torch.channels_last
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[None]:  # noqa: ANN001
+    """A dispatcher of this test's own (its once-per-reason log lines stay out of later tests)."""
+    monkeypatch.setenv("AUTOCUTLASS_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("AUTOCUTLASS_SHIPPED_DBS", "off")
+    ac.reset()
+    yield
+    ac.reset()
 
 
 def test_missing_operands_are_type_errors() -> None:
