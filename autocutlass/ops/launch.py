@@ -45,19 +45,20 @@ def meta(t: torch.Tensor | None) -> tuple[Any, ...] | None:
     return (t.shape, t.stride(), t.dtype, t.get_device(), t.data_ptr() & 15)
 
 
-NO_VIEW: tuple[Any, Any, int] = (lambda: None, None, 0)
+NO_VIEW: tuple[Any, Any, Any] = (lambda: None, None, 0)
 """An empty weight-view slot (``remember_view``): its reference resolves to no tensor."""
 
 
-def remember_view(slot: list[tuple[Any, Any, int]], w: torch.Tensor, view: torch.Tensor, ptr: int) -> torch.Tensor:
+def remember_view(slot: list[tuple[Any, Any, Any]], w: torch.Tensor, view: torch.Tensor, ptr: Any) -> torch.Tensor:
     """Keep ``view`` (a launch's view of the weight ``w`` at data pointer ``ptr``) in ``slot[0]``
     for the next call with the same weight, holding ``w`` weakly: when ``w`` dies the slot is
     emptied, so that a memoised entry does not keep a deleted model's weight (nor, through the
     view, its storage) alive. ``view`` must be a view of ``w.detach()``, not of ``w``: a view keeps
     its base object alive. A caller checks ``seen[0]() is w and ptr == seen[2]`` (the data pointer
-    catches ``param.data = other``); the slot is swapped whole. Returns ``view``."""
+    catches ``param.data = other``; ``ptr`` may be any key of the weight's state, e.g. with its
+    version counter); the slot is swapped whole. Returns ``view``."""
 
-    def dead(ref: Any, slot: list[tuple[Any, Any, int]] = slot) -> None:
+    def dead(ref: Any, slot: list[tuple[Any, Any, Any]] = slot) -> None:
         if slot[0][0] is ref:
             slot[0] = NO_VIEW
 

@@ -652,7 +652,7 @@ class _Tuning:
         if self.resume:
             mine = {r.trial_id for r in self.results}
             pool += [r for r in _prior_results(self.sink, self.problem, self.hard_key, self.family.name)
-                     if r.trial_id not in mine and self._feasible(r.key)]  # fmt: skip
+                     if r.trial_id not in mine]  # fmt: skip
         return [r for r in pool if self._feasible(r.key)]
 
     def _finals(self, pool: Sequence[TrialResult]) -> _Finals:

@@ -16,7 +16,6 @@ the transform itself, so each replay transforms the weight it reads).
 
 from __future__ import annotations
 
-import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,12 +25,10 @@ from autocutlass.kernels.hopper_conv_dgrad.lowering import (
     fprop_problem,
     transformed_weight,
 )
+from autocutlass.ops.launch import NO_VIEW, remember_view
 
 if TYPE_CHECKING:
     from autocutlass.ops.conv.problem import ConvProblem
-
-
-_NOTHING: tuple[Any, int, int, Any] = (lambda: None, 0, -1, None)
 
 
 class DgradRunner:
@@ -41,24 +38,19 @@ class DgradRunner:
         self.config = config
         self.problem = problem
         self.fprop = HopperConvRunner(config, fprop_problem(problem), cache_dir)
-        self._seen: tuple[Any, int, int, Any] = _NOTHING  # (weight, weakly; data_ptr; version; w')
-
-    def _forget(self, ref: Any) -> None:
-        """The kept weight died: let w' go with it (a deleted model's filter is not kept alive)."""
-        if self._seen[0] is ref:
-            self._seen = _NOTHING
+        self._seen = [NO_VIEW]  # (weight, weakly; w'; (data_ptr, version)): ops.launch.remember_view
 
     def weight(self, w: Any) -> Any:
         """w' of ``w``: the kept one while ``w`` is the same weight at the same version."""
         import torch
 
-        seen = self._seen
-        ptr, version = w.data_ptr(), w._version
-        if seen[0]() is w and ptr == seen[1] and version == seen[2]:
-            return seen[3]
+        seen = self._seen[0]
+        at = (w.data_ptr(), w._version)
+        if seen[0]() is w and at == seen[2]:
+            return seen[1]
         wt = transformed_weight(w)
         if not (w.is_cuda and torch.cuda.is_current_stream_capturing()):
-            self._seen = (weakref.ref(w, self._forget), ptr, version, wt)
+            remember_view(self._seen, w, wt, at)
         return wt
 
     def __call__(self, dy: Any, w: Any, dx: Any, **_: Any) -> None:
