@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import autocutlass
-from autocutlass.kernels.hopper_gemm.config import Raster, Schedule
+from autocutlass.kernels.hopper_gemm.config import Raster, Schedule, Store
 from autocutlass.kernels.hopper_grouped import HopperGroupedConfig as C
 from autocutlass.kernels.hopper_grouped import HopperGroupedFamily, check
 from autocutlass.ops.compare import compare
@@ -28,6 +28,7 @@ from autocutlass.ops.types import Activation, DType, Epilogue, Major
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("isolated_env")]
 
 BF16, FP16, FP32 = DType.BF16, DType.FP16, DType.FP32
+TMA = Store.TMA
 ROW, COL = Major.ROW, Major.COL
 E, A = Epilogue, Activation
 
@@ -64,6 +65,33 @@ CASES = [
     # a handful of rows: every expert inside one tile, GELU (tanh)
     (C(128, 192, 64), prob(4, 10, 384, 128, ROW, epilogue=E(activation=A.GELU_TANH)), "balanced"),
     (C(64, 64, 64), prob(8, 1, 64, 64), "one-expert"),
+    # clusters of two sharing the weight tile (2x1) or the tokens' tile (1x2): odd row-tile
+    # counts (the pair's second CTA holds no rows of the expert), an odd column-tile count (the
+    # last pair's second CTA lies past N), empty experts, an N-contiguous weight, ping-pong, bias
+    (C(128, 256, 64, cluster_m=2), prob(16, 4000, 768, 1024, epilogue=E(bias=True, activation=A.SILU)), "skewed"),
+    (C(64, 128, 64, cluster_m=2), prob(8, 1000, 512, 512), "balanced"),
+    (C(64, 128, 64, cluster_m=2), prob(8, 1000, 512, 512), "empty-even"),
+    (C(128, 128, 64, schedule=Schedule.PINGPONG, cluster_m=2), prob(8, 1000, 200, 200, ROW), "skewed"),
+    (C(64, 256, 128, Raster.ALONG_N, cluster_m=2), prob(128, 256, 1536, 2048), "skewed"),
+    (C(128, 192, 64, cluster_m=2), prob(4, 10, 384, 128, epilogue=E(activation=A.GELU_TANH)), "one-expert"),
+    (C(128, 256, 64, cluster_n=2), prob(16, 4000, 768, 1024, epilogue=E(bias=True, activation=A.SILU)), "skewed"),
+    (C(64, 128, 64, cluster_n=2), prob(8, 1000, 640, 512), "empty-even"),
+    (C(128, 128, 64, schedule=Schedule.PINGPONG, cluster_n=2), prob(8, 1000, 200, 200, ROW), "skewed"),
+    (C(64, 128, 128, Raster.ALONG_N, cluster_n=2), prob(300, 700, 256, 256, ROW, epilogue=E(bias=True, activation=A.GELU)),
+     "skewed"),
+    (C(128, 96, 128, Raster.ALONG_N, cluster_n=2), prob(8, 513, 288, 384, dtype=FP16, out=FP32,
+                                                        epilogue=E(bias=True, activation=A.RELU)), "balanced"),
+    # TMA stores of whole tiles beside register stores of the tiles that end an expert (250 rows
+    # per expert: one whole 128-row tile and a partial one), clipped at N, the tail's zeros,
+    # ping-pong's two staging halves, fp32 output, clusters
+    (C(128, 256, 64, store=TMA), prob(16, 4000, 768, 1024, epilogue=E(bias=True, activation=A.SILU)), "skewed"),
+    (C(128, 128, 64, store=TMA), prob(8, 2000, 200, 200, ROW), "balanced"),
+    (C(64, 128, 64, schedule=Schedule.PINGPONG, store=TMA), prob(8, 1000, 512, 512), "empty-even"),
+    (C(128, 256, 64, cluster_n=2, store=TMA), prob(8, 4096, 1536, 512), "balanced"),
+    (C(128, 128, 64, schedule=Schedule.PINGPONG, cluster_m=2, store=TMA), prob(8, 3000, 640, 256, dtype=FP16, out=FP32,
+                                                                             epilogue=E(bias=True, activation=A.GELU)),
+     "skewed"),
+    (C(64, 96, 128, Raster.ALONG_N, cluster_n=2, store=TMA), prob(8, 1000, 288, 384), "one-expert"),
 ]  # fmt: skip
 
 
@@ -90,12 +118,18 @@ def test_matches_the_reference(case: tuple[C, GroupedGemmProblem, str]) -> None:
 def test_rows_past_the_last_offset_are_zero() -> None:
     """offs[-1] = 900 < T = 1000: the kernel's tail tiles store zeros over the poison."""
     cfg, p = C(64, 128, 64), prob(8, 1000, 512, 512, epilogue=E(bias=True, activation=A.SILU))
-    inputs = evaluation.make_inputs(p, device="cuda")
-    short = evaluation.offsets(900, 8, "skewed", device="cuda")
-    inputs = dataclasses.replace(inputs, offs=short)
-    ok, why = _run(cfg, p, inputs)
-    assert ok, why
-    assert not inputs.out[900:].any()
+    for cfg in (cfg, C(64, 128, 64, cluster_m=2), C(64, 128, 64, cluster_n=2), C(64, 128, 64, store=TMA)):
+        inputs = evaluation.make_inputs(p, device="cuda")
+        short = evaluation.offsets(900, 8, "skewed", device="cuda")
+        inputs = dataclasses.replace(inputs, offs=short)
+        ok, why = _run(cfg, p, inputs)
+        assert ok, f"{cfg.short()}: {why}"
+        # (verify's later routings reuse the output: run the short routing once more, alone)
+        inputs.poison()
+        inputs.run(HopperGroupedFamily().compile(cfg, p))
+        torch.cuda.synchronize()
+        assert not inputs.out[900:].any(), cfg.short()
+        assert not inputs.out[:900].isnan().any(), cfg.short()
 
 
 @pytest.mark.parametrize("major", [COL, ROW])

@@ -5,6 +5,7 @@ cache."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -16,7 +17,7 @@ import pytest
 
 from autocutlass import kernels
 from autocutlass.kernels import budgets
-from autocutlass.kernels.hopper_gemm.config import Raster, Schedule
+from autocutlass.kernels.hopper_gemm.config import Raster, Schedule, Store
 from autocutlass.kernels.hopper_grouped import (
     HopperGroupedConfig,
     HopperGroupedFamily,
@@ -71,7 +72,10 @@ def test_other_ops_are_not_served() -> None:
     "config, needle",
     [(C(tile_m=256), "tile_m=256"), (C(tile_n=208), "tile_n=208"), (C(tile_k=32), "tile_k=32"),
      (C(tile_n=96, tile_k=64), None), (C(128, 256, schedule=Schedule.PINGPONG), "256 fp32 accumulator registers"),
-     (C(64, 256, schedule=Schedule.PINGPONG), None)],
+     (C(64, 256, schedule=Schedule.PINGPONG), None), (C(cluster_m=3), "cluster 3x1"), (C(cluster_m=2), None),
+     (C(cluster_m=2, cluster_n=2), "cluster 2x2"), (C(cluster_n=2), None), (C(64, cluster_n=2), None),
+     # an N-contiguous weight tile multicast in halves: each half whole 64-column swizzle atoms
+     (C(tile_n=96, cluster_m=2), "B multicast over cluster_m=2"), (C(tile_n=256, cluster_m=2), None)],
 )  # fmt: skip
 def test_config_reasons(config: HopperGroupedConfig, needle: str | None) -> None:
     reason = check(config, GroupedGemmProblem(experts=8, t=256, n=512, k=512))
@@ -91,7 +95,27 @@ def test_suite_problems_are_served_with_feasible_seeds(problem: GroupedGemmProbl
     seeds = fam.seeds(problem)
     assert len(seeds) >= 4 and all(check(s, problem) is None for s in seeds)
     space = fam.space(problem)
-    assert len(space) == 112 and sum(check(c, problem) is None for c in space) == 96
+    rows = problem.t / problem.experts
+    # TMA stores only where the experts average a whole tile of rows
+    assert {(c.tile_m, c.store) for c in space} == {(tm, st) for tm in (64, 128) for st in Store
+                                                     if st is Store.DIRECT or rows >= tm}
+    space = [c for c in space if c.store is Store.DIRECT]
+    alone = [c for c in space if (c.cluster_m, c.cluster_n) == (1, 1)]
+    assert len(alone) == 112 and sum(check(c, problem) is None for c in alone) == 96
+    # pairs along M only where the experts average more than two row tiles, along N where N
+    # spans more than one column tile
+
+    def tiles(cm: int, cn: int) -> set[tuple[object, ...]]:
+        return {(c.tile_m, c.tile_n, c.tile_k, c.raster, c.schedule) for c in space if (c.cluster_m, c.cluster_n) == (cm, cn)}
+
+    assert tiles(2, 1) == {(c.tile_m, c.tile_n, c.tile_k, c.raster, c.schedule) for c in alone if rows > 2 * c.tile_m}
+    assert tiles(1, 2) == {(c.tile_m, c.tile_n, c.tile_k, c.raster, c.schedule) for c in alone if problem.n > c.tile_n}
+    assert len(space) == len(alone) + len(tiles(2, 1)) + len(tiles(1, 2))
+    for c in space:  # the pairs of K-major weights and row-major tokens split into whole swizzle atoms
+        if c.cluster_m * c.cluster_n > 1 and check(dataclasses.replace(c, cluster_m=1, cluster_n=1), problem) is None:
+            assert check(c, problem) is None, c.short()
+    if rows > 512:  # large experts: a pair sharing an operand tile, storing by TMA, leads
+        assert seeds[0].cluster_m * seeds[0].cluster_n == 2 and seeds[0].store is Store.TMA
     if problem.t / problem.experts <= 64:
         assert seeds[0].tile_m == 64  # small experts: the fewest wasted rows
     else:
@@ -127,6 +151,18 @@ def test_config_round_trip_and_labels() -> None:
     pp = C(64, 256, 64, schedule="pingpong")
     assert pp.schedule is Schedule.PINGPONG and pp.consumers == 2 and pp.short() == "64x256x64 m pp"
     assert C.from_dict(json.loads(json.dumps(pp.as_dict()))) == pp and C.from_dict({"tile_m": 64}) == C(64)
+    pair = C(128, 256, 64, cluster_m=2)
+    assert pair.short() == "128x256x64 m c2x1" and C.from_dict(json.loads(json.dumps(pair.as_dict()))) == pair
+    older = {k: v for k, v in pair.as_dict().items() if not k.startswith("cluster")}
+    assert C.from_dict(older) == C(128, 256, 64)  # records stored before clusters: 1x1
+    assert make_plan(pair, GroupedGemmProblem(experts=8, t=4096, n=512, k=512)).gemm.cluster_m == 2
+    across = C(128, 256, 64, schedule="pingpong", cluster_n=2)
+    assert across.short() == "128x256x64 m pp c1x2" and C.from_dict(json.loads(json.dumps(across.as_dict()))) == across
+    plan = make_plan(C(128, 256, 64, cluster_n=2), GroupedGemmProblem(experts=8, t=4096, n=512, k=512)).gemm
+    assert (plan.cluster_m, plan.cluster_n) == (1, 2) and plan.direct_store
+    staged = C(128, 256, 64, cluster_n=2, store="tma")
+    assert staged.short() == "128x256x64 m c1x2 tma" and C.from_dict(json.loads(json.dumps(staged.as_dict()))) == staged
+    assert make_plan(staged, GroupedGemmProblem(experts=8, t=4096, n=512, k=512)).gemm.smem_epilogue
     assert make_plan(pp, GroupedGemmProblem(experts=8, t=64, n=512, k=512)).gemm.pingpong
     with pytest.raises(TypeError):
         C(tile_m="64")  # type: ignore[arg-type]
@@ -173,6 +209,16 @@ def _compile_cases() -> list[tuple[HopperGroupedConfig, GroupedGemmProblem]]:
                                             epilogue=Epilogue(bias=True, activation=Activation.SILU))),
         (C(128, 128, 64, schedule=Schedule.PINGPONG), GroupedGemmProblem(experts=8, t=16384, n=14336, k=4096,
                                                                           w_major=Major.COL, epilogue=Epilogue(bias=True))),
+        (C(128, 256, 64, cluster_m=2), GroupedGemmProblem(experts=8, t=16384, n=14336, k=4096, w_major=Major.COL)),
+        (C(128, 256, 64, cluster_n=2, store=Store.TMA),
+         GroupedGemmProblem(experts=8, t=16384, n=14336, k=4096, w_major=Major.COL)),
+        (C(128, 128, 64, schedule=Schedule.PINGPONG, cluster_m=2, store=Store.TMA),
+         GroupedGemmProblem(experts=8, t=4096, n=1536, k=2048, x_dtype=DType.FP16, w_dtype=DType.FP16,
+                            out_dtype=DType.FP32, epilogue=Epilogue(bias=True, activation=Activation.GELU))),
+        (C(64, 128, 64, Raster.ALONG_N, cluster_n=2),
+         GroupedGemmProblem(experts=300, t=700, n=200, k=200, epilogue=Epilogue(bias=True, activation=Activation.GELU))),
+        (C(128, 128, 64, schedule=Schedule.PINGPONG, cluster_m=2),
+         GroupedGemmProblem(experts=8, t=4096, n=1536, k=2048, epilogue=Epilogue(bias=True, activation=Activation.SILU))),
         (C(128, 96, 128, Raster.ALONG_N), GroupedGemmProblem(experts=600, t=64, n=96, k=200, x_dtype=DType.FP16,
                                                              w_dtype=DType.FP16, out_dtype=DType.FP32,
                                                              epilogue=Epilogue(bias=True, activation=Activation.GELU))),
@@ -230,7 +276,7 @@ def test_the_kernels_cli_compiles_a_grouped_class(capsys: pytest.CaptureFixture[
                    "--limit", "1", "--seed", "3"])  # fmt: skip
     assert rc == 0 and "compiled 1/1 hopper_grouped configs" in capsys.readouterr().out
     assert cli.main(["kernels", "list"]) == 0
-    assert "hopper_grouped\n  bf16 nn: 112 configs in the tuning space, 96 feasible" in capsys.readouterr().out
+    assert "hopper_grouped\n  bf16 nn: 336 configs in the tuning space, 304 feasible" in capsys.readouterr().out
 
 
 def test_the_runner_hands_the_kernel_dense_offsets(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autocutlass.kernels.base import KernelFamily
-from autocutlass.kernels.hopper_gemm.config import Raster, Schedule
+from autocutlass.kernels.hopper_gemm.config import Raster, Schedule, Store
 from autocutlass.kernels.hopper_grouped.check import check, problem_supported
 from autocutlass.kernels.hopper_grouped.config import (
+    CLUSTERS,
     TILE_K,
     TILE_M,
     TILE_N,
@@ -55,10 +56,18 @@ class HopperGroupedFamily(KernelFamily[HopperGroupedConfig]):
     def space(self, problem: GroupedGemmProblem) -> Sequence[HopperGroupedConfig]:
         """Every tile (64 or 128 rows, 64..256 columns, K blocks of 64 or 128) in both orders and
         both schedules (ping-pong tiles of 128 rows wider than 128 columns fail ``check``: each
-        consumer would hold 256 accumulator registers per thread)."""
-        return [HopperGroupedConfig(tm, tn, tk, ras, sch)
-                for tm, tn, tk, ras, sch in itertools.product(TILE_M, TILE_N, TILE_K, tuple(Raster),
-                                                              tuple(Schedule))]  # fmt: skip
+        consumer would hold 256 accumulator registers per thread), alone and in clusters of
+        two: 2x1 (sharing the weight tile) where the experts average more than two such tiles of
+        rows (with fewer, the pair's second CTA would mostly compute rows it never stores), 1x2
+        (sharing the tokens' tile) where N spans more than one column tile; each stored from
+        registers and, where the experts average at least a tile of rows (whole tiles to stage),
+        through shared memory and TMA."""
+        rows = rows_per_expert(problem)
+        return [HopperGroupedConfig(tm, tn, tk, ras, sch, cm, cn, st)
+                for tm, tn, tk, ras, sch, (cm, cn), st in itertools.product(TILE_M, TILE_N, TILE_K, tuple(Raster),
+                                                                            tuple(Schedule), CLUSTERS, tuple(Store))
+                if (cm == 1 or rows > 2 * tm) and (cn == 1 or problem.n > tn)
+                and (st is Store.DIRECT or rows >= tm)]  # fmt: skip
 
     def check(self, config: HopperGroupedConfig, problem: GroupedGemmProblem) -> str | None:
         return check(config, problem)
@@ -69,7 +78,10 @@ class HopperGroupedFamily(KernelFamily[HopperGroupedConfig]):
         (decode, fine-grained MoE): 64-row tiles, which waste the fewest rows, with wide columns
         and long K blocks to stream the weights; large experts: the GEMM's 128x256 and 128x128
         tiles walked along M, so that consecutive CTAs share the expert's weight tile, then
-        ping-pong tiles (one consumer's epilogue under the other's mainloop)."""
+        ping-pong tiles (one consumer's epilogue under the other's mainloop), clusters of two
+        and TMA stores first (the GEMM family on one Mixtral expert's 2048x14336x4096, H100,
+        2026-11-27, ``grouped_cluster_probe.py``: 128x256x64 at 624 TF/s alone storing from
+        registers, 709 through TMA stores, 756-780 in a 1x2 or 2x1 cluster with TMA stores)."""
         c, n_, pp = HopperGroupedConfig, Raster.ALONG_N, Schedule.PINGPONG
         rows = rows_per_expert(problem)
         if rows <= SMALL_EXPERTS:
@@ -78,7 +90,11 @@ class HopperGroupedFamily(KernelFamily[HopperGroupedConfig]):
             guesses = [c(128, 128, 64), c(64, 256, 64), c(128, 256, 64), c(64, 128, 64), c(128, 128, 64, n_),
                        c(64, 256, 64, schedule=pp)]  # fmt: skip
         else:
-            guesses = [c(128, 256, 64), c(128, 128, 64, schedule=pp), c(128, 128, 64), c(64, 256, 64, schedule=pp),
+            tma = Store.TMA
+            guesses = [c(128, 256, 64, cluster_n=2, store=tma), c(128, 256, 64, cluster_m=2, store=tma),
+                       c(128, 256, 64, cluster_n=2), c(128, 256, 64, cluster_m=2), c(128, 256, 64),
+                       c(128, 128, 64, schedule=pp, cluster_m=2),
+                       c(128, 128, 64, schedule=pp), c(128, 128, 64), c(64, 256, 64, schedule=pp),
                        c(128, 192, 64), c(128, 256, 64, n_)]  # fmt: skip
         guesses += [c(128, 128, 64), c(64, 128, 64), c(64, 64, 64)]
         return self.feasible_seeds(guesses, problem)
@@ -97,5 +113,6 @@ class HopperGroupedFamily(KernelFamily[HopperGroupedConfig]):
         return HopperGroupedRunner(config, problem, self._cache_dir)
 
     def simplicity(self, config: HopperGroupedConfig) -> tuple[int, ...]:
-        return (int(config.schedule is Schedule.PINGPONG), int(config.raster is Raster.ALONG_N), config.tile_k,
-                config.tile_m, config.tile_n)  # fmt: skip
+        return (int(config.schedule is Schedule.PINGPONG), int(config.raster is Raster.ALONG_N),
+                config.cluster_m * config.cluster_n, int(config.store is Store.TMA),
+                config.tile_k, config.tile_m, config.tile_n)  # fmt: skip

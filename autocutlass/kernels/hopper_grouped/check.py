@@ -7,7 +7,7 @@ Three layers of rules, the first broken one's reason wins:
 2. The family's own axes (``_domain``) and the shared memory left to the ring beside the largest
    table (``_shared_memory``).
 3. The GEMM family's rules on the equivalent GEMM (WGMMA shape, accumulator registers, the
-   shared-memory swizzle of an N-contiguous weight): the mainloop is the GEMM's.
+   shared-memory swizzle of an N-contiguous weight, the slices a multicast tile splits into): the mainloop is the GEMM's.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from autocutlass.kernels import budgets
 from autocutlass.kernels.hopper_gemm.check import check as gemm_check
 from autocutlass.kernels.hopper_gemm.plan import max_stages
 from autocutlass.kernels.hopper_grouped.config import (
+    CLUSTERS,
     TILE_K,
     TILE_M,
     TILE_N,
@@ -70,7 +71,10 @@ def problem_supported(problem: GroupedGemmProblem) -> str | None:
 
 
 def _domain(config: HopperGroupedConfig, problem: GroupedGemmProblem) -> str | None:
-    return tile_domain(config, (TILE_M, TILE_N, TILE_K))
+    why = tile_domain(config, (TILE_M, TILE_N, TILE_K))
+    if why is None and (config.cluster_m, config.cluster_n) not in CLUSTERS:
+        why = f"cluster {config.cluster_m}x{config.cluster_n} is not one of {CLUSTERS}"
+    return why
 
 
 def _shared_memory(config: HopperGroupedConfig, problem: GroupedGemmProblem) -> str | None:

@@ -67,7 +67,7 @@ class HopperGroupedRunner:
         dev = out.get_device()
         clusters = self._clusters.get(dev)
         if clusters is None:
-            clusters = max_active_clusters(max(dev, 0), 1)
+            clusters = max_active_clusters(max(dev, 0), self.config.cluster_m)
             self._clusters[dev] = clusters
         if offs.stride(0) != 1:  # the kernel reads offs as a dense (E,) vector
             offs = offs.contiguous()
