@@ -434,6 +434,86 @@ def test_evaluation_verifies_uneven_and_empty_routings_too() -> None:
     assert torch.equal(inputs.offs, even) and set(inputs.variants) == set(evaluation.VERIFY_ROUTINGS)
 
 
+@pytest.mark.parametrize("epilogue", [Epilogue(), Epilogue(bias=True, activation=Activation.SILU)])
+def test_the_search_times_every_timing_routing_and_reports_per_call(epilogue: Epilogue,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search's inputs launch a candidate once per ``TIMING_ROUTINGS`` routing (the others
+    first, the output left as the first's result), torch's baseline does the same, and the
+    handlers divide a run's timing by its launches."""
+    from autocutlass.search.handlers import per_call
+    from autocutlass.search.timing import Timing
+
+    p = GroupedGemmProblem(experts=4, t=64, n=24, k=32, w_major=Major.COL, epilogue=epilogue)
+    inputs = evaluation.make_search_inputs(p, device="cpu")
+    assert evaluation.TIMING_ROUTINGS == ("balanced", "skewed") and inputs.calls_per_run == 2
+    assert torch.equal(inputs.offs, evaluation.offsets(64, 4, "balanced"))
+    assert [o.tolist() for o in inputs.also] == [evaluation.offsets(64, 4, "skewed").tolist()]
+    ref = evaluation.reference(p, inputs)
+    seen: list[list[int]] = []
+
+    def good(x: Any, w: Any, offs: Any, out: Any, *, bias: Any = None) -> None:
+        seen.append(offs.tolist())
+        out.copy_(torch_grouped_ref(x, w, offs, bias, p.epilogue.activation))
+
+    inputs.poison()
+    inputs.run(good)
+    assert seen == [inputs.also[0].tolist(), inputs.offs.tolist()]  # skewed, then balanced
+    assert evaluation.check_output(p, inputs.output, ref)[0]
+    assert evaluation.verify(good, p, inputs, ref) == (True, None)
+
+    calls: list[list[int]] = []
+    real = torch._grouped_mm
+
+    def counting(x: Any, w: Any, offs: Any = None, *args: Any, **kw: Any) -> torch.Tensor:
+        calls.append(offs.tolist())
+        return real(x, w, offs, *args, **kw)
+
+    monkeypatch.setattr(torch, "_grouped_mm", counting)
+    base = evaluation.torch_baseline(p, inputs)()
+    assert calls == [inputs.also[0].tolist(), inputs.offs.tolist()]
+    assert evaluation.check_output(p, base, ref)[0]  # the baseline's result is the timing routing's
+
+    assert per_call(Timing(4.0, 2.0, 6.0, 9), inputs) == Timing(2.0, 1.0, 3.0, 9)
+    single = evaluation.make_inputs(p, device="cpu")
+    assert single.calls_per_run == 1 and per_call(Timing(4.0, 2.0, 6.0, 9), single) == Timing(4.0, 2.0, 6.0, 9)
+    one = GroupedGemmProblem(experts=1, t=64, n=24, k=32, w_major=Major.COL)
+    assert evaluation.make_search_inputs(one, device="cpu").calls_per_run == 1  # one expert: one routing
+
+
+def test_the_search_handler_prepares_the_search_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark worker builds an op's inputs with its evaluation's ``make_search_inputs``
+    when it has one (grouped GEMM: several timing routings), else ``make_inputs`` (GEMM)."""
+    import types
+
+    import autocutlass.device as device_mod
+    from autocutlass.ops.gemm import evaluation as gemm_evaluation
+    from autocutlass.ops.gemm.problem import GemmProblem
+    from autocutlass.search.handlers import BenchHandler
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(device_mod, "current_device", lambda i: types.SimpleNamespace(l2_bytes=1 << 20))
+    made: list[str] = []
+
+    def fake(name: str) -> Any:
+        def make(problem: Any, *, device: Any, seed: int = 0) -> str:
+            made.append(name)
+            return name
+
+        return make
+
+    monkeypatch.setattr(evaluation, "make_search_inputs", fake("grouped search"))
+    monkeypatch.setattr(evaluation, "make_inputs", fake("grouped plain"))
+    monkeypatch.setattr(evaluation, "reference", lambda problem, inputs: None)
+    monkeypatch.setattr(gemm_evaluation, "make_inputs", fake("gemm plain"))
+    monkeypatch.setattr(gemm_evaluation, "reference", lambda problem, inputs: None)
+    handler = BenchHandler()
+    handler._prepare(GroupedGemmProblem(experts=2, t=8, n=8, k=8))
+    handler._prepare(GemmProblem(m=8, n=8, k=8))
+    assert made == ["grouped search", "gemm plain"]
+
+
 def torch_grouped_ref(x: Any, w: Any, offs: Any, bias: Any, act: Activation) -> torch.Tensor:
     from autocutlass.ops.grouped.frontend import torch_grouped
 

@@ -61,14 +61,19 @@ class Inputs(Protocol):
         """Fill ``output`` with NaN so that elements a kernel never writes fail the check."""
 
     def run(self, runner: Callable[..., None]) -> None:
-        """One launch of ``runner`` on these operands, in the op's runner calling convention."""
+        """One launch of ``runner`` on these operands, in the op's runner calling convention (the
+        search's inputs may make several, ``calls_per_run``, and its timings are per launch)."""
 
 
 class Evaluation(Protocol):
     """How the search evaluates a candidate of one op (module ``ops.<op>.evaluation``).
 
     Everything takes plain ``OpProblem``s and runs on any device (CPU tensors in the unit tests,
-    with Python runners); the search layer never looks inside a problem."""
+    with Python runners); the search layer never looks inside a problem. An op whose one record
+    serves inputs its key does not pin down (grouped GEMM: routings) may also define
+    ``make_search_inputs`` (same signature as ``make_inputs``), which the search then uses: inputs
+    whose ``run`` launches the runner on several of them, with ``calls_per_run`` saying how many.
+    """
 
     def make_inputs(self, problem: Any, *, device: Any, seed: int = 0) -> Inputs: ...
     def reference(self, problem: Any, inputs: Any) -> Any: ...

@@ -8,8 +8,11 @@ the transposed view of an (E, N, K) weight, K contiguous), offs (E,) int32 cumul
 on the device, out (T, N) row-major, bias (E, N) or None.
 
 **Routings** (``offsets``): which rows go to which expert is data, not part of the problem; the
-search verifies and times with ``balanced`` rows (T // E per expert, the first T % E experts one
-more). ``skewed``: expert sizes drawn from a Zipf(1.2) law, ``torch.multinomial`` of T tokens
+search verifies with ``balanced`` rows (T // E per expert, the first T % E experts one more), then
+on ``VERIFY_ROUTINGS``, and times on ``TIMING_ROUTINGS`` (``make_search_inputs``: each timed run
+launches the candidate, and torch's baseline likewise, once per routing, back to back; the
+timings are per call, the sum divided by the count): one record serves every routing of its
+bucket, so it is chosen for more than the balanced one. ``skewed``: expert sizes drawn from a Zipf(1.2) law, ``torch.multinomial`` of T tokens
 over weights 1/i^1.2 (i = 1..E) with a ``torch.Generator`` seeded ``seed`` (0 by default): a few
 experts take most rows and some get none. ``empty-even``/``one-expert``: the degenerate cases
 the GPU tests use (every even expert empty; all rows to the middle expert).
@@ -17,6 +20,7 @@ the GPU tests use (every even expert empty; all rows to the middle expert).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,6 +89,14 @@ class GroupedInputs:
     variants: dict[str, tuple[GroupedInputs, torch.Tensor]] = field(default_factory=dict, compare=False, repr=False)
     """The same operands routed otherwise, with their references (``verify``), made on first use
     and gone with these inputs."""
+    also: tuple[torch.Tensor, ...] = field(default=(), compare=False, repr=False)
+    """Offsets of other routings that ``run`` launches first, into the same output (the search's
+    timing routings); the output is then ``offs``' result."""
+
+    @property
+    def calls_per_run(self) -> int:
+        """Launches per ``run``: what a timing of ``run`` is divided by to be per call."""
+        return 1 + len(self.also)
 
     @property
     def output(self) -> torch.Tensor:
@@ -94,6 +106,8 @@ class GroupedInputs:
         self.out.fill_(math.nan)
 
     def run(self, runner: Any) -> None:
+        for offs in self.also:
+            runner(self.x, self.w, offs, self.out, bias=self.bias)
         runner(self.x, self.w, self.offs, self.out, bias=self.bias)
 
 
@@ -117,6 +131,23 @@ def make_inputs(problem: GroupedGemmProblem, *, device: torch.device | str, seed
     out = torch.full((p.t, p.n), math.nan, dtype=out_dt, device=device)
     bias = rnd((p.experts, p.n)).to(out_dt) if p.epilogue.bias else None
     return GroupedInputs(x, w, offsets(p.t, p.experts, routing, seed=seed, device=device), out, bias)
+
+
+TIMING_ROUTINGS = ("balanced", "skewed")
+"""The routings the search times each candidate on (``make_search_inputs``): the record of a
+bucket serves any routing, and a config that wins only on equal experts (a pair of 128-row
+tiles computes up to 256 rows for an expert's last few) loses on the uneven ones real routers
+produce."""
+
+
+def make_search_inputs(problem: GroupedGemmProblem, *, device: torch.device | str, seed: int = 0) -> GroupedInputs:
+    """``make_inputs`` routed as ``TIMING_ROUTINGS[0]``, which ``run`` launches after the other
+    timing routings (one expert has only the one routing)."""
+    inputs = make_inputs(problem, device=device, seed=seed, routing=TIMING_ROUTINGS[0])
+    if problem.experts < 2:
+        return inputs
+    also = tuple(offsets(problem.t, problem.experts, r, seed=seed, device=device) for r in TIMING_ROUTINGS[1:])
+    return dataclasses.replace(inputs, also=also)
 
 
 def reference(problem: GroupedGemmProblem, inputs: GroupedInputs) -> torch.Tensor:
@@ -184,11 +215,27 @@ def torch_baseline(problem: GroupedGemmProblem, inputs: GroupedInputs) -> Any:
     each row's expert and the activation (``ops.grouped.frontend.torch_grouped``)."""
     from autocutlass.ops.grouped.frontend import GroupedCall, torch_grouped
 
-    x, w, offs = inputs.x, inputs.w, inputs.offs
+    x, w = inputs.x, inputs.w
+    every = (*inputs.also, inputs.offs)  # as ``inputs.run`` launches ours
     if inputs.bias is None and problem.epilogue.activation.value == "none" and problem.out_dtype == problem.x_dtype:
-        return lambda: torch._grouped_mm(x, w, offs)
-    call = GroupedCall(x, w, offs, inputs.bias, torch_dtype(problem.out_dtype), problem.epilogue.activation)
-    return lambda: torch_grouped(call)
+        if len(every) == 1:
+            return lambda: torch._grouped_mm(x, w, inputs.offs)
+
+        def bare() -> torch.Tensor:
+            for offs in every:
+                out = torch._grouped_mm(x, w, offs)
+            return out  # the last routing's: ``inputs.offs``'
+
+        return bare
+    calls = [GroupedCall(x, w, offs, inputs.bias, torch_dtype(problem.out_dtype), problem.epilogue.activation)
+             for offs in every]  # fmt: skip
+
+    def grouped() -> torch.Tensor:
+        for call in calls:
+            out = torch_grouped(call)
+        return out
+
+    return grouped
 
 
 def loop_baseline(problem: GroupedGemmProblem, inputs: GroupedInputs) -> Any:
