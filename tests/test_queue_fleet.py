@@ -239,3 +239,40 @@ def test_a_failing_problem_is_failed_not_retried(tmp_path: Path, error: BaseExce
     items = {i.name: i for i in queue.status("fleet").toolchains[0].items}  # type: ignore[union-attr]
     assert items["p01"].state == "failed" and items["p01"].attempts == 1 and str(error) in (items["p01"].reason or "")
     assert items["p02"].state == "done"  # claimed before p01 (largest first)
+
+
+def test_a_hung_lock_holder_does_not_stall_the_lane(tmp_path: Path) -> None:
+    """Another process holds p02's problem lock and hangs (alive, so the lock stays taken): the
+    lane waits for it at most ``lock_wait_s``, gives p02 back uncounted, tunes p01 and p00, and
+    takes p02 again once the lock is free, ending with all three tuned."""
+    import threading
+
+    from autocutlass.db.locks import problem_lock_name
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    url = str(tmp_path / "t.sqlite")
+    queue = TuningQueue(url, heartbeat_s=HEARTBEAT_S, grace_s=GRACE_S)
+    problems = campaign_problems()[:3]
+    queue.enqueue("fleet", problems, budget=Budget(trials=2))
+    hung = queue.locks.try_acquire(problem_lock_name(problems[2][1], HARD_KEY))
+    assert hung is not None
+    said: list[str] = []
+
+    def free_when_the_others_are_done() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and sum("tuned in" in t for t in said) < 2:
+            time.sleep(0.05)
+        hung.release()
+
+    freer = threading.Thread(target=free_when_the_others_are_done)
+    freer.start()
+    t0 = time.monotonic()
+    reports = run_worker(queue, TuningStore(url), [Gpu("0", "u0")], make_lane=lambda gpu: FakeLane(0.0),
+                         families=FakeFamilies(), options=WorkerOptions("fleet", idle_poll_s=0.05, lock_wait_s=0.3),
+                         gpu_locks=FileLocks(tmp_path / "gl"), say=said.append)  # fmt: skip
+    freer.join()
+    assert [(r.name, r.result) for r in reports] == [("p01", "tuned"), ("p00", "tuned"), ("p02", "tuned")]
+    assert any("p02: the lock of" in t and "given back" in t for t in said), said
+    items = {i.name: i for i in queue.status("fleet").toolchains[0].items}  # type: ignore[union-attr]
+    assert items["p02"].state == "done" and items["p02"].attempts == 1  # the give-back counted no retry
+    assert time.monotonic() - t0 < 25

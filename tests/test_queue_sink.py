@@ -87,6 +87,33 @@ def test_a_waiting_claim_gets_the_problem_when_released(url: str, tmp_path: Path
     held.release()  # type: ignore[union-attr]
 
 
+def test_a_bounded_claim_gives_up_on_a_lock_that_stays_taken(url: str, tmp_path: Path) -> None:
+    """``wait_s``: a problem lock (or a GPU lock) still taken after that long raises
+    ``ClaimTimeout`` (the holder may hang); a stop still answers None; a free lock is taken."""
+    from autocutlass.campaign.sink import ClaimTimeout
+
+    a, b = sink(url, tmp_path), sink(url, tmp_path)
+    held = a.claim(P, HARD_KEY, gpu="gpu1")
+    assert held is not None
+    stop = threading.Event()
+    t0 = time.monotonic()
+    with pytest.raises(ClaimTimeout, match="stayed taken for 0.3 s"):
+        b.claim(P, HARD_KEY, gpu="gpu2", wait=stop, wait_s=0.3)
+    assert 0.25 < time.monotonic() - t0 < 5
+    stop.set()
+    assert b.claim(P, HARD_KEY, gpu="gpu2", wait=stop, wait_s=0.3) is None
+    held.release()
+    gpu_busy = a.claim(P, HARD_KEY, gpu="gpu1")  # the problem free, its GPU taken
+    assert gpu_busy is not None
+    gpu_busy._locks[0].release()  # the problem lock alone
+    with pytest.raises(ClaimTimeout, match="GPU gpu1"):
+        b.claim(P, HARD_KEY, gpu="gpu1", wait=threading.Event(), wait_s=0.3)
+    gpu_busy.release()
+    got = b.claim(P, HARD_KEY, gpu="gpu1", wait=threading.Event(), wait_s=0.3)
+    assert got is not None
+    got.release()
+
+
 def _claim_and_sleep(url: str, lock_dir: str, ready: Any) -> None:
     s = SharedTuningSink(TuningStore(url), gpu_locks=FileLocks(lock_dir), gpu_of=lambda i: "gpu0")
     ready.put(s.claim(P, HARD_KEY) is not None)

@@ -43,6 +43,11 @@ from autocutlass.ops.base import OpProblem
 log = logging.getLogger("autocutlass")
 
 
+class ClaimTimeout(Exception):
+    """A bounded claim (``SharedTuningSink.claim(wait_s=...)``) found a lock still taken when its
+    time ran out."""
+
+
 class TuningClaim:
     """The right to tune ``problem`` under ``hard_key`` on GPU ``gpu`` now; a context manager
     that releases it (``release()`` is idempotent)."""
@@ -87,16 +92,19 @@ class SharedTuningSink:
 
     # ---- the claim ---------------------------------------------------------------------------
     def claim(self, problem: OpProblem, hard_key: HardKey, *, device_index: int = 0, gpu: str | None = None,
-              wait: threading.Event | None = None) -> TuningClaim | None:  # fmt: skip
+              wait: threading.Event | None = None, wait_s: float | None = None) -> TuningClaim | None:  # fmt: skip
         """The right to tune ``problem`` under ``hard_key`` on this process's CUDA device
         ``device_index`` (or the GPU whose lock id is ``gpu``), or None (module docstring).
 
         Without ``wait`` nothing waits (a server's call must not). With ``wait`` (a worker), the
-        locks are waited for until that event is set (then None); None also when the problem
-        has an exact best record under ``hard_key`` by the time its lock is held."""
+        locks are waited for until that event is set (then None), each for at most ``wait_s``
+        seconds when given (then ``ClaimTimeout``: its holder may hang); None also when the
+        problem has an exact best record under ``hard_key`` by the time its lock is held."""
         gpu_id = gpu if gpu is not None else self._gpu_id(device_index)
         name = problem_lock_name(problem, hard_key)
-        held = self._take(self.problem_locks, name, wait)
+        held = self._take(self.problem_locks, name, wait, None, wait_s)
+        if held is None and wait is not None and wait_s is not None and not wait.is_set():
+            raise ClaimTimeout(f"the lock of {problem.describe()} stayed taken for {wait_s:g} s")
         if held is None:
             return None
         try:
@@ -105,20 +113,24 @@ class SharedTuningSink:
                 held.release()
                 return None
             gpu_held = self._take(self.gpu_locks, gpu_lock_name(gpu_id), wait,
-                                  f"waiting for GPU {gpu_id}: another process times candidates on it")  # fmt: skip
+                                  f"waiting for GPU {gpu_id}: another process times candidates on it", wait_s)  # fmt: skip
         except BaseException:
             held.release()
             raise
         if gpu_held is None:
             held.release()
+            if wait is not None and wait_s is not None and not wait.is_set():
+                raise ClaimTimeout(f"GPU {gpu_id}'s lock stayed taken for {wait_s:g} s")
             return None
         return TuningClaim(problem, hard_key, gpu_id, [held, gpu_held])
 
     @staticmethod
-    def _take(space: LockSpace, name: str, wait: threading.Event | None, note: str | None = None) -> HeldLock | None:
+    def _take(space: LockSpace, name: str, wait: threading.Event | None, note: str | None = None,
+              wait_s: float | None = None) -> HeldLock | None:  # fmt: skip
         if wait is None:
             return space.try_acquire(name)
-        return acquire(space, name, stop=wait, on_wait=(lambda: log.info("autocutlass: %s", note)) if note else None)
+        return acquire(space, name, stop=wait, on_wait=(lambda: log.info("autocutlass: %s", note)) if note else None,
+                       timeout_s=wait_s)  # fmt: skip
 
     def _gpu_id(self, device_index: int) -> str:
         if self._gpu_of is not None:

@@ -10,8 +10,10 @@ its own thread: it asks its lane's benchmark child for the GPU (``DeviceInfo``) 
 2. pick the kernel family (none serves the problem: DONE as *skipped*, with the reason);
 3. ``SharedTuningSink.claim`` the problem under its hard key and the lane's GPU, waiting for
    both locks (problem first; another process tuning the same problem, on-line or in another
-   campaign, is waited for). A problem that has its best record by then is DONE as *already
-   tuned*, without timing anything;
+   campaign, is waited for), each at most ``WorkerOptions.lock_wait_s``: a lock still taken
+   then (its holder may hang, alive) gives the item back as it was, and the lane claims other
+   problems, coming back to it after ``lock_wait_s`` more. A problem that has its best record
+   by then is DONE as *already tuned*, without timing anything;
 4. ``tune_problem`` with the campaign's budget (the worker's ``WorkerOptions`` override it),
    resuming from recorded trials: a problem retried after its worker died evaluates only configs
    not recorded yet, and with a trial budget only what is left of it; the winner is arbitrated
@@ -40,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from autocutlass.campaign.gpus import Gpu
-from autocutlass.campaign.sink import SharedTuningSink
+from autocutlass.campaign.sink import ClaimTimeout, SharedTuningSink
 from autocutlass.db import TuningStore
 from autocutlass.db.locks import LockSpace, host_gpu_locks
 from autocutlass.db.queue import DEFAULT_CAMPAIGN, Budget, Claimant, Toolchain, TuningQueue, WorkItem
@@ -58,6 +60,11 @@ IDLE_POLL_S = 1.0
 """How often an idle lane looks again while other workers' problems still run (one cheap query;
 at the end of a campaign a lane that ran out of problems waits at most this long after the
 last running one finishes; at 5 s that was up to 5 s of a 70 s two-GPU run)."""
+LOCK_WAIT_S = 300.0
+"""How long a lane waits for a problem's (or its GPU's) lock before it gives the problem back and
+works on others (module docstring, step 3): longer than most tunings another process may be
+running on that problem, short enough that a hung holder costs a lane minutes, not the rest of
+the campaign."""
 
 
 class NoSuchCampaign(LookupError):
@@ -157,6 +164,7 @@ class WorkerOptions:
     exhaustive: bool | None = None
     resume: bool = True
     idle_poll_s: float = IDLE_POLL_S
+    lock_wait_s: float = LOCK_WAIT_S
 
     def budget(self, campaign: Budget) -> Budget:
         if self.trials is None and self.seconds is None and self.exhaustive is None:
@@ -268,8 +276,11 @@ class _LaneRunner:
             toolchain = Toolchain.of(device, w.families.hashes())
             claimant = Claimant.here(self.gpu.visible, self.gpu.uuid)
             self.say(f"{device.gpu_name}: working on campaign {w.options.campaign!r} ({w.budget.describe()})")
+            busy: dict[int, float] = {}  # items whose lock stayed taken -> when to try them again
             while not w.stop.is_set():
-                item = w.queue.claim(w.options.campaign, toolchain, claimant)
+                now = time.monotonic()
+                busy = {tid: until for tid, until in busy.items() if until > now}
+                item = w.queue.claim(w.options.campaign, toolchain, claimant, skip=busy.keys())
                 w.hold(item)
                 if item is None:
                     if w.queue.active(w.options.campaign, toolchain) == 0:
@@ -280,6 +291,11 @@ class _LaneRunner:
                     report = self.process(item, device)
                 except _Stopped:
                     return
+                except ClaimTimeout as e:
+                    w.give_back(only=item)  # queued again as it was: no retry counted
+                    busy[item.trial_id] = time.monotonic() + w.options.lock_wait_s
+                    self.say(f"{item.name}: {e}; given back, other problems first")
+                    continue
                 except BaseException as e:
                     if not w.stop.is_set():
                         self.abandon(item, e)
@@ -326,7 +342,7 @@ class _LaneRunner:
             self.say(f"{item.name}: skipped: {family}")
             return report("skipped", note=family)
         hard_key = device.hard_key(family.source_hash())
-        claim = w.sink.claim(item.problem, hard_key, gpu=self.gpu.lock_id(), wait=w.stop)
+        claim = w.sink.claim(item.problem, hard_key, gpu=self.gpu.lock_id(), wait=w.stop, wait_s=w.options.lock_wait_s)
         if claim is None:
             if w.stop.is_set():
                 raise _Stopped

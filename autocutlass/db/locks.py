@@ -82,10 +82,13 @@ class LockSpace(Protocol):
 
 
 def acquire(space: LockSpace, name: str, *, stop: threading.Event | None = None, poll_s: float = POLL_S,
-            on_wait: Callable[[], None] | None = None) -> HeldLock | None:  # fmt: skip
-    """Wait for the lock ``name`` of ``space``; None when ``stop`` was set first. ``on_wait`` is
-    called once, when the lock is found taken (to say so)."""
+            on_wait: Callable[[], None] | None = None, timeout_s: float | None = None) -> HeldLock | None:  # fmt: skip
+    """Wait for the lock ``name`` of ``space``; None when ``stop`` was set first, or when
+    ``timeout_s`` seconds passed without it (a holder that hangs, alive, keeps its lock: a
+    bounded wait lets the waiter do other work). ``on_wait`` is called once, when the lock is
+    found taken (to say so)."""
     told = False
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
         held = space.try_acquire(name)
         if held is not None:
@@ -93,11 +96,17 @@ def acquire(space: LockSpace, name: str, *, stop: threading.Event | None = None,
         if not told and on_wait is not None:
             on_wait()
             told = True
+        pause = poll_s
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            pause = min(pause, left)
         if stop is not None:
-            if stop.wait(poll_s):
+            if stop.wait(pause):
                 return None
         else:
-            time.sleep(poll_s)
+            time.sleep(pause)
 
 
 def _digest(name: str) -> str:

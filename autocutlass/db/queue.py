@@ -55,7 +55,7 @@ import socket
 import threading
 import uuid
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -491,14 +491,16 @@ class TuningQueue:
         return self._guard("list campaigns", _names)
 
     # ---- workers -----------------------------------------------------------------------------
-    def claim(self, campaign: str, toolchain: Toolchain, claimant: Claimant) -> WorkItem | None:
+    def claim(self, campaign: str, toolchain: Toolchain, claimant: Claimant, *,
+              skip: Collection[int] = ()) -> WorkItem | None:  # fmt: skip
         """The first queued problem of ``campaign`` for ``toolchain`` (largest first: see the
-        module doc), now RUNNING under
+        module doc) whose item (``WorkItem.trial_id``) is not in ``skip``, now RUNNING under
         ``claimant``; None when none is queued (see ``active`` for running ones). Copies new
         problems of the manifest into the toolchain's items and re-queues stale items first."""
-        return self._guard("claim a problem", self._claim, campaign, toolchain, claimant)
+        return self._guard("claim a problem", self._claim, campaign, toolchain, claimant, skip)
 
-    def _claim(self, campaign: str, toolchain: Toolchain, claimant: Claimant) -> WorkItem | None:
+    def _claim(self, campaign: str, toolchain: Toolchain, claimant: Claimant,
+               skip: Collection[int] = ()) -> WorkItem | None:  # fmt: skip
         storage = self._storage()
         sid = self._sync(campaign, toolchain)
         if sid is None:
@@ -506,6 +508,8 @@ class TuningQueue:
         self._sweep(sid)
         for t in storage.get_all_trials(sid, deepcopy=False, states=(TrialState.WAITING,)):
             tid = storage.get_trial_id_from_study_id_trial_number(sid, t.number)
+            if tid in skip:
+                continue
             storage.record_heartbeat(tid)  # first, so a claim cut short here still goes stale
             try:
                 if not storage.set_trial_state_values(tid, TrialState.RUNNING):

@@ -18,8 +18,9 @@ have a plain epilogue). The baseline of a backward direction is what autograd ru
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -33,6 +34,7 @@ from autocutlass.ops.compare import (
     torch_dtype,
 )
 from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
+from autocutlass.ops.guards import Pristine, guard_damage, guarded_nan
 
 _CL = torch.channels_last
 
@@ -49,6 +51,16 @@ class ConvInputs:
     bias: torch.Tensor | None
     residual: torch.Tensor | None
     direction: ConvDirection = ConvDirection.FPROP
+    pristine: Pristine | None = field(default=None, compare=False, repr=False)
+    """Copies of the operands a candidate must leave alone (``ops.guards``), when made by
+    ``make_inputs``."""
+
+    def operands(self) -> dict[str, torch.Tensor | None]:
+        """The tensors the runner reads (every one but ``output``)."""
+        every = {"x": self.x, "w": self.w, "dy" if self.direction is not ConvDirection.FPROP else "y": self.y,
+                 "bias": self.bias, "residual": self.residual}  # fmt: skip
+        out = self.output
+        return {k: t for k, t in every.items() if t is not None and t is not out}
 
     @property
     def output(self) -> torch.Tensor:
@@ -85,8 +97,8 @@ def make_inputs(problem: ConvProblem, *, device: torch.device | str, seed: int =
     def rnd(shape: tuple[int, ...], scale: float = 1.0) -> torch.Tensor:
         return torch.randn(shape, generator=gen, dtype=torch.float32, device=device) * scale
 
-    def nan(shape: tuple[int, ...], dt: torch.dtype) -> torch.Tensor:
-        return torch.full(shape, math.nan, dtype=dt, device=device).contiguous(memory_format=_CL)
+    def nan(shape: tuple[int, ...], dt: torch.dtype) -> torch.Tensor:  # the output, in guard bands
+        return guarded_nan(shape, dt, device, memory_format=_CL)
 
     fan_in = (p.c // p.groups) * p.r * p.s
     in_dt, out_dt = torch_dtype(p.x_dtype), torch_dtype(p.y_dtype)
@@ -103,10 +115,12 @@ def make_inputs(problem: ConvProblem, *, device: torch.device | str, seed: int =
         y = nan(y_shape, out_dt)
         bias = rnd((p.k,)).to(out_dt) if p.epilogue.bias else None
         residual = rnd(y_shape).to(out_dt).contiguous(memory_format=_CL) if p.epilogue.with_c else None
-        return ConvInputs(x, w, y, bias, residual)
-    scale = 1 / math.sqrt(max(p.n * p.p * p.q, 1)) if d is ConvDirection.WGRAD else 1.0
-    y = rnd(y_shape, scale).to(in_dt).contiguous(memory_format=_CL)
-    return ConvInputs(x, w, y, None, None, d)
+        inputs = ConvInputs(x, w, y, bias, residual)
+    else:
+        scale = 1 / math.sqrt(max(p.n * p.p * p.q, 1)) if d is ConvDirection.WGRAD else 1.0
+        y = rnd(y_shape, scale).to(in_dt).contiguous(memory_format=_CL)
+        inputs = ConvInputs(x, w, y, None, None, d)
+    return dataclasses.replace(inputs, pristine=Pristine(inputs.operands()))
 
 
 def _conv(problem: ConvProblem, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -157,6 +171,9 @@ def verify(runner: Any, problem: ConvProblem, inputs: ConvInputs, ref: torch.Ten
     inputs.poison()
     inputs.run(runner)
     synchronize(inputs.output)
+    why = guard_damage(inputs.output) or (inputs.pristine.damage() if inputs.pristine is not None else None)
+    if why is not None:
+        return False, why
     return check_output(problem, inputs.output, ref)
 
 

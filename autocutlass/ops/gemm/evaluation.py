@@ -22,7 +22,7 @@ tensors in the unit tests (with a Python "runner").
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -36,6 +36,7 @@ from autocutlass.ops.compare import (
     torch_dtype,
 )
 from autocutlass.ops.gemm.problem import Activation, DType, GemmProblem, Major
+from autocutlass.ops.guards import Pristine, guard_damage, guarded_nan
 
 if TYPE_CHECKING:
     from autocutlass.kernels.base import (
@@ -62,6 +63,9 @@ class GemmInputs:
     scale_a: torch.Tensor | None = None
     scale_b: torch.Tensor | None = None
     """fp8 (e4m3) problems: per-tensor float32 scales of one element each (device tensors)."""
+    pristine: Pristine | None = field(default=None, compare=False, repr=False)
+    """Copies of the operands a candidate must leave alone (``ops.guards``), when made by
+    ``make_inputs``."""
 
     @property
     def output(self) -> torch.Tensor:
@@ -116,7 +120,7 @@ def make_inputs(problem: GemmProblem, *, device: torch.device | str, seed: int =
         b = _random((l, k, n), problem.b_dtype, gen, device, bs)
     else:
         b = _random((l, n, k), problem.b_dtype, gen, device, bs).transpose(-1, -2)
-    d = torch.full((l, m, problem.d_cols), math.nan, dtype=torch_dtype(problem.d_dtype), device=device)
+    d = guarded_nan((l, m, problem.d_cols), torch_dtype(problem.d_dtype), device)  # NaN, in guard bands
     c = None
     if problem.epilogue.with_c:
         assert problem.c_dtype is not None
@@ -126,9 +130,10 @@ def make_inputs(problem: GemmProblem, *, device: torch.device | str, seed: int =
     if problem.a_dtype is DType.E4M3:  # per-tensor scales away from 1, so that a dropped one shows
         scale_a = torch.rand((1,), generator=gen, device=device) * 0.5 + 0.75
         scale_b = torch.rand((1,), generator=gen, device=device) * 0.5 + 0.25
+    a, b = _squeeze_batch(a, problem), _squeeze_batch(b, problem)
     return GemmInputs(
-        a=_squeeze_batch(a, problem),
-        b=_squeeze_batch(b, problem),
+        a=a,
+        b=b,
         d=_squeeze_batch(d, problem),
         c=c,
         bias=bias,
@@ -136,6 +141,7 @@ def make_inputs(problem: GemmProblem, *, device: torch.device | str, seed: int =
         beta=0.5 if problem.epilogue.with_c and not problem.epilogue.c_mul else 0.0,
         scale_a=scale_a,
         scale_b=scale_b,
+        pristine=Pristine({"A": a, "B": b, "C": c, "bias": bias, "scale_a": scale_a, "scale_b": scale_b}),
     )
 
 
@@ -171,10 +177,14 @@ def check_output(problem: GemmProblem, d: torch.Tensor, ref: torch.Tensor) -> tu
 
 
 def verify(runner: GemmRunner, problem: GemmProblem, inputs: GemmInputs, ref: torch.Tensor) -> tuple[bool, str | None]:
-    """Poison D, run ``runner`` once, wait for it, compare D with ``ref``: (ok, reason)."""
+    """Poison D, run ``runner`` once, wait for it, check that it wrote nothing outside D and left
+    its operands alone (``ops.guards``), compare D with ``ref``: (ok, reason)."""
     inputs.poison()
     inputs.run(runner)
     synchronize(inputs.d)
+    why = guard_damage(inputs.d) or (inputs.pristine.damage() if inputs.pristine is not None else None)
+    if why is not None:
+        return False, why
     return check_output(problem, inputs.d, ref)
 
 

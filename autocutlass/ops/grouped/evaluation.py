@@ -36,6 +36,7 @@ from autocutlass.ops.compare import (
     torch_dtype,
 )
 from autocutlass.ops.grouped.problem import ROUTINGS, GroupedGemmProblem
+from autocutlass.ops.guards import Pristine, guard_damage, guarded_nan
 from autocutlass.ops.types import Major
 
 ZIPF_EXPONENT = 1.2
@@ -89,6 +90,8 @@ class GroupedInputs:
     variants: dict[str, tuple[GroupedInputs, torch.Tensor]] = field(default_factory=dict, compare=False, repr=False)
     """The same operands routed otherwise, with their references (``verify``), made on first use
     and gone with these inputs."""
+    pristine: Pristine | None = field(default=None, compare=False, repr=False)
+    """Copies of x, w, the offsets and bias (``ops.guards``), when made by ``make_inputs``."""
     also: tuple[torch.Tensor, ...] = field(default=(), compare=False, repr=False)
     """Offsets of other routings that ``run`` launches first, into the same output (the search's
     timing routings); the output is then ``offs``' result."""
@@ -128,9 +131,10 @@ def make_inputs(problem: GroupedGemmProblem, *, device: torch.device | str, seed
     else:
         w = rnd((p.experts, p.n, p.k), scale).to(torch_dtype(p.w_dtype)).transpose(-2, -1)
     out_dt = torch_dtype(p.out_dtype)
-    out = torch.full((p.t, p.n), math.nan, dtype=out_dt, device=device)
+    out = guarded_nan((p.t, p.n), out_dt, device)  # NaN, in guard bands
     bias = rnd((p.experts, p.n)).to(out_dt) if p.epilogue.bias else None
-    return GroupedInputs(x, w, offsets(p.t, p.experts, routing, seed=seed, device=device), out, bias)
+    offs = offsets(p.t, p.experts, routing, seed=seed, device=device)
+    return GroupedInputs(x, w, offs, out, bias, pristine=Pristine({"x": x, "w": w, "offs": offs, "bias": bias}))
 
 
 TIMING_ROUTINGS = ("balanced", "skewed")
@@ -196,6 +200,9 @@ def verify(runner: Any, problem: GroupedGemmProblem, inputs: GroupedInputs, ref:
     inputs.poison()
     inputs.run(runner)
     synchronize(inputs.out)
+    damage = guard_damage(inputs.out) or (inputs.pristine.damage() if inputs.pristine is not None else None)
+    if damage is not None:
+        return False, damage
     ok, why = check_output(problem, inputs.out, ref)
     if not ok or problem.experts < 2:
         return ok, why
@@ -204,6 +211,9 @@ def verify(runner: Any, problem: GroupedGemmProblem, inputs: GroupedInputs, ref:
         variant.poison()
         variant.run(runner)
         synchronize(variant.out)
+        damage = guard_damage(variant.out) or (inputs.pristine.damage() if inputs.pristine is not None else None)
+        if damage is not None:
+            return False, f"{routing} routing: {damage}"
         ok, why = check_output(problem, variant.out, vref)
         if not ok:
             return False, f"{routing} routing: {why}"
