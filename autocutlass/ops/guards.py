@@ -79,6 +79,12 @@ class Pristine:
         return f"changed its input(s) {', '.join(changed)}" if changed else None
 
 
+def damage(out: torch.Tensor, pristine: Pristine | None) -> str | None:
+    """What a candidate that just wrote ``out`` damaged: the guard bands around ``out``, then the
+    operands ``pristine`` holds copies of (both repaired); None when nothing."""
+    return guard_damage(out) or (pristine.damage() if pristine is not None else None)
+
+
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Equal element by element, NaN payloads and signed zeros included (a kernel that wrote a
     NaN where a NaN was, or -0.0 over 0.0, did write)."""

@@ -7,7 +7,8 @@ Three layers of rules, the first broken one's reason wins:
 2. The family's own axes (``_domain``) and the shared memory left to the ring beside the largest
    table (``_shared_memory``).
 3. The GEMM family's rules on the equivalent GEMM (WGMMA shape, accumulator registers, the
-   shared-memory swizzle of an N-contiguous weight, the slices a multicast tile splits into): the mainloop is the GEMM's.
+   shared-memory swizzle of an N-contiguous weight, the slices a multicast tile splits into):
+   the mainloop is the GEMM's.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from autocutlass.ops.compare import (
     torch_dtype,
 )
 from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
-from autocutlass.ops.guards import Pristine, guard_damage, guarded_nan
+from autocutlass.ops.guards import Pristine, damage, guarded_nan
 
 _CL = torch.channels_last
 
@@ -171,7 +171,7 @@ def verify(runner: Any, problem: ConvProblem, inputs: ConvInputs, ref: torch.Ten
     inputs.poison()
     inputs.run(runner)
     synchronize(inputs.output)
-    why = guard_damage(inputs.output) or (inputs.pristine.damage() if inputs.pristine is not None else None)
+    why = damage(inputs.output, inputs.pristine)
     if why is not None:
         return False, why
     return check_output(problem, inputs.output, ref)

@@ -36,7 +36,7 @@ from autocutlass.ops.compare import (
     torch_dtype,
 )
 from autocutlass.ops.gemm.problem import Activation, DType, GemmProblem, Major
-from autocutlass.ops.guards import Pristine, guard_damage, guarded_nan
+from autocutlass.ops.guards import Pristine, damage, guarded_nan
 
 if TYPE_CHECKING:
     from autocutlass.kernels.base import (
@@ -182,7 +182,7 @@ def verify(runner: GemmRunner, problem: GemmProblem, inputs: GemmInputs, ref: to
     inputs.poison()
     inputs.run(runner)
     synchronize(inputs.d)
-    why = guard_damage(inputs.d) or (inputs.pristine.damage() if inputs.pristine is not None else None)
+    why = damage(inputs.d, inputs.pristine)
     if why is not None:
         return False, why
     return check_output(problem, inputs.d, ref)

@@ -12,9 +12,10 @@ search verifies with ``balanced`` rows (T // E per expert, the first T % E exper
 on ``VERIFY_ROUTINGS``, and times on ``TIMING_ROUTINGS`` (``make_search_inputs``: each timed run
 launches the candidate, and torch's baseline likewise, once per routing, back to back; the
 timings are per call, the sum divided by the count): one record serves every routing of its
-bucket, so it is chosen for more than the balanced one. ``skewed``: expert sizes drawn from a Zipf(1.2) law, ``torch.multinomial`` of T tokens
-over weights 1/i^1.2 (i = 1..E) with a ``torch.Generator`` seeded ``seed`` (0 by default): a few
-experts take most rows and some get none. ``empty-even``/``one-expert``: the degenerate cases
+bucket, so it is chosen for more than the balanced one. ``skewed``: expert sizes drawn from a
+Zipf(1.2) law, ``torch.multinomial`` of T tokens over weights 1/i^1.2 (i = 1..E) with a
+``torch.Generator`` seeded ``seed`` (0 by default): a few experts take most rows and some get
+none. ``empty-even``/``one-expert``: the degenerate cases
 the GPU tests use (every even expert empty; all rows to the middle expert).
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -36,7 +38,7 @@ from autocutlass.ops.compare import (
     torch_dtype,
 )
 from autocutlass.ops.grouped.problem import ROUTINGS, GroupedGemmProblem
-from autocutlass.ops.guards import Pristine, guard_damage, guarded_nan
+from autocutlass.ops.guards import Pristine, damage, guarded_nan
 from autocutlass.ops.types import Major
 
 ZIPF_EXPONENT = 1.2
@@ -200,9 +202,9 @@ def verify(runner: Any, problem: GroupedGemmProblem, inputs: GroupedInputs, ref:
     inputs.poison()
     inputs.run(runner)
     synchronize(inputs.out)
-    damage = guard_damage(inputs.out) or (inputs.pristine.damage() if inputs.pristine is not None else None)
-    if damage is not None:
-        return False, damage
+    harm = damage(inputs.out, inputs.pristine)
+    if harm is not None:
+        return False, harm
     ok, why = check_output(problem, inputs.out, ref)
     if not ok or problem.experts < 2:
         return ok, why
@@ -211,9 +213,9 @@ def verify(runner: Any, problem: GroupedGemmProblem, inputs: GroupedInputs, ref:
         variant.poison()
         variant.run(runner)
         synchronize(variant.out)
-        damage = guard_damage(variant.out) or (inputs.pristine.damage() if inputs.pristine is not None else None)
-        if damage is not None:
-            return False, f"{routing} routing: {damage}"
+        harm = damage(variant.out, inputs.pristine)
+        if harm is not None:
+            return False, f"{routing} routing: {harm}"
         ok, why = check_output(problem, variant.out, vref)
         if not ok:
             return False, f"{routing} routing: {why}"
@@ -226,26 +228,21 @@ def torch_baseline(problem: GroupedGemmProblem, inputs: GroupedInputs) -> Any:
     from autocutlass.ops.grouped.frontend import GroupedCall, torch_grouped
 
     x, w = inputs.x, inputs.w
-    every = (*inputs.also, inputs.offs)  # as ``inputs.run`` launches ours
     if inputs.bias is None and problem.epilogue.activation.value == "none" and problem.out_dtype == problem.x_dtype:
-        if len(every) == 1:
-            return lambda: torch._grouped_mm(x, w, inputs.offs)
+        calls = [partial(torch._grouped_mm, x, w, offs) for offs in (*inputs.also, inputs.offs)]
+    else:
+        calls = [partial(torch_grouped, GroupedCall(x, w, offs, inputs.bias, torch_dtype(problem.out_dtype),
+                                                    problem.epilogue.activation))
+                 for offs in (*inputs.also, inputs.offs)]  # fmt: skip
+    if len(calls) == 1:
+        return calls[0]
 
-        def bare() -> torch.Tensor:
-            for offs in every:
-                out = torch._grouped_mm(x, w, offs)
-            return out  # the last routing's: ``inputs.offs``'
+    def every_routing() -> torch.Tensor:  # as ``inputs.run`` launches ours; the result is ``offs``'
+        for call in calls[:-1]:
+            call()
+        return calls[-1]()
 
-        return bare
-    calls = [GroupedCall(x, w, offs, inputs.bias, torch_dtype(problem.out_dtype), problem.epilogue.activation)
-             for offs in every]  # fmt: skip
-
-    def grouped() -> torch.Tensor:
-        for call in calls:
-            out = torch_grouped(call)
-        return out
-
-    return grouped
+    return every_routing
 
 
 def loop_baseline(problem: GroupedGemmProblem, inputs: GroupedInputs) -> Any:
