@@ -27,6 +27,7 @@ from autocutlass.cli.bench.report import (
     first_call_case,
     first_call_path,
     footer_lines,
+    memo_path,
     geomean,
     gpu_slug,
     progress_line,
@@ -196,6 +197,18 @@ def test_first_call_path() -> None:
     assert first_call_path({"memo_misses": 1, "db_lookups": 1, "misses_recorded": 1}, "cached") == "default"
     assert first_call_path({"memo_hits": 1}, "tune") == "memo"
     assert first_call_path({"memo_misses": 1}, "off") == "torch (policy off)"
+
+
+def test_a_memo_hit_on_a_torch_verdict_is_flagged_as_the_verdict() -> None:
+    """Two cases of one problem (a grouped GEMM routed balanced, then skewed): the second call hits
+    the first's memo entry, which counts no vendor call; when the first was torch by verdict, the
+    second is too (not timed as our kernel against torch)."""
+    p, q = GemmProblem(m=64, n=64, k=64), GemmProblem(m=128, n=64, k=64)
+    served = {p: ("torch (verdict)", "its tuning measured torch faster")}
+    assert memo_path("memo", p, served) == ("torch (verdict)", "its tuning measured torch faster")
+    assert memo_path("memo", q, served) == ("memo", None)  # no earlier case of q
+    assert memo_path("db", p, served) == ("db", None)  # not a memo hit: its own path
+    assert memo_path("memo", p, {p: ("db", None)}) == ("memo", None)  # ours, served from the memo
 
 
 # ---- the JSON document -------------------------------------------------------------------------

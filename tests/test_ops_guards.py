@@ -18,7 +18,7 @@ from autocutlass.ops.gemm.problem import GemmProblem
 from autocutlass.ops.grouped import evaluation as grouped_ev
 from autocutlass.ops.grouped.problem import GroupedGemmProblem
 from autocutlass.ops.guards import GUARD_BYTES, Pristine, guard_damage, guarded_nan
-from autocutlass.ops.types import Activation, Epilogue, Major
+from autocutlass.ops.types import Activation, DType, Epilogue, Major
 
 
 def _storage(t: torch.Tensor) -> torch.Tensor:
@@ -51,6 +51,46 @@ def test_pristine_names_and_restores_a_changed_operand() -> None:
     pz = Pristine({"bias": z})
     z[0] = -0.0  # the same value, other bits: written
     assert pz.damage() == "changed its input(s) bias"
+
+
+def test_pristine_settles_on_a_callers_in_place_update_but_not_on_a_raw_store() -> None:
+    """An in-place torch op (an optimizer step, a test's edit) moves the version counter and is
+    taken as the new pristine state; a store that moves no counter (a kernel's, here through
+    ``.data``) is still named and undone."""
+    w = torch.randn(6, 5)
+    p = Pristine({"w": w})
+    w.mul_(-0.5)  # the caller's update
+    w[:, 2:].zero_()  # through a view: the same counter
+    p.settle()
+    updated = w.clone()
+    assert p.damage() is None and torch.equal(w, updated)
+    w.data[0, 0] = 99.0  # no counter moves: as a kernel would write
+    p.settle()
+    assert p.damage() == "changed its input(s) w" and torch.equal(w, updated)
+    p.settle()  # the restore is not an update to keep
+    w.data[1, 1] = 42.0
+    assert p.damage() == "changed its input(s) w" and torch.equal(w, updated)
+    with torch.inference_mode():
+        v = torch.randn(3)
+        q = Pristine({"v": v})
+        v.add_(1.0)
+        q.settle()  # no counter on an inference tensor: the copy stays, the change is named
+        assert q.damage() == "changed its input(s) v"
+
+
+def test_gemm_verify_follows_a_callers_update_of_c() -> None:
+    """A caller that refills C between verifications (the gated GPU test's ones) is not a
+    candidate's damage; the reference made after the refill is what D is checked against."""
+    p = GemmProblem(m=24, n=16, k=8, b_major=Major.COL, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True))
+    inputs = gemm_ev.make_inputs(p, device="cpu")
+
+    def run(a: Any, b: Any, d: Any, *, c: Any = None, alpha: float = 1.0, beta: float = 0.0, **kw: Any) -> None:
+        d.copy_(alpha * (a.float() @ b.float()) + beta * c.float())
+
+    assert gemm_ev.verify(run, p, inputs, gemm_ev.reference(p, inputs)) == (True, None)
+    inputs.c.fill_(1.0)  # type: ignore[union-attr]
+    assert gemm_ev.verify(run, p, inputs, gemm_ev.reference(p, inputs)) == (True, None)
+    assert bool((inputs.c == 1.0).all())  # type: ignore[union-attr]
 
 
 # ---- the evaluations ------------------------------------------------------------------------------

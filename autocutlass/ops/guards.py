@@ -11,7 +11,11 @@ its output and changed none of its inputs.
   each candidate, ``Pristine.damage`` compares the operands with them and, when one changed,
   restores it (so the candidates after a bad one are still verified on the right operands) and
   says which. Operands larger together than ``PRISTINE_MAX_BYTES`` are not copied (a very large
-  problem's verification then does without this check).
+  problem's verification then does without this check). A caller may change an operand on purpose
+  between verifications (an optimizer step updating a weight in place, a test zeroing a half):
+  ``settle`` (called before each launch) takes the copy again of every operand whose version
+  counter moved since. Torch's in-place ops move it; a kernel's stores through a raw pointer do
+  not, so what a candidate changes is still found.
 
 Device-agnostic like the evaluations that use them (CPU tensors in the unit tests).
 """
@@ -66,8 +70,19 @@ class Pristine:
         live = {k: t for k, t in operands.items() if t is not None}
         total = sum(t.numel() * t.element_size() for t in live.values())
         self.copies: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.versions: dict[str, int | None] = {}
         if total <= PRISTINE_MAX_BYTES:
             self.copies = {k: (t, t.clone()) for k, t in live.items()}
+            self.versions = {k: _version(t) for k, t in live.items()}
+
+    def settle(self) -> None:
+        """Take again the copies of the operands torch changed in place since (their version
+        counter moved): what a caller did on purpose before a launch is not the candidate's."""
+        for name, (t, copy) in self.copies.items():
+            now = _version(t)
+            if now is not None and now != self.versions[name]:
+                copy.copy_(t)
+                self.versions[name] = now
 
     def damage(self) -> str | None:
         """The operands changed since the copies were taken (restored now), or None."""
@@ -75,8 +90,24 @@ class Pristine:
         for name, (t, copy) in self.copies.items():
             if not _same_bits(t, copy):
                 t.copy_(copy)
+                self.versions[name] = _version(t)
                 changed.append(name)
         return f"changed its input(s) {', '.join(changed)}" if changed else None
+
+
+def settle(pristine: Pristine | None) -> None:
+    """``pristine.settle()`` where there are copies (call it before each candidate's launch)."""
+    if pristine is not None:
+        pristine.settle()
+
+
+def _version(t: torch.Tensor) -> int | None:
+    """``t``'s version counter (moved by every in-place torch op on it or a view of it), or None
+    for an inference tensor, which has none (its copy is then never taken again)."""
+    try:
+        return int(t._version)
+    except RuntimeError:
+        return None
 
 
 def damage(out: torch.Tensor, pristine: Pristine | None) -> str | None:

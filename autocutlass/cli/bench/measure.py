@@ -50,6 +50,7 @@ from autocutlass.cli.bench.report import (
     default_out_dir,
     first_call_case,
     first_call_path,
+    memo_path,
     print_report,
     progress_line,
     skipped_lines,
@@ -114,9 +115,15 @@ def run_bench(ns: argparse.Namespace, cases: Sequence[BenchCase], skipped: Seque
 
     for line in skipped_lines({"skipped_directions": [dataclasses.asdict(s) for s in skipped]}):
         print(line, file=sys.stderr)
+    served: dict[Any, tuple[str, str | None]] = {}  # problem -> the latest case's (path, reason)
     with autocutlass.policy(policy):
         for i, case in enumerate(cases, 1):
             measured = None if case.skip else _measure_case(case, ns.vs, ns.rounds, flush, policy, ns.flush)
+            if measured is not None:
+                path, reason = memo_path(measured.path, case.problem, served)
+                if path != measured.path:
+                    measured = dataclasses.replace(measured, path=path, fallback_reason=reason)
+                served[case.problem] = (measured.path, measured.fallback_reason)
             rows.append(case_row(case, roofs, measured))
             print(progress_line(i, len(cases), rows[-1]), file=sys.stderr, flush=True)
             report()

@@ -133,6 +133,18 @@ def first_call_path(delta: Mapping[str, int], policy: str) -> str:
     return "heuristic" if policy == "heuristic" else "default"
 
 
+def memo_path(path: str, problem: Any, earlier: Mapping[Any, tuple[str, str | None]]) -> tuple[str, str | None]:
+    """A 'memo' first call serves what the earlier case of the same problem was served by (its
+    memo key is that case's, and a memo hit counts no vendor or fallback call in the stats): that
+    case's (path, fallback reason) when it was torch (so a torch verdict served from the memo is
+    flagged as one, not timed as ours), else ('memo', None). ``earlier``: problem -> (path,
+    reason) of the latest earlier case of it."""
+    if path == "memo" and problem in earlier and earlier[problem][0] in FALLBACK_PATHS:
+        first, reason = earlier[problem]
+        return first, reason
+    return path, None
+
+
 def stats_delta(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]:
     return {k: int(after[k]) - int(before.get(k, 0)) for k in after}
 

@@ -34,7 +34,7 @@ from autocutlass.ops.compare import (
     torch_dtype,
 )
 from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
-from autocutlass.ops.guards import Pristine, damage, guarded_nan
+from autocutlass.ops.guards import Pristine, damage, guarded_nan, settle
 
 _CL = torch.channels_last
 
@@ -169,6 +169,7 @@ def check_output(problem: ConvProblem, y: torch.Tensor, ref: torch.Tensor) -> tu
 def verify(runner: Any, problem: ConvProblem, inputs: ConvInputs, ref: torch.Tensor) -> tuple[bool, str | None]:
     """Poison y, run ``runner`` once, wait, compare with ``ref``."""
     inputs.poison()
+    settle(inputs.pristine)
     inputs.run(runner)
     synchronize(inputs.output)
     why = damage(inputs.output, inputs.pristine)

@@ -36,7 +36,7 @@ from autocutlass.ops.compare import (
     torch_dtype,
 )
 from autocutlass.ops.gemm.problem import Activation, DType, GemmProblem, Major
-from autocutlass.ops.guards import Pristine, damage, guarded_nan
+from autocutlass.ops.guards import Pristine, damage, guarded_nan, settle
 
 if TYPE_CHECKING:
     from autocutlass.kernels.base import (
@@ -180,6 +180,7 @@ def verify(runner: GemmRunner, problem: GemmProblem, inputs: GemmInputs, ref: to
     """Poison D, run ``runner`` once, wait for it, check that it wrote nothing outside D and left
     its operands alone (``ops.guards``), compare D with ``ref``: (ok, reason)."""
     inputs.poison()
+    settle(inputs.pristine)
     inputs.run(runner)
     synchronize(inputs.d)
     why = damage(inputs.d, inputs.pristine)

@@ -38,7 +38,7 @@ from autocutlass.ops.compare import (
     torch_dtype,
 )
 from autocutlass.ops.grouped.problem import ROUTINGS, GroupedGemmProblem
-from autocutlass.ops.guards import Pristine, damage, guarded_nan
+from autocutlass.ops.guards import Pristine, damage, guarded_nan, settle
 from autocutlass.ops.types import Major
 
 ZIPF_EXPONENT = 1.2
@@ -200,6 +200,7 @@ def verify(runner: Any, problem: GroupedGemmProblem, inputs: GroupedInputs, ref:
     """Poison the output, run ``runner`` once, wait, compare with ``ref``; then the same on the
     same operands routed as ``VERIFY_ROUTINGS`` (their references made once per problem)."""
     inputs.poison()
+    settle(inputs.pristine)
     inputs.run(runner)
     synchronize(inputs.out)
     harm = damage(inputs.out, inputs.pristine)
