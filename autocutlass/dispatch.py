@@ -62,6 +62,12 @@ it is counted in ``Stats.sibling_hits``, not ``db_hits``, and logged once per si
 * ``heuristic``: ``family.seeds(problem)[0]``; never reads the database.
 * ``off``: torch, always (validated like the others; not counted as a fallback).
 
+**Tuned-only families** (``KernelFamily.TUNED_ONLY``: hopper_grouped). Such a family serves a
+problem only from this GPU's record of it or of its bucket, or a tuning's winner (vendor verdicts
+still apply); wherever the tiers above would run a stand-in config of it (a nearest problem's
+record, a sibling GPU's, a class winner, the default), the torch op serves instead
+(``Stats.torch_standins``; an info line once per problem), and the miss is recorded as usual.
+
 **Recording a miss** (for ``autocutlass tune --pending``): under ``tune`` on the caller's thread,
 before the tuning; where the call does not tune now (``cached``, ``background``, a capture or a
 trace) on a short-lived daemon thread, so that the call never waits for the write (nor for the
@@ -186,6 +192,11 @@ class Family(Protocol):
     def seeds(self, problem: Any) -> Sequence[Any]: ...
     def config_from_dict(self, d: dict[str, Any]) -> Any: ...
     def compile(self, config: Any, problem: Any) -> Callable[..., None]: ...
+
+
+def _tuned_only(family: Family) -> bool:
+    """``KernelFamily.TUNED_ONLY`` (False for a family that does not say)."""
+    return bool(getattr(family, "TUNED_ONLY", False))
 
 
 class Store(Protocol):
@@ -714,10 +725,12 @@ class Dispatcher:
         near = self._near_enough(problem, found)  # what may serve; a far record only seeds the tuning
         tunes_now = pol is Policy.TUNE and may_tune  # else the caller must not wait for the miss's write
         if near is not None and (pol is Policy.CACHED or near.rank < _RANK["nearest"]):
-            self._n.db_hits += 1
             if near.rank == _RANK["nearest"]:  # a stand-in: tune --pending should tune the problem itself
                 self._record_miss(problem, hard_key, wait=tunes_now)
-            elif vendor_ok and self._vendor_faster(problem, near.record, info):
+                if _tuned_only(near.family):
+                    return self._tuned_only_standin(problem, near.family, _Memo.KEEP, None)
+            self._n.db_hits += 1
+            if near.rank < _RANK["nearest"] and vendor_ok and self._vendor_faster(problem, near.record, info):
                 return self._vendor_choice(problem)
             return _Choice(near.family, near.config)
         self._record_miss(problem, hard_key, wait=tunes_now)
@@ -742,6 +755,8 @@ class Dispatcher:
             memo, waits_for = bg
         # the stand-in: this GPU's nearest record, a sibling's, the nearest class winner, the default
         chosen = near or sibling or (priors[0] if priors else None)
+        if _tuned_only(chosen.family if chosen else first):
+            return self._tuned_only_standin(problem, chosen.family if chosen else first, memo, waits_for)
         family, config = (chosen.family, chosen.config) if chosen else (first, self._default_config(first, problem))
         if memo is _Memo.WAIT and (family.name, config, problem.kernel_class_key()) not in self._runners:
             # the background policy's stand-in would be compiled (or loaded) now: torch serves until
@@ -754,6 +769,18 @@ class Dispatcher:
         elif chosen is not None and near is None:
             self._n.class_hits += 1
         return _Choice(family, config, memo, waits_for)
+
+    def _tuned_only_standin(self, problem: OpProblem, family: Family, memo: _Memo,
+                            waits_for: tuple[str, str] | None) -> _Choice:  # fmt: skip
+        """Torch in place of a stand-in config of a ``TUNED_ONLY`` family (``torch_standins``;
+        logged once per problem): the problem has no record of this GPU yet."""
+        self._n.torch_standins += 1
+        if ("tuned-only", problem.key()) not in self._logged:
+            self._logged.add(("tuned-only", problem.key()))
+            log.info("autocutlass: torch serves %s: %s serves only problems tuned on this GPU (policy tune tunes "
+                     "it on the call; `autocutlass tune --pending` tunes the recorded misses)",
+                     problem.describe(), family.name)  # fmt: skip
+        return _Choice(None, None, memo, waits_for)
 
     def _vendor_faster(self, problem: OpProblem, rec: Any, info: DeviceInfo) -> bool:
         """True when the vendor record of ``rec``'s tuned problem (this GPU's) beats ``rec``'s time

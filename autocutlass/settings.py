@@ -17,7 +17,8 @@ AUTOCUTLASS_STRICT         1: raise UnsupportedProblem instead of falling back t
 AUTOCUTLASS_TUNE_TRIALS    trial budget of an on-line (miss-policy) tuning                16
 AUTOCUTLASS_TUNE_SECONDS   wall-clock budget of an on-line tuning                         60
 AUTOCUTLASS_LOG            log level of the ``autocutlass`` logger                        WARNING
-AUTOCUTLASS_GROUPED_KERNELS  1: ``grouped_mm`` calls may run the hopper_grouped kernels       0
+AUTOCUTLASS_GROUPED_KERNELS  0: ``grouped_mm`` never runs the hopper_grouped kernels        1
+                           (on, they serve only problems tuned on this GPU)
 AUTOCUTLASS_CONV_DGRAD     0: never serve conv2d dgrad with ``hopper_conv_dgrad`` (the      1
                            fprop kernel on dY, stride 1); cuDNN does
 AUTOCUTLASS_CONV_WGRAD     1: serve conv2d wgrad with the implicit-GEMM wgrad kernel       0
@@ -36,10 +37,12 @@ AUTOCUTLASS_PREWARM        0: the model swaps do not start the tuning processes 
 ``AUTOCUTLASS_TUNE_TRIALS_WITH_PRIORS`` (8): the trial budget of an on-line tuning when the
 database holds priors for it (``Settings.tune_trials_with_priors``). ``AUTOCUTLASS_TUNE_POOL_IDLE_S``
 (300): seconds the on-line tuning processes wait for the next tuning (``Settings.tune_pool_idle_s``).
-``AUTOCUTLASS_GROUPED_KERNELS`` gates the grouped-GEMM kernel family (``kernels.hopper_grouped``)
-until its GPU tests have passed: off, ``autocutlass.grouped_mm`` runs ``torch._grouped_mm`` with
-a logged reason (``kernels.families_for`` leaves the family out); ``tune`` and ``bench`` of
-grouped problems need it on too.
+``AUTOCUTLASS_GROUPED_KERNELS=0`` switches the grouped-GEMM kernel family (``kernels.hopper_grouped``)
+off: ``autocutlass.grouped_mm`` then runs ``torch._grouped_mm`` with a logged reason
+(``kernels.families_for`` leaves the family out), and ``tune`` and ``bench`` of grouped problems
+have no kernel to tune. On (the default), the family is tuned-only (``KernelFamily.TUNED_ONLY``):
+a grouped problem without this GPU's record of it or of its bucket runs ``torch._grouped_mm``
+until tuned.
 """
 
 from __future__ import annotations
@@ -130,8 +133,9 @@ class Settings:
     tune_pool_idle_s: float = 300.0
     """Seconds the on-line tuning processes (``search.pool``) stay up without a tuning; 0 closes
     them after every tuning."""
-    grouped_kernels: bool = False
-    """AUTOCUTLASS_GROUPED_KERNELS: the hopper_grouped family serves grouped_mm calls."""
+    grouped_kernels: bool = True
+    """``AUTOCUTLASS_GROUPED_KERNELS`` (on unless 0): the hopper_grouped family serves grouped_mm
+    calls (problems tuned on this GPU only: ``KernelFamily.TUNED_ONLY``)."""
     conv_dgrad_kernel: bool = True
     """``AUTOCUTLASS_CONV_DGRAD`` (on unless 0): the ``hopper_conv_dgrad`` family serves conv2d
     dgrad problems (its GPU tests, a whole training step's included, passed on an H100,
@@ -192,7 +196,7 @@ class Settings:
             log_level=_log_level(e, "AUTOCUTLASS_LOG"),
             tune_trials_with_priors=_int(e, "AUTOCUTLASS_TUNE_TRIALS_WITH_PRIORS", 8, minimum=1),
             tune_pool_idle_s=_seconds(e, "AUTOCUTLASS_TUNE_POOL_IDLE_S", 300.0, zero="closing them after every tuning"),
-            grouped_kernels=_flag(e, "AUTOCUTLASS_GROUPED_KERNELS"),
+            grouped_kernels=_flag(e, "AUTOCUTLASS_GROUPED_KERNELS", default=True),
             conv_dgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_DGRAD", default=True),
             conv_wgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_WGRAD"),
             vendor_verdicts=_flag(e, "AUTOCUTLASS_VENDOR_VERDICTS", default=True),

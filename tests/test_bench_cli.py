@@ -197,6 +197,8 @@ def test_first_call_path() -> None:
     assert first_call_path({"memo_misses": 1, "db_lookups": 1, "misses_recorded": 1}, "cached") == "default"
     assert first_call_path({"memo_hits": 1}, "tune") == "memo"
     assert first_call_path({"memo_misses": 1}, "off") == "torch (policy off)"
+    # torch in place of an untuned problem's stand-in (a tuned-only family: the grouped kernels)
+    assert first_call_path({"memo_misses": 1, "db_lookups": 2, "torch_standins": 1}, "cached") == "torch (stand-in)"
 
 
 def test_a_memo_hit_on_a_torch_verdict_is_flagged_as_the_verdict() -> None:

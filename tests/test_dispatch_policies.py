@@ -422,3 +422,48 @@ def test_a_claimed_miss_is_tuned_inside_the_claim() -> None:
     calls(rig.dispatcher).matmul(t(32, 64), t(64, 48))
     assert store.events == ["claimed", "tuning", "released"]
     assert rig.family.launches[-1].config == FakeConfig(256) and rig.dispatcher.stats().tunes == 1
+
+
+# ---- tuned-only families ---------------------------------------------------------------------
+def _tuned_only_rig(pol: Policy, **kw) -> object:  # noqa: ANN003
+    rig = make_rig(pol, **kw)
+    rig.family.TUNED_ONLY = True  # type: ignore[attr-defined]
+    return rig
+
+
+@pytest.mark.parametrize("pol", [Policy.CACHED, Policy.TUNE])
+def test_a_tuned_only_family_leaves_untuned_problems_to_torch(pol: Policy) -> None:
+    """Where a stand-in config would run (the nearest problem's record under cached, the default
+    after a tuning that found nothing, a sibling GPU's record), torch serves and the miss is
+    recorded; this GPU's bucket record and a tuning's winner still run the family."""
+    x, w = t(100, 64), t(96, 64)
+    tuner = FakeTuner(result={}) if pol is Policy.TUNE else None
+    for store in (FakeStore(fallback=Record("fake", {"tile": 256}, "nearest")), FakeStore(),
+                  FakeStore(sibling=Record("fake", {"tile": 64}, "bucket", sibling=True))):  # fmt: skip
+        rig = _tuned_only_rig(pol, store=store, tuner=tuner)
+        close(calls(rig.dispatcher).linear(x, w), x @ w.t())
+        s = rig.dispatcher.stats()
+        assert rig.family.launches == [] and rig.family.compiled == []
+        assert (s.torch_standins, s.db_hits, s.sibling_hits) == (1, 0, 0)
+        assert [p.m for p in rig.misses()] == [100]
+        close(calls(rig.dispatcher).linear(x, w), x @ w.t())  # memoised: no second look-up
+        assert rig.dispatcher.stats().memo_hits == 1 and rig.family.launches == []
+    rig = _tuned_only_rig(pol, store=FakeStore(fallback=Record("fake", {"tile": 64}, "bucket")), tuner=tuner)
+    close(calls(rig.dispatcher).linear(x, w), x @ w.t())
+    assert rig.family.launches[-1].config == FakeConfig(64) and rig.dispatcher.stats().torch_standins == 0
+
+
+def test_a_tuned_only_family_runs_a_tunings_winner() -> None:
+    rig = _tuned_only_rig(Policy.TUNE)
+    x, w = t(100, 64), t(96, 64)
+    close(calls(rig.dispatcher).linear(x, w), x @ w.t())
+    assert len(rig.tuner.calls) == 1 and rig.family.launches[-1].config == FakeConfig(256)
+    assert rig.dispatcher.stats().torch_standins == 0
+
+
+def test_a_plain_family_still_runs_its_stand_ins() -> None:
+    """The same stores without TUNED_ONLY: the nearest record and the default config run."""
+    x, w = t(100, 64), t(96, 64)
+    rig = make_rig(Policy.CACHED, store=FakeStore(fallback=Record("fake", {"tile": 256}, "nearest")))
+    calls(rig.dispatcher).linear(x, w)
+    assert rig.family.launches[-1].config == FakeConfig(256) and rig.dispatcher.stats().torch_standins == 0

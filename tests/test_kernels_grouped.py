@@ -170,11 +170,12 @@ def test_config_round_trip_and_labels() -> None:
 
 def test_the_registry_gates_the_family(monkeypatch: pytest.MonkeyPatch) -> None:
     p = GroupedGemmProblem(experts=8, t=256, n=512, k=512)
-    monkeypatch.delenv("AUTOCUTLASS_GROUPED_KERNELS", raising=False)
+    monkeypatch.setenv("AUTOCUTLASS_GROUPED_KERNELS", "0")
     assert kernels.families_for(p) == []
-    assert "AUTOCUTLASS_GROUPED_KERNELS=1" in kernels.unsupported_reason(p)
-    monkeypatch.setenv("AUTOCUTLASS_GROUPED_KERNELS", "1")
+    assert "AUTOCUTLASS_GROUPED_KERNELS=0" in kernels.unsupported_reason(p)
+    monkeypatch.delenv("AUTOCUTLASS_GROUPED_KERNELS")  # on by default
     assert [f.name for f in kernels.families_for(p)] == ["hopper_grouped"]
+    assert kernels.families_for(p)[0].TUNED_ONLY  # and serves only problems tuned on this GPU
     assert "hopper_grouped" in kernels.source_hashes()
 
 

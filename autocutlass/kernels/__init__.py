@@ -56,7 +56,8 @@ GATES: dict[str, tuple[str, str]] = {
 }
 """Families that serve problems only while a setting is on (``Settings`` field, variable): new
 kernels awaiting their GPU validation (their setting is off by default), and validated ones a
-user may switch off (on by default: hopper_conv_dgrad, hopper_gemm_gated, hopper_gemm_swiglu)."""
+user may switch off (on by default: hopper_grouped, hopper_conv_dgrad, hopper_gemm_gated,
+hopper_gemm_swiglu, hopper_gemv)."""
 
 ALL_GATES: dict[str, tuple[str, str]] = {**GATES, "hopper_conv_wgrad": ("conv_wgrad_kernel", "AUTOCUTLASS_CONV_WGRAD")}
 """``GATES`` and hopper_conv_wgrad's, which the family checks itself (its ``supports``): every

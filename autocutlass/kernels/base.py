@@ -65,6 +65,13 @@ class KernelFamily(ABC, Generic[C]):
     SOURCE_FILES: ClassVar[tuple[str, ...]]
     """Files (relative to ``autocutlass/kernels``) whose code decides what this family generates."""
 
+    TUNED_ONLY: ClassVar[bool] = False
+    """True for a family that serves a problem only from this GPU's record of it or of its bucket
+    (or a tuning's winner): where a miss would run a stand-in config (a nearest problem's record,
+    a sibling GPU's, a class winner, the default), the torch op serves instead (``dispatch``), for
+    a family whose untuned configs lose to a strong torch op (hopper_grouped against
+    ``torch._grouped_mm``)."""
+
     def source_hash(self) -> str:
         """Hash of ``SOURCE_FILES``' code: part of the hard key of this family's tuning records."""
         return source_hash(self.SOURCE_FILES)

@@ -43,6 +43,7 @@ from autocutlass.cli.bench.cases import BenchCase, Roofs, Spec
 from autocutlass.cli.bench.plot import plot_report
 from autocutlass.cli.bench.report import (
     FALLBACK_PATHS,
+    STANDIN_PATH,
     VENDOR_PATH,
     Measured,
     assemble_report,
@@ -496,6 +497,8 @@ def _fallback_reason(case: BenchCase, path: str, logged: Sequence[str]) -> str:
         return "policy 'off'"
     if path == VENDOR_PATH:
         return "its tuning measured torch faster than our best kernel (vendor verdict; AUTOCUTLASS_VENDOR_VERDICTS=0 runs ours)"
+    if path == STANDIN_PATH:
+        return "not tuned on this GPU: torch stands in (a tuned-only family's miss, or a background tuning's)"
     if logged:
         return " | ".join(logged)
     from autocutlass.kernels import families_for, unsupported_reason

@@ -105,14 +105,17 @@ def geomean(values: Iterable[float | None]) -> float | None:
 
 # ---- what the first call did -------------------------------------------------------------------
 VENDOR_PATH = "torch (verdict)"
-FALLBACK_PATHS = ("FALLBACK", "torch (policy off)", VENDOR_PATH)
+STANDIN_PATH = "torch (stand-in)"
+FALLBACK_PATHS = ("FALLBACK", "torch (policy off)", VENDOR_PATH, STANDIN_PATH)
 
 
 def first_call_path(delta: Mapping[str, int], policy: str) -> str:
     """How dispatch served a case's first call, from the ``autocutlass.stats()`` delta around it.
 
     'FALLBACK' (torch ran it), 'torch (policy off)', 'torch (verdict)' (the problem's tuning measured
-    torch faster than our best: ``autocutlass.vendor``), 'tuned', 'db' (a stored record of this GPU),
+    torch faster than our best: ``autocutlass.vendor``), 'torch (stand-in)' (torch in place of an
+    untuned problem's stand-in config: a tuned-only family's, or one not compiled yet under
+    ``background``), 'tuned', 'db' (a stored record of this GPU),
     'sibling' (a record a sibling GPU measured: an H200's on an H100), 'memo' (an earlier case had
     the same tensor fingerprint), 'heuristic' (policy heuristic) or 'default' (a miss served by the
     family's default config)."""
@@ -122,6 +125,8 @@ def first_call_path(delta: Mapping[str, int], policy: str) -> str:
         return "FALLBACK"
     if delta.get("vendor_hits", 0) > 0:
         return VENDOR_PATH
+    if delta.get("torch_standins", 0) > 0:
+        return STANDIN_PATH
     if delta.get("tunes", 0) > 0:
         return "tuned"
     if delta.get("db_hits", 0) > 0:
