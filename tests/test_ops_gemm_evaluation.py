@@ -121,7 +121,7 @@ def test_tf32_rounding_is_within_tolerance_but_bf16_rounding_is_not_fp32_exact()
             bits = x.contiguous().view(torch.int32)
             return ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
 
-        d.copy_(torch.matmul(rnd(a), rnd(b)))
+        d.copy_(torch.matmul(rnd(a), rnd(b)) * kw.get("alpha", 1.0))
 
     assert verify(tf32_like, p, inp, ref)[0]
     p32 = GemmProblem(m=64, n=64, k=256, a_dtype="fp32", b_dtype="fp32", d_dtype="fp32")

@@ -88,7 +88,7 @@ def test_gemm_verify_follows_a_callers_update_of_c() -> None:
         d.copy_(alpha * (a.float() @ b.float()) + beta * c.float())
 
     assert gemm_ev.verify(run, p, inputs, gemm_ev.reference(p, inputs)) == (True, None)
-    inputs.c.fill_(1.0)  # type: ignore[union-attr]
+    inputs.c.fill_(1.0)  # type: ignore[union-attr]  # the alpha check's reference is made again too
     assert gemm_ev.verify(run, p, inputs, gemm_ev.reference(p, inputs)) == (True, None)
     assert bool((inputs.c == 1.0).all())  # type: ignore[union-attr]
 
@@ -97,7 +97,7 @@ def test_gemm_verify_follows_a_callers_update_of_c() -> None:
 def _gemm_good(problem: GemmProblem) -> Any:
     def run(a: Any, b: Any, d: Any, *, c: Any = None, bias: Any = None, alpha: float = 1.0, beta: float = 0.0,
             **kw: Any) -> None:  # fmt: skip
-        y = a.float() @ b.float() + (bias.float() if bias is not None else 0)
+        y = alpha * (a.float() @ b.float()) + (bias.float() if bias is not None else 0)
         d.copy_(y)
 
     return run
@@ -181,3 +181,29 @@ def test_grouped_verify_catches_writes_past_the_output_on_every_routing() -> Non
 
     ok, why = grouped_ev.verify(moves_offsets, p, inputs, ref)
     assert not ok and why == "changed its input(s) offs" and torch.equal(inputs.offs, balanced)
+
+
+def test_gemm_verify_checks_a_run_time_alpha() -> None:
+    """Verification launches again at alpha = ALPHA_CHECK: a runner that drops alpha, or applies it
+    only to one part of the epilogue, passes at alpha = 1 and fails there, named."""
+    p = GemmProblem(m=40, n=24, k=32, b_major=Major.COL, c_dtype=DType.BF16,
+                    epilogue=Epilogue(with_c=True, bias=True, activation=Activation.RELU))  # fmt: skip
+    inputs = gemm_ev.make_inputs(p, device="cpu")
+    ref = gemm_ev.reference(p, inputs)
+    assert inputs.alpha == 1.0
+
+    def right(a: Any, b: Any, d: Any, *, c: Any, bias: Any, alpha: float = 1.0, beta: float = 0.0, **kw: Any) -> None:
+        d.copy_(torch.relu(alpha * (a.float() @ b.float()) + beta * c.float() + bias.float()))
+
+    def drops_alpha(a: Any, b: Any, d: Any, **kw: Any) -> None:
+        right(a, b, d, **{**kw, "alpha": 1.0})
+
+    def scales_c_too(a: Any, b: Any, d: Any, *, c: Any, bias: Any, alpha: float = 1.0, beta: float = 0.0,
+                     **kw: Any) -> None:  # fmt: skip
+        d.copy_(torch.relu(alpha * (a.float() @ b.float() + beta * c.float()) + bias.float()))
+
+    assert gemm_ev.verify(right, p, inputs, ref) == (True, None)
+    for wrong in (drops_alpha, scales_c_too):
+        ok, why = gemm_ev.verify(wrong, p, inputs, ref)
+        assert not ok and str(why).startswith(f"alpha={gemm_ev.ALPHA_CHECK}:"), why
+    assert gemm_ev.verify(right, p, inputs, ref) == (True, None)

@@ -101,6 +101,18 @@ def settle(pristine: Pristine | None) -> None:
         pristine.settle()
 
 
+def versions(*tensors: torch.Tensor | None) -> tuple[int | None, ...] | None:
+    """The version counters of ``tensors`` (None for a missing one), or None when one has no
+    counter (an inference tensor): what a cache of values derived from them is keyed by."""
+    out = []
+    for t in tensors:
+        v = None if t is None else _version(t)
+        if t is not None and v is None:
+            return None
+        out.append(v)
+    return tuple(out)
+
+
 def _version(t: torch.Tensor) -> int | None:
     """``t``'s version counter (moved by every in-place torch op on it or a view of it), or None
     for an inference tensor, which has none (its copy is then never taken again)."""

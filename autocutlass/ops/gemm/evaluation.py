@@ -21,6 +21,7 @@ tensors in the unit tests (with a Python "runner").
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -36,7 +37,7 @@ from autocutlass.ops.compare import (
     torch_dtype,
 )
 from autocutlass.ops.gemm.problem import Activation, DType, GemmProblem, Major
-from autocutlass.ops.guards import Pristine, damage, guarded_nan, settle
+from autocutlass.ops.guards import Pristine, damage, guarded_nan, settle, versions
 
 if TYPE_CHECKING:
     from autocutlass.kernels.base import (
@@ -66,6 +67,8 @@ class GemmInputs:
     pristine: Pristine | None = field(default=None, compare=False, repr=False)
     """Copies of the operands a candidate must leave alone (``ops.guards``), when made by
     ``make_inputs``."""
+    checks: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """What ``verify`` derives from these inputs once (the alpha check's inputs and reference)."""
 
     @property
     def output(self) -> torch.Tensor:
@@ -176,9 +179,28 @@ def check_output(problem: GemmProblem, d: torch.Tensor, ref: torch.Tensor) -> tu
     return compare(d, ref, tolerance(problem), problem.d_dtype.value)
 
 
+ALPHA_CHECK = 0.75
+"""The alpha of verification's second launch (exact in every dtype). alpha is a run-time argument
+every config of a problem takes, and the search times at alpha = 1 (torch.matmul has none): a
+kernel that dropped alpha, applied it twice or on one path only (a split-K reduction, a stream-K
+fix-up) would pass a check at alpha = 1 and then serve ``gemm(..., alpha=...)`` wrong."""
+
+
 def verify(runner: GemmRunner, problem: GemmProblem, inputs: GemmInputs, ref: torch.Tensor) -> tuple[bool, str | None]:
     """Poison D, run ``runner`` once, wait for it, check that it wrote nothing outside D and left
-    its operands alone (``ops.guards``), compare D with ``ref``: (ok, reason)."""
+    its operands alone (``ops.guards``), compare D with ``ref``; inputs at alpha = 1 then again at
+    ``ALPHA_CHECK`` against their own reference (made once per inputs): (ok, reason). D holds
+    the last launch's result."""
+    ok, why = _launch_and_check(runner, problem, inputs, ref)
+    if not ok or inputs.alpha != 1.0:
+        return ok, why
+    scaled, scaled_ref = _alpha_check(problem, inputs)
+    ok, why = _launch_and_check(runner, problem, scaled, scaled_ref)
+    return (True, None) if ok else (False, f"alpha={ALPHA_CHECK}: {why}")
+
+
+def _launch_and_check(runner: GemmRunner, problem: GemmProblem, inputs: GemmInputs, ref: torch.Tensor
+                      ) -> tuple[bool, str | None]:  # fmt: skip
     inputs.poison()
     settle(inputs.pristine)
     inputs.run(runner)
@@ -187,6 +209,17 @@ def verify(runner: GemmRunner, problem: GemmProblem, inputs: GemmInputs, ref: to
     if why is not None:
         return False, why
     return check_output(problem, inputs.d, ref)
+
+
+def _alpha_check(problem: GemmProblem, inputs: GemmInputs) -> tuple[GemmInputs, torch.Tensor]:
+    """``inputs`` at alpha = ``ALPHA_CHECK`` (the same tensors) and their reference, made once
+    per state of the operands (made again when torch changed one in place: a caller's update)."""
+    state = versions(inputs.a, inputs.b, inputs.c, inputs.bias, inputs.scale_a, inputs.scale_b)
+    got = inputs.checks.get("alpha")
+    if got is None or state is None or got[0] != state:
+        scaled = dataclasses.replace(inputs, alpha=ALPHA_CHECK, checks={})
+        got = inputs.checks["alpha"] = (state, scaled, reference(problem, scaled))
+    return got[1], got[2]
 
 
 def torch_baseline(problem: GemmProblem, inputs: GemmInputs) -> Any:
