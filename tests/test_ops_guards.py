@@ -207,3 +207,52 @@ def test_gemm_verify_checks_a_run_time_alpha() -> None:
         ok, why = gemm_ev.verify(wrong, p, inputs, ref)
         assert not ok and str(why).startswith(f"alpha={gemm_ev.ALPHA_CHECK}:"), why
     assert gemm_ev.verify(right, p, inputs, ref) == (True, None)
+
+
+# ---- poisoned scratch --------------------------------------------------------------------------
+class _RacyRunner:
+    """A split-K runner whose last split reads the partial sums before its writer stored them:
+    it returns whatever the scratch held (the previous launch's sums) and then stores this
+    launch's. Launched again on the same operands, the stale sums are the right ones."""
+
+    def __init__(self, p: GemmProblem) -> None:
+        self.scratch = torch.empty(p.m, p.n)
+        self.poisoned = 0
+
+    def poison_scratch(self) -> None:
+        self.poisoned += 1
+        self.scratch.fill_(math.nan)
+
+    def __call__(self, a: Any, b: Any, d: Any, *, alpha: float = 1.0, **kw: Any) -> None:
+        d.copy_(self.scratch)  # the race: read first
+        self.scratch.copy_(alpha * (a.float() @ b.float()))
+
+
+def test_verify_poisons_the_runners_scratch_before_each_launch() -> None:
+    from autocutlass.kernels.hopper_gemm.runner import SplitKWorkspace
+
+    p = GemmProblem(m=24, n=16, k=32, b_major=Major.COL)
+    inputs = gemm_ev.make_inputs(p, device="cpu")
+    ref = gemm_ev.reference(p, inputs)
+    racy = _RacyRunner(p)
+    racy(inputs.a, inputs.b, inputs.d, alpha=inputs.alpha)  # an earlier launch (a timing) left the sums
+    ok, why = gemm_ev.verify(racy, p, inputs, ref)
+    assert not ok and "384 of 384 output elements are NaN" in str(why), why
+    assert racy.poisoned == 1  # the alpha check's launch is not reached
+    # the workspace itself: NaN in the partials held and in those allocated after; turnstiles kept
+    ws = SplitKWorkspace()
+    work, count = torch.zeros(8), torch.zeros(2, dtype=torch.int32)
+    ws._bufs[(0, 0)] = (work, count)
+    ws.poison()
+    assert bool(work.isnan().all()) and not bool(count.any()) and bool(ws._new_work(4, "cpu").isnan().all())
+
+
+def test_the_pointwise_conv_lowering_forwards_the_scratch_hook() -> None:
+    p = ConvProblem(direction=ConvDirection.FPROP, n=2, c=16, h=4, w=4, k=32, r=1, s=1)
+    lowered = p.gemm_lowering()
+    assert lowered is not None
+    racy = _RacyRunner(lowered.gemm)
+    run = lowered.runner(racy)
+    run.poison_scratch()  # type: ignore[attr-defined]
+    assert racy.poisoned == 1
+    assert not hasattr(lowered.runner(lambda *a, **k: None), "poison_scratch")

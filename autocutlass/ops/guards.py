@@ -16,6 +16,9 @@ its output and changed none of its inputs.
   ``settle`` (called before each launch) takes the copy again of every operand whose version
   counter moved since. Torch's in-place ops move it; a kernel's stores through a raw pointer do
   not, so what a candidate changes is still found.
+* **Poisoned scratch** (``poison_scratch``): a runner's split-K or stream-K partial sums are NaN
+  before each verification launch, so a kernel that reads a partial its writer has not stored yet
+  fails instead of reading the previous launch's (equal) sums.
 
 Device-agnostic like the evaluations that use them (CPU tensors in the unit tests).
 """
@@ -93,6 +96,14 @@ class Pristine:
                 self.versions[name] = _version(t)
                 changed.append(name)
         return f"changed its input(s) {', '.join(changed)}" if changed else None
+
+
+def poison_scratch(runner: object) -> None:
+    """The runner's ``poison_scratch()`` where it has one (runners with split-K or stream-K
+    partials fill them with NaN): call it before each candidate's launch in verification."""
+    hook = getattr(runner, "poison_scratch", None)
+    if hook is not None:
+        hook()
 
 
 def settle(pristine: Pristine | None) -> None:

@@ -62,6 +62,11 @@ class HopperConvRunner:
         self._clusters: dict[int, int] = {}
         self._workspace = SplitKWorkspace() if config.split_k > 1 else None
 
+    def poison_scratch(self) -> None:
+        """Verification's hook: NaN in the split-K partials (``SplitKWorkspace.poison``)."""
+        if self._workspace is not None:
+            self._workspace.poison()
+
     def __call__(
         self,
         x: Any,

@@ -53,5 +53,9 @@ class DgradRunner:
             remember_view(self._seen, w, wt, at)
         return wt
 
+    def poison_scratch(self) -> None:
+        """Verification's hook: the forward runner's (``HopperConvRunner.poison_scratch``)."""
+        self.fprop.poison_scratch()
+
     def __call__(self, dy: Any, w: Any, dx: Any, **_: Any) -> None:
         self.fprop(dy, self.weight(w), dx)

@@ -47,6 +47,11 @@ class HopperConvWgradRunner:
         self._clusters: dict[int, int] = {}
         self._workspace = SplitKWorkspace() if config.split_k > 1 or config.stream_k else None
 
+    def poison_scratch(self) -> None:
+        """Verification's hook: NaN in the split-K partials (``SplitKWorkspace.poison``)."""
+        if self._workspace is not None:
+            self._workspace.poison()
+
     def __call__(self, dy: Any, x: Any, dw: Any, **_: Any) -> None:
         n, k, p, q = dy.shape
         kw, c, r, s = dw.shape

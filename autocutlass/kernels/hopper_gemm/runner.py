@@ -62,11 +62,29 @@ class SplitKWorkspace:
     stream (graph capture, torch.compile's CUDA graphs) allocated per call (see ``get``).
     Serial mode: a tile slot and a turnstile per output tile (the kernel leaves every turnstile
     at zero when it finishes). Workspace mode: ``S * L * M * N_pad`` partials, no turnstiles.
-    Stream-K: a tile slot and a flag per CTA of the grid (flags also left at zero)."""
+    Stream-K: a tile slot and a flag per CTA of the grid (flags also left at zero).
+
+    ``poison`` (verification, before each launch) fills the partial sums with NaN, now and in
+    every buffer allocated after: a kernel that reads a partial before its writer stored it (a
+    turnstile or flag race) would otherwise read the previous launch's sums, the right values
+    when the same operands are launched again."""
 
     def __init__(self) -> None:
         self._bufs: dict[tuple[int, int], tuple[Any, Any]] = {}
         self._default: dict[int, Any] = {}  # each device's default stream (asked once: this is a launch)
+        self._poisoned = False
+
+    def poison(self) -> None:
+        """NaN in every partial-sum buffer held, and in those allocated from now on."""
+        self._poisoned = True
+        for work, _ in self._bufs.values():
+            work.fill_(float("nan"))
+
+    def _new_work(self, partials: int, device: Any) -> Any:
+        import torch
+
+        work = torch.empty(partials, dtype=torch.float32, device=device)
+        return work.fill_(float("nan")) if self._poisoned else work
 
     def get(self, device: Any, partials: int, turnstiles: int) -> tuple[Any, Any]:
         import torch
@@ -82,12 +100,11 @@ class SplitKWorkspace:
             # private pool: a buffer kept from there is a live tensor the graph does not own
             # ("tensors in the cudagraph pool not tracked as outputs"). A call's own temporaries
             # are freed when it returns; the zeroed turnstiles cost one memset (a graph node).
-            return (torch.empty(partials, dtype=torch.float32, device=device),
-                    torch.zeros(turnstiles, dtype=torch.int32, device=device))  # fmt: skip
+            return self._new_work(partials, device), torch.zeros(turnstiles, dtype=torch.int32, device=device)
         key = (index, stream.cuda_stream)
         have = self._bufs.get(key)
         if have is None or have[0].numel() < partials or have[1].numel() < turnstiles:
-            work = torch.empty(partials, dtype=torch.float32, device=device)
+            work = self._new_work(partials, device)
             count = torch.zeros(turnstiles, dtype=torch.int32, device=device)
             have = (work, count)
             self._bufs[key] = have
@@ -184,6 +201,11 @@ class HopperGemmRunner:
         self._reduce: dict[int, Any] = {}
         self._transpose: dict[int, Any] = {}
         self.prepare(3 if problem.l > 1 else 2)
+
+    def poison_scratch(self) -> None:
+        """Verification's hook: NaN in the split-K / stream-K partials (``SplitKWorkspace.poison``)."""
+        if self._workspace is not None:
+            self._workspace.poison()
 
     def prepare(self, rank: int) -> Any:
         fn = self._fns.get(rank)

@@ -34,7 +34,7 @@ from autocutlass.ops.compare import (
     torch_dtype,
 )
 from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
-from autocutlass.ops.guards import Pristine, damage, guarded_nan, settle
+from autocutlass.ops.guards import Pristine, damage, guarded_nan, poison_scratch, settle
 
 _CL = torch.channels_last
 
@@ -170,6 +170,7 @@ def verify(runner: Any, problem: ConvProblem, inputs: ConvInputs, ref: torch.Ten
     """Poison y, run ``runner`` once, wait, compare with ``ref``."""
     inputs.poison()
     settle(inputs.pristine)
+    poison_scratch(runner)
     inputs.run(runner)
     synchronize(inputs.output)
     why = damage(inputs.output, inputs.pristine)

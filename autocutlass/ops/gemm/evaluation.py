@@ -37,7 +37,7 @@ from autocutlass.ops.compare import (
     torch_dtype,
 )
 from autocutlass.ops.gemm.problem import Activation, DType, GemmProblem, Major
-from autocutlass.ops.guards import Pristine, damage, guarded_nan, settle, versions
+from autocutlass.ops.guards import Pristine, damage, guarded_nan, poison_scratch, settle, versions
 
 if TYPE_CHECKING:
     from autocutlass.kernels.base import (
@@ -203,6 +203,7 @@ def _launch_and_check(runner: GemmRunner, problem: GemmProblem, inputs: GemmInpu
                       ) -> tuple[bool, str | None]:  # fmt: skip
     inputs.poison()
     settle(inputs.pristine)
+    poison_scratch(runner)
     inputs.run(runner)
     synchronize(inputs.d)
     why = damage(inputs.d, inputs.pristine)
