@@ -225,3 +225,45 @@ def test_read_only_store_leaves_a_rollback_journal_file_as_it_is(tmp_path: Path)
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
     conn.close()
+
+
+@pytest.mark.parametrize("fast_reads", ["1", "0"])
+def test_a_file_in_an_unwritable_directory_is_read_as_it_is_now(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                fast_reads: str) -> None:  # fmt: skip
+    """A team's database in a directory this process cannot write is opened immutable=1 (no -shm
+    can be made there), but whoever can write it may still add records: each later lookup reads
+    the file as it is then, not what the first connection saw (both read paths)."""
+    monkeypatch.setenv("AUTOCUTLASS_DB_SQLITE_READS", fast_reads)
+    d = tmp_path / "shared"
+    d.mkdir()
+    path = d / "tuning.sqlite"
+    writer = TuningStore(path)
+    writer.record_best(P, HK, "f", {"tile": 128}, 1.0, 100.0)
+    release(path)
+    real, locked = os.access, [True]
+
+    def access(p: object, mode: int, *a: object, **k: object) -> bool:  # this process may not write d
+        if locked[0] and Path(str(p)) == d and mode & os.W_OK:
+            return False
+        return real(p, mode, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(eng.os, "access", access)
+    from autocutlass.db import location
+
+    monkeypatch.setattr(location.os, "access", access)
+    assert location.sqlite_read_only_uri(path)[1]  # immutable, forced
+    reader = TuningStore(path)
+    assert reader.lookup(P, HK).config == {"tile": 128}  # type: ignore[union-attr]
+    assert reader.lookup(Q, HK) is None
+    locked[0] = False  # the owner tunes two more problems into it
+    writer = TuningStore(path)
+    writer.record_best(Q, HK, "f", {"tile": 64}, 1.0, 100.0)
+    writer.record_best(P, HK, "f", {"tile": 256}, 0.5, 200.0)
+    release(path)
+    locked[0] = True
+    assert sorted(x.name for x in d.iterdir()) == ["tuning.sqlite"]
+    got = reader.lookup(Q, HK)
+    assert got is not None and got.source == "exact" and got.config == {"tile": 64}
+    assert reader.lookup(P, HK).config == {"tile": 256}  # type: ignore[union-attr]
+    if fast_reads == "0":  # the SQLAlchemy engine keeps no connection of such a file
+        assert type(reader._engine().pool).__name__ == "NullPool"

@@ -38,7 +38,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.orm import Session
-from sqlalchemy.pool import QueuePool
+from sqlalchemy.pool import NullPool, QueuePool
 
 from autocutlass.db.location import (  # noqa: F401 - sqlite_unwritable is re-exported
     MAX_ATTEMPTS,
@@ -133,12 +133,17 @@ def make_engine(
         if loc.sqlite_path is not None and read_only:
             if not loc.sqlite_path.is_file():
                 raise DatabaseError(f"The tuning database {loc.display} does not exist.")
-            uri, _ = sqlite_read_only_uri(loc.sqlite_path, immutable=immutable)
+            path = loc.sqlite_path
+            _, forced = sqlite_read_only_uri(path, immutable=immutable)
 
             def _connect() -> sqlite3.Connection:
+                uri, _ = sqlite_read_only_uri(path, immutable=immutable)  # as the file's side files are now
                 return sqlite3.connect(uri, uri=True, check_same_thread=False)
 
-            engine = create_engine("sqlite://", creator=_connect, poolclass=QueuePool)
+            # immutable=1 without being asked (an unwritable directory): another process may still
+            # write the file, which an immutable connection never notices, so none is kept
+            pool = NullPool if forced and not immutable else QueuePool
+            engine = create_engine("sqlite://", creator=_connect, poolclass=pool)
         elif loc.sqlite_path is not None:
             try:
                 loc.sqlite_path.parent.mkdir(parents=True, exist_ok=True)

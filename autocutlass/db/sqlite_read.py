@@ -19,7 +19,10 @@ The reader keeps the store's contract:
 * The rows are the SQLAlchemy query's columns, in a ``LookupRow``; ``TuningStore`` ranks them with
   the same code whichever path read them.
 * One connection per reader and process (a connection inherited through ``fork`` is never used:
-  the child opens its own), used under a lock: safe to share between threads.
+  the child opens its own), used under a lock: safe to share between threads. Except where the
+  file had to be opened ``immutable=1`` without being shipped (its directory is not writable
+  here): another process may still write it, and an immutable connection would go on reading
+  what it first saw, so each read opens its own connection and sees the file as it is then.
 """
 
 from __future__ import annotations
@@ -105,6 +108,7 @@ class SqliteReader:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
+        self._one_read = False
 
     # ---- plumbing --------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection | None:
@@ -118,7 +122,11 @@ class SqliteReader:
                 return None
         except OSError as e:  # a directory this process cannot enter (EACCES): not a crash of the call
             raise DatabaseError(f"Cannot read the tuning database {self.loc.display}: {e}") from e
-        uri, _ = sqlite_read_only_uri(self._path, immutable=self._immutable)
+        uri, immutable = sqlite_read_only_uri(self._path, immutable=self._immutable)
+        # immutable without being asked (a directory this process cannot write): the file may still
+        # change under another process that can, and an immutable connection never notices, so
+        # this one serves a single read (``_read`` drops it after)
+        self._one_read = immutable and not self._immutable
         conn = sqlite3.connect(uri, uri=True, timeout=self._busy_s, check_same_thread=False,
                                isolation_level=None)  # fmt: skip
         try:
@@ -153,6 +161,8 @@ class SqliteReader:
                         return fn(conn)
                     finally:
                         conn.execute("COMMIT")
+                        if self._one_read:
+                            self._drop()
             except sqlite3.Error as e:
                 code = getattr(e, "sqlite_errorcode", None)
                 primary = code & 0xFF if isinstance(code, int) else None
