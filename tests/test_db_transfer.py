@@ -165,3 +165,39 @@ def test_problems_of_every_op_travel(tmp_path: Path, suffix: str) -> None:
         rec = dst.lookup(p, A_KEY)
         assert rec is not None and rec.source == "exact" and rec.problem == p and rec.config == {"op": p.op}
     assert dst.pending_misses(B_KEY) == [GroupedGemmProblem(experts=128, t=17, n=768, k=2048)]
+
+
+def test_torchs_time_travels_with_the_record_it_was_timed_with(tmp_path: Path) -> None:
+    """A verdict compares two times of one tuning: merging a file whose record of ours wins brings
+    its vendor record too, even a slower one; where ours already there stays, so does its vendor
+    record, even if the file's is faster; a vendor record alone keeps the faster-wins rule."""
+    from autocutlass.vendor import VENDOR_FAMILY, vendor_hard_key
+
+    vk = vendor_hard_key(A_KEY, "2.11.0", "13.0")
+    P3 = GemmProblem(m=64, n=2048, k=2048)  # noqa: N806
+
+    def db(path: Path, rows: list[tuple[GemmProblem, str, float]]) -> Path:
+        store = TuningStore(path)
+        for p, fam, ms in rows:
+            store.record_best(p, vk if fam == VENDOR_FAMILY else A_KEY, fam, {} if fam == VENDOR_FAMILY else {"t": 1},
+                              ms, 1.0)  # fmt: skip
+        return path
+
+    a = db(tmp_path / "a.sqlite", [(P1, "f", 1.0), (P1, VENDOR_FAMILY, 0.7),   # A: torch timed faster
+                                   (P2, "f", 0.5), (P2, VENDOR_FAMILY, 0.6),
+                                   (P3, VENDOR_FAMILY, 0.4)])  # fmt: skip
+    b = db(tmp_path / "b.sqlite", [(P1, "f", 0.9), (P1, VENDOR_FAMILY, 1.0),   # B's run: ours ahead of torch
+                                   (P2, "f", 0.8), (P2, VENDOR_FAMILY, 0.3),   # ours slower than A's: A stays
+                                   (P3, VENDOR_FAMILY, 0.35)])  # fmt: skip
+    out = tmp_path / "c.sqlite"
+    merge(a, b, out)
+    merged = TuningStore(out)
+
+    def ms(p: GemmProblem, key: HardKey) -> float:
+        rec = merged.lookup(p, key)
+        assert rec is not None and rec.source == "exact"
+        return rec.median_ms
+
+    assert (ms(P1, A_KEY), ms(P1, vk)) == (0.9, 1.0)  # B's pair (not A's torch at 0.7)
+    assert (ms(P2, A_KEY), ms(P2, vk)) == (0.5, 0.6)  # A's pair (not B's torch at 0.3)
+    assert ms(P3, vk) == 0.35  # no record of ours: the faster

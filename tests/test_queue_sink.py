@@ -158,6 +158,24 @@ def test_record_best_keeps_the_faster(url: str, tmp_path: Path) -> None:
     assert s.store.lookup(P, HARD_KEY).config == {"tile": 64}  # type: ignore[union-attr]
 
 
+def test_torchs_time_follows_the_winner_kept(url: str, tmp_path: Path) -> None:
+    """Two campaign tunings of one problem: each records its winner, then torch's time. The
+    stored vendor record is the one timed with the winner kept (a verdict compares one tuning's
+    times), not the faster of the two torch times."""
+    from autocutlass.vendor import VENDOR_FAMILY, vendor_hard_key
+
+    vk = vendor_hard_key(HARD_KEY, "2.11.0", "13.0")
+    first, second, third = sink(url, tmp_path), sink(url, tmp_path), sink(url, tmp_path)
+    first.record_best(P, HARD_KEY, "fake", {"tile": 16}, 1.0, 10.0)
+    first.record_best(P, vk, VENDOR_FAMILY, {}, 1.2, 8.0)  # ours ahead in this tuning
+    second.record_best(P, HARD_KEY, "fake", {"tile": 32}, 1.1, 9.0)  # slower winner: kept out
+    second.record_best(P, vk, VENDOR_FAMILY, {}, 0.5, 20.0)  # its torch time goes with it
+    assert (first.store.lookup(P, HARD_KEY).median_ms, first.store.lookup(P, vk).median_ms) == (1.0, 1.2)  # type: ignore[union-attr]
+    third.record_best(P, HARD_KEY, "fake", {"tile": 64}, 0.9, 11.0)  # a faster winner ...
+    third.record_best(P, vk, VENDOR_FAMILY, {}, 1.4, 7.0)  # ... brings its own torch time, slower or not
+    assert (first.store.lookup(P, HARD_KEY).median_ms, first.store.lookup(P, vk).median_ms) == (0.9, 1.4)  # type: ignore[union-attr]
+
+
 def test_concurrent_misses_tune_once(url: str, tmp_path: Path) -> None:
     """The dispatcher's side: ``claim`` on a miss; None -> serve the best available, look again later."""
     TuningStore(url).check()

@@ -13,7 +13,9 @@ Two rules that plain ``TuningStore`` recording does not keep:
   released at the end of its ``with`` block, or by the operating system / database server when
   its process dies (locks, not rows: a crash leaves nothing to clean up).
 * **Arbitrated winners.** ``record_best`` keeps the faster of the stored best and the new one
-  (``TuningStore.merge_best``); both runs' trials stay recorded. Never last-writer-wins.
+  (``TuningStore.merge_best``); both runs' trials stay recorded. Never last-writer-wins. Torch's
+  time for the problem (its vendor record) goes with the winner kept: a verdict compares two
+  times of one tuning.
 
 Order: the problem's lock, then the GPU's. A process holding a GPU lock never waits for a problem
 lock, so two processes cannot wait for each other.
@@ -21,6 +23,7 @@ lock, so two processes cannot wait for each other.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +41,7 @@ from autocutlass.db.locks import (
 )
 from autocutlass.db.records import TrialRecord, TrialState
 from autocutlass.device import HardKey
+from autocutlass.vendor import VENDOR_FAMILY
 from autocutlass.ops.base import OpProblem
 
 log = logging.getLogger("autocutlass")
@@ -86,6 +90,9 @@ class SharedTuningSink:
         self.problem_locks = problem_locks if problem_locks is not None else locks_for(store.url)
         self.gpu_locks = gpu_locks if gpu_locks is not None else host_gpu_locks()
         self._gpu_of = gpu_of
+        self._ours: dict[tuple[str, HardKey], bool] = {}
+        """(problem, GPU) -> whether this sink's last record of ours for it was stored: where the
+        tuner's vendor record (torch's time, recorded after ours) goes."""
 
     def __repr__(self) -> str:
         return f"SharedTuningSink({self.store.display!r})"
@@ -166,8 +173,20 @@ class SharedTuningSink:
         tflops: float,
         trial_id: int | None = None,
     ) -> None:
-        """Keep the faster of the stored best and this one (``TuningStore.merge_best``)."""
-        if not self.store.merge_best(problem, hard_key, family, config, median_ms, tflops, trial_id=trial_id):
+        """Keep the faster of the stored best and this one (``TuningStore.merge_best``); torch's time
+        (a vendor record, which the tuner records after its winner) follows that winner: stored
+        over the one there when this run's winner was, dropped when the stored winner was kept, so
+        that a verdict compares the times of one tuning (faster-wins where this sink recorded no
+        winner of the problem)."""
+        at = (problem.key(), dataclasses.replace(hard_key, kernel_hash=""))
+        if family == VENDOR_FAMILY and at in self._ours:
+            if self._ours.pop(at):
+                self.store.record_best(problem, hard_key, family, config, median_ms, tflops, trial_id=trial_id)
+            return
+        stored = self.store.merge_best(problem, hard_key, family, config, median_ms, tflops, trial_id=trial_id)
+        if family != VENDOR_FAMILY:
+            self._ours[at] = stored
+        if not stored:
             log.info("autocutlass: %s: a faster best was already stored; kept it (this run's %.4f ms is recorded "
                      "as a trial)", problem.describe(), median_ms)  # fmt: skip
 

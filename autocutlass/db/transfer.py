@@ -9,7 +9,12 @@
 
 Merge rules, identical for all three: records of different hard keys stay apart (the device is
 part of every identity); per (problem, hard key) the faster best wins (lower ``median_ms``; a
-tie keeps the record already there); no trial is ever lost: trials are united, and identical
+tie keeps the record already there), except torch's times (vendor records, ``autocutlass.vendor``):
+each goes with the records of ours of its problem and GPU in the same file, so that a verdict
+compares two times of one tuning: where the file's record of ours wins, its vendor record
+replaces the one there (faster or not); where the record of ours already there is kept, so is
+its vendor record; with no record of ours of that problem in the file, the faster one wins as
+above. No trial is ever lost: trials are united, and identical
 trials (same problem, hard key, family, config, ``created_at`` and ``median_ms``) are stored
 once, so importing the same file twice changes nothing. Miss counts merge by maximum.
 
@@ -50,6 +55,7 @@ from autocutlass.device import HardKey
 from autocutlass.errors import DatabaseError, SchemaMismatch
 from autocutlass.keys import canonical_json, config_key
 from autocutlass.ops.base import OpProblem
+from autocutlass.vendor import VENDOR_FAMILY
 from autocutlass.ops.registry import problem_from_dict
 
 JSON_FORMAT = "autocutlass-tuning-db"
@@ -257,7 +263,17 @@ def load(store: TuningStore, snap: Snapshot) -> TransferStats:
             added += 1
 
         written = kept = 0
-        for b in snap.bests:
+        ours_won: set[tuple[str, HardKey]] = set()  # (problem, GPU): a record of ours from the file was written
+        ours_kept: set[tuple[str, HardKey]] = set()  # ... one already there was kept
+        # ours first, then torch's times (vendor records), which follow the records they were timed with
+        for b in sorted(snap.bests, key=lambda b: b.family == VENDOR_FAMILY):
+            at = (b.problem.key(), _gpu_part(b.hard_key))
+            keep_faster = True
+            if b.family == VENDOR_FAMILY and at in ours_won:
+                keep_faster = False
+            elif b.family == VENDOR_FAMILY and at in ours_kept:
+                kept += 1
+                continue
             stored = upsert_best(
                 s,
                 problem_id=pid(b.problem),
@@ -268,8 +284,10 @@ def load(store: TuningStore, snap: Snapshot) -> TransferStats:
                 tflops=b.tflops,
                 trial_id=trial_ids[b.trial] if b.trial is not None else None,
                 updated_at=b.updated_at,
-                keep_faster=True,
+                keep_faster=keep_faster,
             )
+            if b.family != VENDOR_FAMILY:
+                (ours_won if stored else ours_kept).add(at)
             if stored:
                 written += 1
             else:
@@ -288,6 +306,11 @@ def load(store: TuningStore, snap: Snapshot) -> TransferStats:
         return TransferStats(trials_added=added, trials_present=present, bests_written=written, bests_kept=kept)
 
     return store._write(_tx)
+
+
+def _gpu_part(hard_key: HardKey) -> HardKey:
+    """``hard_key`` without its kernel hash: what a record of ours and its vendor record share."""
+    return dataclasses.replace(hard_key, kernel_hash="")
 
 
 # ---- JSON form -----------------------------------------------------------------------------
