@@ -689,8 +689,9 @@ class Dispatcher:
             chosen = self._choose(plan.problem, pol, plan.device_index, may_tune=not downgraded, vendor_ok=vendor_ok)
             if isinstance(chosen, str):
                 return self._fallback(fe, call, chosen), _Memo.KEEP, None
-            if chosen.family is None:  # a vendor verdict, or torch standing in during a background tuning
-                return _torch_served(fe.torch_entry(call), _uncounted), chosen.memo, chosen.waits_for
+            if chosen.family is None:  # a vendor verdict, or torch standing in (a tuning, a tuned-only family)
+                memo = _Memo.SKIP if downgraded else chosen.memo  # after a capture or trace, the policy in full
+                return _torch_served(fe.torch_entry(call), _uncounted), memo, chosen.waits_for
             runner = self._runner(chosen.family, chosen.config, plan.problem)
         except (CantImplement, KernelCompileError) as e:
             if self.settings.strict:

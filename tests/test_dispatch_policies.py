@@ -467,3 +467,18 @@ def test_a_plain_family_still_runs_its_stand_ins() -> None:
     rig = make_rig(Policy.CACHED, store=FakeStore(fallback=Record("fake", {"tile": 256}, "nearest")))
     calls(rig.dispatcher).linear(x, w)
     assert rig.family.launches[-1].config == FakeConfig(256) and rig.dispatcher.stats().torch_standins == 0
+
+
+def test_a_tuned_only_stand_in_inside_a_capture_is_not_memoised(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Torch stands in for a tuned-only family's miss inside a CUDA graph capture; the first call
+    outside still tunes the problem and runs the winner (the stand-in was not memoised)."""
+    from autocutlass import dispatch
+
+    rig = _tuned_only_rig(Policy.TUNE)
+    x, w = t(100, 64), t(96, 64)
+    monkeypatch.setattr(dispatch, "_capturing", lambda tensor: True)
+    close(calls(rig.dispatcher).linear(x, w), x @ w.t())
+    assert rig.tuner.calls == [] and rig.family.launches == [] and rig.dispatcher.stats().torch_standins == 1
+    monkeypatch.setattr(dispatch, "_capturing", lambda tensor: False)
+    close(calls(rig.dispatcher).linear(x, w), x @ w.t())
+    assert len(rig.tuner.calls) == 1 and rig.family.launches[-1].config == FakeConfig(256)
