@@ -29,7 +29,8 @@ Grouped-GEMM cases (``benchmarks/shapes-grouped.json``) run ``autocutlass.groupe
 on the offsets of the case's routing against ``torch._grouped_mm(x, w, offs)`` and a loop of
 ``torch.matmul`` per expert, in the same interleaved rounds; their bytes (TB/s) are those the
 routing moves: x, the output and the weights of the experts that got rows. The grouped kernels
-serve only with ``AUTOCUTLASS_GROUPED_KERNELS=1`` (otherwise every grouped case is a fallback).
+serve only problems tuned on this GPU (a case without a record is a 'torch (stand-in)' fallback
+row) and not at all with ``AUTOCUTLASS_GROUPED_KERNELS=0`` (every grouped case a fallback).
 
 A case is memory-bound when its arithmetic intensity (flops / min_bytes) is below the ridge
 point (compute roof / bandwidth roof); its headline is TB/s (min_bytes / time), else TFLOP/s.
