@@ -320,7 +320,8 @@ class Stats:
     those served, while their tuning ran or after it found nothing, by the winner of another tuned
     problem of the same kernel class (other sizes); ``torch_standins`` those the torch op served
     while their tuning ran in the background because no stand-in kernel of theirs was loaded in
-    this process yet (not ``fallbacks``); ``vendor_hits`` those the torch op serves because their
+    this process yet, or because a tuned-only family (``KernelFamily.TUNED_ONLY``) has no record
+    of theirs on this GPU (not ``fallbacks``); ``vendor_hits`` those the torch op serves because their
     tuning measured it faster than our best (vendor verdicts; not ``fallbacks``). ``tunes`` counts tunings run (on the caller's thread or
     the background tuner's), ``background_tunes`` those queued under the ``background`` policy."""
 
