@@ -690,15 +690,14 @@ class Dispatcher:
             chosen = self._choose(plan.problem, pol, plan.device_index, may_tune=not downgraded, vendor_ok=vendor_ok)
             if isinstance(chosen, str):
                 return self._fallback(fe, call, chosen), _Memo.KEEP, None
+            memo = _Memo.SKIP if downgraded else chosen.memo  # after a capture or trace, the policy in full
             if chosen.family is None:  # a vendor verdict, or torch standing in (a tuning, a tuned-only family)
-                memo = _Memo.SKIP if downgraded else chosen.memo  # after a capture or trace, the policy in full
                 return _torch_served(fe.torch_entry(call), _uncounted), memo, chosen.waits_for
             runner = self._runner(chosen.family, chosen.config, plan.problem)
         except (CantImplement, KernelCompileError) as e:
             if self.settings.strict:
                 raise
             return self._fallback(fe, call, f"no kernel could be built: {type(e).__name__}: {e}"), _Memo.KEEP, None
-        memo = _Memo.SKIP if downgraded else chosen.memo
         return fe.kernel_entry(plan, runner, call), memo, chosen.waits_for
 
     def _choose(self, problem: OpProblem, pol: Policy, device_index: int, *, may_tune: bool = True,

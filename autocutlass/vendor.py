@@ -44,9 +44,16 @@ def vendor_hard_key(hard_key: HardKey, torch_version: str, cuda_version: str) ->
     return replace(hard_key, kernel_hash=vendor_hash(torch_version, cuda_version))
 
 
+def verdict_pair(problem_key: str, hard_key: HardKey) -> tuple[str, HardKey]:
+    """What a record of ours and the vendor record it is judged against share: the problem and the
+    hard key without its kernel hash (same GPU and toolchain). Merges keep the two of one tuning
+    together by it (``db.transfer``, ``campaign.SharedTuningSink``)."""
+    return problem_key, replace(hard_key, kernel_hash="")
+
+
 def vendor_faster(ours_ms: float, vendor_ms: float) -> bool:
     """True when the vendor's time beats ours by more than ``VENDOR_MARGIN``."""
     return vendor_ms * (1.0 + VENDOR_MARGIN) < ours_ms
 
 
-__all__ = ["VENDOR_FAMILY", "VENDOR_MARGIN", "vendor_faster", "vendor_hard_key", "vendor_hash"]
+__all__ = ["VENDOR_FAMILY", "VENDOR_MARGIN", "vendor_faster", "vendor_hard_key", "vendor_hash", "verdict_pair"]

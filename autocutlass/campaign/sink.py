@@ -23,7 +23,6 @@ lock, so two processes cannot wait for each other.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -41,7 +40,7 @@ from autocutlass.db.locks import (
 )
 from autocutlass.db.records import TrialRecord, TrialState
 from autocutlass.device import HardKey
-from autocutlass.vendor import VENDOR_FAMILY
+from autocutlass.vendor import VENDOR_FAMILY, verdict_pair
 from autocutlass.ops.base import OpProblem
 
 log = logging.getLogger("autocutlass")
@@ -178,7 +177,7 @@ class SharedTuningSink:
         over the one there when this run's winner was, dropped when the stored winner was kept, so
         that a verdict compares the times of one tuning (faster-wins where this sink recorded no
         winner of the problem)."""
-        at = (problem.key(), dataclasses.replace(hard_key, kernel_hash=""))
+        at = verdict_pair(problem.key(), hard_key)
         if family == VENDOR_FAMILY and at in self._ours:
             if self._ours.pop(at):
                 self.store.record_best(problem, hard_key, family, config, median_ms, tflops, trial_id=trial_id)

@@ -55,7 +55,7 @@ from autocutlass.device import HardKey
 from autocutlass.errors import DatabaseError, SchemaMismatch
 from autocutlass.keys import canonical_json, config_key
 from autocutlass.ops.base import OpProblem
-from autocutlass.vendor import VENDOR_FAMILY
+from autocutlass.vendor import VENDOR_FAMILY, verdict_pair
 from autocutlass.ops.registry import problem_from_dict
 
 JSON_FORMAT = "autocutlass-tuning-db"
@@ -267,7 +267,7 @@ def load(store: TuningStore, snap: Snapshot) -> TransferStats:
         ours_kept: set[tuple[str, HardKey]] = set()  # ... one already there was kept
         # ours first, then torch's times (vendor records), which follow the records they were timed with
         for b in sorted(snap.bests, key=lambda b: b.family == VENDOR_FAMILY):
-            at = (b.problem.key(), _gpu_part(b.hard_key))
+            at = verdict_pair(b.problem.key(), b.hard_key)
             keep_faster = True
             if b.family == VENDOR_FAMILY and at in ours_won:
                 keep_faster = False
@@ -306,11 +306,6 @@ def load(store: TuningStore, snap: Snapshot) -> TransferStats:
         return TransferStats(trials_added=added, trials_present=present, bests_written=written, bests_kept=kept)
 
     return store._write(_tx)
-
-
-def _gpu_part(hard_key: HardKey) -> HardKey:
-    """``hard_key`` without its kernel hash: what a record of ours and its vendor record share."""
-    return dataclasses.replace(hard_key, kernel_hash="")
 
 
 # ---- JSON form -----------------------------------------------------------------------------
