@@ -608,6 +608,13 @@ class Dispatcher:
         backward: dgrad and wgrad in one ``aten.convolution_backward``)."""
         return self._look_up(fe, args)[2]
 
+    def memoised(self, fe: FrontEnd, *args: Any) -> Entry | None:
+        """The entry memoised for ``fe`` on ``args`` (what ``call`` would run on a memo hit), or
+        None: looked up under the current policy, not counted, nothing built on a miss. A caller
+        that read ``epoch`` before the call that memoised it may run it again for calls of the same
+        memo key while ``epoch`` and the policy are unchanged (``autocutlass.nn``'s conv sites)."""
+        return self._memo.get(fe.memo_key(POLICY_OVERRIDE.policy or self._policy, *args))
+
     def _look_up(self, fe: FrontEnd, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], Policy, Entry]:
         """(memo key, policy, entry) of ``fe`` on ``args``: the memoised entry (a hit, counted) or
         the miss path's. ``call`` inlines the same steps (the hot path keeps its frames few)."""

@@ -115,7 +115,7 @@ from torch import Tensor
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from autocutlass import api
-from autocutlass.dispatch import torch_served
+from autocutlass.dispatch import POLICY_OVERRIDE, torch_served
 from autocutlass.ops.conv import frontend as conv_fe
 from autocutlass.ops.conv.backward import CONV2D_DGRAD, CONV2D_WGRAD, grad_output_format
 from autocutlass.ops.conv.frontend import CONV2D, ConvCall
@@ -520,8 +520,28 @@ def _conv_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     ctx.conv = (list(stride), list(padding), padding_mode, list(dilation), groups)
 
 
+class GradEntries:
+    """One conv2d call site's backward entries (dgrad, wgrad) as its last eager backward resolved
+    them, kept for the next backward of the site whose dZ and dispatcher state match: that
+    backward runs them without building their memo keys. Made per ``autocutlass.nn.Conv2d``
+    forward signature (``autocutlass.nn.conv_site``)."""
+
+    __slots__ = ("state",)
+
+    def __init__(self) -> None:
+        self.state: tuple[Any, ...] | None = None
+        """(key, dgrad entry, wgrad entry, torch_all): one tuple, swapped whole, so that a thread
+        never reads one backward's entries with another's key. ``torch_all``: torch serves every
+        wanted direction (they then run as one ``aten.convolution_backward``)."""
+
+    @property
+    def torch_all(self) -> bool:
+        st = self.state
+        return st is not None and st[3]
+
+
 def conv2d_grads(dz: Tensor, x: Tensor, w: Tensor, bias_shape: Any, conv: tuple[Any, ...], need: Sequence[bool],
-                 direct: bool = False) -> tuple[Any, Any, Any]:  # fmt: skip
+                 direct: bool = False, grads: GradEntries | None = None) -> tuple[Any, Any, Any]:  # fmt: skip
     """(dX, dW, db) of Z = F.conv2d(X, W, b, ...): dX by ``conv2d_dgrad``, dW by ``conv2d_wgrad``
     (each an autocutlass op: fingerprinted as its own conv2d direction, served by our kernels or
     by ``aten.convolution_backward``), db = dZ summed over N, H, W. A channels_last forward's dZ
@@ -529,7 +549,8 @@ def conv2d_grads(dz: Tensor, x: Tensor, w: Tensor, bias_shape: Any, conv: tuple[
     ``y.sum().backward()``), so that the kernels can read it. ``direct``: the two ops' bodies are
     called as functions (the eager autograd path, grad mode off: nothing records them); there, when
     torch serves every wanted direction, one ``aten.convolution_backward`` computes the wanted
-    gradients together (``_torch_merged``)."""
+    gradients together (``_torch_merged``). ``grads``: a call site's kept backward entries (used and
+    refreshed on the direct path)."""
     dgrad = _conv2d_dgrad_impl if direct else torch.ops.autocutlass.conv2d_dgrad
     wgrad = _conv2d_wgrad_impl if direct else torch.ops.autocutlass.conv2d_wgrad
     stride, padding, padding_mode, dilation, groups = conv
@@ -551,12 +572,9 @@ def conv2d_grads(dz: Tensor, x: Tensor, w: Tensor, bias_shape: Any, conv: tuple[
         dz = dz.contiguous(memory_format=_CL)
     stride, padding, dilation = list(stride), list(padding), list(dilation)
     want_b = bool(need[2]) and bias_shape is not None
-    merged = None
     if direct and (need[0] or need[1]):
-        merged, dgrad, wgrad = _torch_merged(dz, x, w, (bool(need[0]), bool(need[1]), want_b), stride, padding,
-                                             dilation, groups)  # fmt: skip
-    if merged is not None:
-        dx, dw, db = merged
+        dx, dw, db = _torch_merged(dz, x, w, (bool(need[0]), bool(need[1]), want_b), stride, padding, dilation,
+                                   groups, grads)  # fmt: skip
         if db is not None:
             db = db.sum_to_size(bias_shape)
     else:
@@ -573,36 +591,58 @@ def conv2d_grads(dz: Tensor, x: Tensor, w: Tensor, bias_shape: Any, conv: tuple[
 
 
 def _torch_merged(dz: Tensor, x: Tensor, w: Tensor, want: tuple[bool, bool, bool], stride: list[int],
-                  padding: list[int], dilation: list[int], groups: int) -> tuple[Any, Any, Any]:  # fmt: skip
-    """The eager backward's wanted gradients (``want``: dX, dW, db) together: ``((dX, dW, db),
-    None, None)`` (None for those not wanted) by one ``aten.convolution_backward`` on the real X
-    and W when the dispatcher serves every wanted direction of this call with torch (fallbacks,
-    vendor verdicts, policy ``off``: the default while the backward kernels are gated), as torch's
-    own conv backward does: one op instead of one per direction (each with a stand-in operand)
-    plus a bias reduction, the directions' calls counted as if run (``stats()``), results in the
-    layouts the ops give. Else ``(None, dgrad, wgrad)``: the wanted directions' dispatcher
-    entries, to run as the ops' bodies would (``_conv2d_dgrad_impl`` and ``_conv2d_wgrad_impl``,
-    without a second lookup)."""
+                  padding: list[int], dilation: list[int], groups: int,
+                  grads: GradEntries | None = None) -> tuple[Any, Any, Any]:  # fmt: skip
+    """The eager backward's wanted gradients (``want``: dX, dW, db), None for those not wanted. The
+    directions the dispatcher serves with torch (fallbacks, vendor verdicts, policy ``off``) are
+    computed together by one ``aten.convolution_backward`` on the real X and W, as torch's own conv
+    backward does, db with them (one op instead of one per direction, each with a stand-in
+    operand, plus a bias reduction), the directions' calls counted as if run (``stats()``); the
+    others run their dispatcher entries as the ops' bodies would (``_conv2d_dgrad_impl``,
+    ``_conv2d_wgrad_impl``, without a second lookup), db then a sum of dZ when torch computes no
+    direction. Results in the layouts the ops give. With ``grads`` (a call site's kept entries),
+    entries kept for a dZ of the same metadata under the same dispatcher, epoch and policy run
+    without a lookup (counted as memo hits); otherwise they are looked up and kept there when both
+    are memoised."""
     d = api.dispatcher()
-    ex = d.entry(CONV2D_DGRAD, dz, w, list(x.shape), stride, padding, dilation, groups) if want[0] else None
-    ew = d.entry(CONV2D_WGRAD, dz, x, list(w.shape), stride, padding, dilation, groups) if want[1] else None
-    counts = [torch_served(e) for e in (ex, ew) if e is not None]
-    if any(c is None for c in counts):
-
-        def dgrad(dy: Tensor, weight: Tensor, *rest: Any) -> Tensor:
-            return _grad_result(ex(dy, weight, *rest), dy, weight)  # type: ignore[misc]
-
-        def wgrad(dy: Tensor, inp: Tensor, *rest: Any) -> Tensor:
-            return _grad_result(ew(dy, inp, *rest), dy, inp)  # type: ignore[misc]
-
-        return None, dgrad, wgrad
-    for count in counts:
-        count()  # type: ignore[misc]
-    bias_sizes = [w.shape[0]] if want[2] else None
-    gx, gw, gb = torch.ops.aten.convolution_backward(dz, x, w, bias_sizes, stride, padding, dilation, False, [0, 0],
-                                                     groups, list(want))  # fmt: skip
-    return (_grad_result(gx, dz, w) if want[0] else None, _grad_result(gw, dz, x) if want[1] else None,
-            gb if want[2] else None), None, None  # fmt: skip
+    key = None
+    if grads is not None:
+        key = (d, d.epoch, POLICY_OVERRIDE.policy or d._policy, want[0], want[1], dz.shape, dz.stride(), dz.dtype,
+               dz.get_device(), dz.data_ptr() & 15, torch.backends.cudnn.benchmark)  # fmt: skip
+    kept = None if grads is None else grads.state
+    gx = [list(x.shape), stride, padding, dilation, groups]
+    gw = [list(w.shape), stride, padding, dilation, groups]
+    if kept is not None and kept[0] == key:
+        ex, ew = kept[1], kept[2]
+        d._n.memo_hits += (ex is not None) + (ew is not None)
+    else:
+        ex = d.entry(CONV2D_DGRAD, dz, w, *gx) if want[0] else None
+        ew = d.entry(CONV2D_WGRAD, dz, x, *gw) if want[1] else None
+        if grads is not None:
+            memoised = ((ex is None or d.memoised(CONV2D_DGRAD, dz, w, *gx) is ex)
+                        and (ew is None or d.memoised(CONV2D_WGRAD, dz, x, *gw) is ew))  # fmt: skip
+            grads.state = (key, ex, ew, all(torch_served(e) is not None for e in (ex, ew) if e is not None)) \
+                if memoised else None  # fmt: skip
+    cx = None if ex is None else torch_served(ex)
+    cw = None if ew is None else torch_served(ew)
+    mask = [cx is not None, cw is not None, want[2]]
+    dx = dw = db = None
+    if mask[0] or mask[1]:
+        for count in (cx, cw):
+            if count is not None:
+                count()
+        tx, tw, tb = torch.ops.aten.convolution_backward(dz, x, w, [w.shape[0]] if want[2] else None, stride, padding,
+                                                         dilation, False, [0, 0], groups, mask)  # fmt: skip
+        dx = _grad_result(tx, dz, w) if mask[0] else None
+        dw = _grad_result(tw, dz, x) if mask[1] else None
+        db = tb if want[2] else None
+    elif want[2]:
+        db = dz.sum((0, 2, 3))
+    if ex is not None and cx is None:
+        dx = _grad_result(ex(dz, w, *gx), dz, w)
+    if ew is not None and cw is None:
+        dw = _grad_result(ew(dz, x, *gw), dz, x)
+    return dx, dw, db
 
 
 def _conv_backward(ctx: Any, dy: Tensor, direct: bool = False) -> tuple[Any, ...]:

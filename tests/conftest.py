@@ -41,3 +41,17 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     os.environ.clear()
     os.environ.update(saved)
     autocutlass.reset()
+
+
+@pytest.fixture
+def fresh_autocutlass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A test's own cache dir, no shipped databases, the default policy and no strict mode or log
+    setting from the environment, and a new default dispatcher before and after the test.
+    Use with ``pytestmark = pytest.mark.usefixtures("fresh_autocutlass")``."""
+    for name in ("AUTOCUTLASS_POLICY", "AUTOCUTLASS_STRICT", "AUTOCUTLASS_LOG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AUTOCUTLASS_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("AUTOCUTLASS_SHIPPED_DBS", "off")
+    autocutlass.reset()
+    yield
+    autocutlass.reset()

@@ -394,6 +394,35 @@ def test_kernel_served_directions_are_not_merged(monkeypatch: pytest.MonkeyPatch
     assert len(rig.family.launches) == 3 and rig.dispatcher.stats().fallbacks == 0
 
 
+def test_a_torch_served_direction_takes_the_bias_gradient_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """dgrad on our kernel (the fake family), wgrad on torch (X 2 bytes off a 16-byte boundary: no
+    TMA operand): dW and db come from one ``aten.convolution_backward`` (no separate sum of dY),
+    dX from our launch, all three equal to torch's."""
+    rig = make_rig(Policy.HEURISTIC)
+    monkeypatch.setattr(api, "_default", rig.dispatcher)
+    base = torch.randn(2 * 4 * 6 * 32 + 1, dtype=BF)
+    x = base[1:].view(2, 4, 6, 32).permute(0, 3, 1, 2).requires_grad_()  # channels_last, misaligned
+    w, b = r(48, 32, 1, 1, dtype=BF, grad=True, cl=True), r(48, dtype=BF, grad=True)
+    dy = r(2, 48, 4, 6, dtype=BF, cl=True)
+
+    def step() -> None:
+        for t in (x, w, b):
+            t.grad = None
+        autocutlass.conv2d(x, w, b).backward(dy)
+
+    step()
+    rig.family.launches.clear()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        step()
+    names = [e.name for e in prof.events()]
+    assert names.count("aten::convolution_backward") == 1 and "aten::sum" not in names
+    assert [launch.problem.a_major for launch in rig.family.launches] == [Major.ROW]  # dgrad's GEMM (wgrad's: COL)
+    xr, wr, br = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    F.conv2d(xr, wr, br).backward(dy)
+    for got, want in ((x.grad, xr.grad), (w.grad, wr.grad), (b.grad, br.grad)):
+        torch.testing.assert_close(got, want, atol=0.05, rtol=0.02)
+
+
 def test_torch_served_marks_entries_that_run_torch() -> None:
     rig = make_rig(Policy.HEURISTIC)
     d = rig.dispatcher

@@ -39,13 +39,18 @@ def test_verify_on_cuda() -> None:
     inp = make_inputs(p, device="cuda")
     ref = reference(p, inp)
 
-    def good(a: Any, b: Any, d: Any, **kw: Any) -> None:
+    def good(a: Any, b: Any, d: Any, *, alpha: float = 1.0, **kw: Any) -> None:
+        d.copy_(torch.matmul(a.float(), b.float()) * alpha)
+
+    def drops_alpha(a: Any, b: Any, d: Any, **kw: Any) -> None:
         torch.matmul(a, b, out=d)
 
     def half_written(a: Any, b: Any, d: Any, **kw: Any) -> None:
         d[: d.shape[0] // 2] = torch.matmul(a[: d.shape[0] // 2], b)
 
     assert verify(good, p, inp, ref) == (True, None)
+    ok, reason = verify(drops_alpha, p, inp, ref)  # right at alpha = 1, wrong at ALPHA_CHECK
+    assert not ok and reason.startswith("alpha="), reason
     ok, reason = verify(half_written, p, inp, ref)
     assert not ok and "NaN" in reason
 

@@ -11,6 +11,7 @@ from torch import nn
 
 from autocutlass import api
 from autocutlass.nn.attrs import param
+from autocutlass.nn.conv_site import ConvHits
 from autocutlass.nn.hits import LinearHits
 
 _COMPILING = torch.compiler.is_compiling
@@ -65,12 +66,24 @@ class Conv2d(nn.Conv2d):
     implicit-GEMM kernels) and runs ``F.conv2d`` for the others; differentiable (dgrad and wgrad
     are autocutlass calls of their own: ``autocutlass.conv2d``'s backward)."""
 
+    _ac_hits: ConvHits | None = None
+    """This module's conv site (``autocutlass.nn.conv_site``), made on its first eager call."""
+
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         w, b = param(self, "weight"), param(self, "bias")
+        if _COMPILING():
+            if self.padding_mode != "zeros":
+                padded = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+                return api.conv2d(padded, w, b, self.stride, 0, self.dilation, self.groups)
+            return api.conv2d(input, w, b, self.stride, self.padding, self.dilation, self.groups)
+        hits = self._ac_hits
+        if hits is None:
+            hits = ConvHits()
+            object.__setattr__(self, "_ac_hits", hits)  # not a submodule, parameter or buffer
         if self.padding_mode != "zeros":
             padded = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
-            return api.conv2d(padded, w, b, self.stride, 0, self.dilation, self.groups)
-        return api.conv2d(input, w, b, self.stride, self.padding, self.dilation, self.groups)
+            return hits.conv2d(padded, w, b, self.stride, (0, 0), self.dilation, self.groups)
+        return hits.conv2d(input, w, b, self.stride, self.padding, self.dilation, self.groups)
 
     @classmethod
     def from_conv2d(cls, m: nn.Conv2d) -> Conv2d:

@@ -7,7 +7,8 @@ functions by own and cumulative time, and (b) torch.profiler's CPU view, printin
 calls (synchronisations, allocations, copies) by count and time, each per step, then the wall time
 per step with and without a ``torch.cuda.synchronize`` fence.
 
-GPU machine: python benchmarks/probes/conv_train_host_probe.py [--batch 128] [--steps 3]
+GPU machine: python benchmarks/probes/conv_train_host_probe.py [--model resnet50|unet] [--batch 128] [--steps 3]
+(``unet``: conv_train_probe's UNet-style block stack, ``--batch`` 8 by default there.)
 """
 
 from __future__ import annotations
@@ -25,14 +26,15 @@ from pathlib import Path
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--model", choices=["resnet50", "unet"], default="resnet50")
+    ap.add_argument("--batch", type=int, default=0, help="default 128 (resnet50) / 8 (unet)")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--top", type=int, default=35)
     ns = ap.parse_args()
     os.environ.setdefault("AUTOCUTLASS_POLICY", "cached")
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import torch
-    from conv_train_probe import _resnet50  # type: ignore[import-not-found]
+    from conv_train_probe import _resnet50, _unet  # type: ignore[import-not-found]
     from torch import nn
     from torch.profiler import ProfilerActivity, profile
 
@@ -40,13 +42,15 @@ def main() -> int:
 
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
-    ref = _resnet50(nn).to(device="cuda", dtype=torch.bfloat16, memory_format=torch.channels_last)
+    build, shape = (_resnet50, (3, 224, 224)) if ns.model == "resnet50" else (_unet, (8, 64, 64))
+    batch = ns.batch or (128 if ns.model == "resnet50" else 8)
+    ref = build(nn).to(device="cuda", dtype=torch.bfloat16, memory_format=torch.channels_last)
 
     def keep(m: object, fqn: str) -> bool:
         return isinstance(m, nn.Conv2d) and m.groups == 1 and m.in_channels % 8 == 0 and m.out_channels % 8 == 0
 
     ours = autocutlass.swap_conv2d_(copy.deepcopy(ref), keep)
-    x = torch.randn(ns.batch, 3, 224, 224, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    x = torch.randn(batch, *shape, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
     sides = {"autocutlass": ours, "torch": ref}
     opts = {k: torch.optim.SGD(m.parameters(), lr=1e-3, momentum=0.9) for k, m in sides.items()}
 

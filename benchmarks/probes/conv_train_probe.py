@@ -123,6 +123,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=5, help="training steps per timed round")
     ap.add_argument("--swap", choices=["all", "pointwise"], default="all")
+    ap.add_argument("--sites", choices=["on", "off"], default="on",
+                    help="off: the modules call autocutlass.conv2d each time (no conv sites, autocutlass.nn.conv_site)")
     ap.add_argument("--no-gc", action="store_true", help="disable Python's garbage collector during the timed rounds")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="after timing, profile one step per side and print its N costliest GPU kernels")
@@ -137,6 +139,13 @@ def main() -> int:
     from autocutlass.kernels import source_hashes
 
     torch.backends.cudnn.benchmark = True
+    if ns.sites == "off":
+        from autocutlass.nn import conv_site
+
+        def plain(self: Any, x: Any, w: Any, b: Any, *conv: Any) -> Any:
+            return autocutlass.conv2d(x, w, b, *conv)
+
+        conv_site.ConvHits.conv2d = plain  # type: ignore[method-assign]
     messages: list[str] = []
 
     class Collect(logging.Handler):
@@ -148,7 +157,7 @@ def main() -> int:
     result: dict[str, Any] = {
         "device": torch.cuda.get_device_name(), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
         "policy": s.policy.value, "db": str(s.db_url), "conv_wgrad_kernel": s.conv_wgrad_kernel,
-        "kernel_source_hashes": source_hashes(), "swap": ns.swap, "models": {},
+        "kernel_source_hashes": source_hashes(), "swap": ns.swap, "sites": ns.sites, "models": {},
     }  # fmt: skip
 
     def keep(m: Any, fqn: str) -> bool:
