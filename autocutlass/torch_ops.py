@@ -530,14 +530,15 @@ class GradEntries:
 
     def __init__(self) -> None:
         self.state: tuple[Any, ...] | None = None
-        """(key, dgrad entry, wgrad entry, torch_all): one tuple, swapped whole, so that a thread
-        never reads one backward's entries with another's key. ``torch_all``: torch serves every
-        wanted direction (they then run as one ``aten.convolution_backward``)."""
+        """(key, dgrad entry, wgrad entry): one tuple, swapped whole, so that a thread never reads
+        one backward's entries with another's key."""
 
     @property
     def torch_all(self) -> bool:
+        """Entries are kept and torch serves every wanted direction (they then run as one
+        ``aten.convolution_backward``)."""
         st = self.state
-        return st is not None and st[3]
+        return st is not None and all(torch_served(e) is not None for e in st[1:] if e is not None)
 
 
 def conv2d_grads(dz: Tensor, x: Tensor, w: Tensor, bias_shape: Any, conv: tuple[Any, ...], need: Sequence[bool],
@@ -551,8 +552,6 @@ def conv2d_grads(dz: Tensor, x: Tensor, w: Tensor, bias_shape: Any, conv: tuple[
     torch serves every wanted direction, one ``aten.convolution_backward`` computes the wanted
     gradients together (``_torch_merged``). ``grads``: a call site's kept backward entries (used and
     refreshed on the direct path)."""
-    dgrad = _conv2d_dgrad_impl if direct else torch.ops.autocutlass.conv2d_dgrad
-    wgrad = _conv2d_wgrad_impl if direct else torch.ops.autocutlass.conv2d_wgrad
     stride, padding, padding_mode, dilation, groups = conv
     unbatched = x.dim() == 3
     if unbatched:  # F.conv2d's unbatched (C, H, W) input: the ops take 4-D tensors
@@ -578,6 +577,8 @@ def conv2d_grads(dz: Tensor, x: Tensor, w: Tensor, bias_shape: Any, conv: tuple[
         if db is not None:
             db = db.sum_to_size(bias_shape)
     else:
+        dgrad = _conv2d_dgrad_impl if direct else torch.ops.autocutlass.conv2d_dgrad
+        wgrad = _conv2d_wgrad_impl if direct else torch.ops.autocutlass.conv2d_wgrad
         dx = dgrad(dz, w, list(x.shape), stride, padding, dilation, groups) if need[0] else None
         dw = wgrad(dz, x, list(w.shape), stride, padding, dilation, groups) if need[1] else None
         db = dz.sum((0, 2, 3)).sum_to_size(bias_shape) if want_b else None
@@ -621,8 +622,7 @@ def _torch_merged(dz: Tensor, x: Tensor, w: Tensor, want: tuple[bool, bool, bool
         if grads is not None:
             memoised = ((ex is None or d.memoised(CONV2D_DGRAD, dz, w, *gx) is ex)
                         and (ew is None or d.memoised(CONV2D_WGRAD, dz, x, *gw) is ew))  # fmt: skip
-            grads.state = (key, ex, ew, all(torch_served(e) is not None for e in (ex, ew) if e is not None)) \
-                if memoised else None  # fmt: skip
+            grads.state = (key, ex, ew) if memoised else None
     cx = None if ex is None else torch_served(ex)
     cw = None if ew is None else torch_served(ew)
     mask = [cx is not None, cw is not None, want[2]]

@@ -50,10 +50,22 @@ _F32 = torch.float32
 _CUDNN = torch.backends.cudnn
 
 
+def _input_sig(x: torch.Tensor, needs: tuple[bool, bool, bool]) -> tuple[Any, ...]:
+    """What of a call besides its weight and bias decides its entries: the input's shape, strides,
+    dtype, device and 16-byte residue, which operands want gradients, ``cudnn.benchmark``."""
+    return (x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15, needs, _CUDNN.benchmark)
+
+
+def _param_sig(w: torch.Tensor, b: torch.Tensor | None) -> tuple[Any, ...]:
+    """The weight's and bias's data pointers, shapes, strides and dtypes (a ``param.data = ...``
+    moves the pointer; the tensors themselves are compared by identity)."""
+    return (w.data_ptr(), w.shape, w.stride(), w.dtype, None if b is None else (b.data_ptr(), b.shape, b.stride(), b.dtype))
+
+
 class ConvSite:
     """One forward signature of a conv module and what serves it (see the module docstring)."""
 
-    __slots__ = ("check", "fwd", "fwd_count", "args", "fmt", "bias_shape", "grads", "all_torch")
+    __slots__ = ("check", "fwd", "fwd_count", "args", "fmt", "bias_shape", "grads")
 
     def __init__(self, check: tuple[Any, ...], fwd: Any, args: tuple[Any, ...], fmt: torch.memory_format,
                  bias_shape: Any) -> None:  # fmt: skip
@@ -66,8 +78,8 @@ class ConvSite:
         self.fmt = fmt
         self.bias_shape = bias_shape
         self.grads = GradEntries()
-        self.all_torch = False
-        """torch serves the forward and the kept backward entries: recording calls run F.conv2d."""
+        """The backward's entries once its first eager backward kept them: where torch serves them
+        and the forward (``fwd_count``), recording calls run F.conv2d."""
 
     def forward(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
         stride, padding, dilation, groups = self.args
@@ -95,8 +107,6 @@ class _SiteConv2d(torch.autograd.Function):
         need = ctx.needs_input_grad
         dx, dw, db = conv2d_grads(dy, x, w, site.bias_shape, (stride, padding, None, dilation, groups),
                                   (need[0], need[1], need[2]), direct, site.grads if direct else None)  # fmt: skip
-        if direct:
-            site.all_torch = site.fwd_count is not None and site.grads.torch_all
         return dx, dw, db, None
 
 
@@ -126,13 +136,11 @@ class ConvHits:
             d = c[0]
             if (d.epoch == c[1] and d is api._default and (POLICY_OVERRIDE.policy or d._policy) is c[2]
                     and c[3] is w and c[4] is b
-                    and c[5] == (x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15, needs, _CUDNN.benchmark)
-                    and c[6] == (w.data_ptr(), w.shape, w.stride(), w.dtype,
-                                 None if b is None else (b.data_ptr(), b.shape, b.stride(), b.dtype))):  # fmt: skip
+                    and c[5] == _input_sig(x, needs) and c[6] == _param_sig(w, b)):  # fmt: skip
                 d._n.memo_hits += 1
                 recording = needs[0] or needs[1] or needs[2]
                 count = site.fwd_count
-                if count is not None and (site.all_torch or not recording):
+                if count is not None and (not recording or site.grads.torch_all):
                     count()
                     return F.conv2d(x, w, b, stride, padding, dilation, groups)
                 if not recording:
@@ -147,9 +155,6 @@ class ConvHits:
         with torch.no_grad():  # the key the forward's own look-up made (autograd Functions run without grad)
             entry = d.memoised(CONV2D, x, w, b, *args, None, None)
         if entry is not None and d.epoch == epoch:
-            check = (d, epoch, pol, w, b,
-                     (x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15, needs, _CUDNN.benchmark),
-                     (w.data_ptr(), w.shape, w.stride(), w.dtype,
-                      None if b is None else (b.data_ptr(), b.shape, b.stride(), b.dtype)))  # fmt: skip
+            check = (d, epoch, pol, w, b, _input_sig(x, needs), _param_sig(w, b))
             self._site = ConvSite(check, entry, args, conv2d_output_format(x, w), None if b is None else b.shape)
         return y

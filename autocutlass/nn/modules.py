@@ -71,19 +71,16 @@ class Conv2d(nn.Conv2d):
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         w, b = param(self, "weight"), param(self, "bias")
+        x, padding = input, self.padding
+        if self.padding_mode != "zeros":
+            x, padding = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode), (0, 0)
         if _COMPILING():
-            if self.padding_mode != "zeros":
-                padded = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
-                return api.conv2d(padded, w, b, self.stride, 0, self.dilation, self.groups)
-            return api.conv2d(input, w, b, self.stride, self.padding, self.dilation, self.groups)
+            return api.conv2d(x, w, b, self.stride, padding, self.dilation, self.groups)
         hits = self._ac_hits
         if hits is None:
             hits = ConvHits()
             object.__setattr__(self, "_ac_hits", hits)  # not a submodule, parameter or buffer
-        if self.padding_mode != "zeros":
-            padded = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
-            return hits.conv2d(padded, w, b, self.stride, (0, 0), self.dilation, self.groups)
-        return hits.conv2d(input, w, b, self.stride, self.padding, self.dilation, self.groups)
+        return hits.conv2d(x, w, b, self.stride, padding, self.dilation, self.groups)
 
     @classmethod
     def from_conv2d(cls, m: nn.Conv2d) -> Conv2d:
