@@ -76,7 +76,6 @@ def _dgrad_cases() -> list[tuple[Any, ConvProblem]]:
         (C(256, 128, 64, cluster_m=2, cluster_n=2), problem("dgrad", 4, 21, 21, 128, 256, 3, 3, pad=(1, 1))),
         (C(128, 128, 64), problem("dgrad", 2, 15, 15, 64, 64, 3, 3, pad=(1, 1), dt=FP16)),
         (C(128, 128, 64, split_k=3), problem("dgrad", 2, 7, 7, 128, 512, 3, 3, pad=(1, 1))),
-        (C(128, 256, 64, stream_k=True), problem("dgrad", 4, 7, 7, 512, 256, 3, 3, pad=(1, 1))),
         # direct store with residues; the ResNet stage-3 layer's shape
         (C(64, 128, 64, store="direct"), problem("dgrad", 1, 7, 9, 72, 64, 3, 3, pad=(1, 1))),
         (C(128, 128, 64, cluster_n=2, raster="along_n"), problem("dgrad", 32, 14, 14, 256, 256, 3, 3, pad=(1, 1))),
@@ -197,7 +196,6 @@ def test_split_reductions_give_the_same_bits_twice(tmp_path: Path) -> None:
         (HopperGemmFamily(tmp_path), G(128, 128, 64, split_k=8, split_mode="workspace"),
          problem("wgrad", 32, 14, 14, 1024, 256, 1, 1)),
         (_dgrad_family(tmp_path), _dgrad_cases()[8][0], _dgrad_cases()[8][1]),
-        (_dgrad_family(tmp_path), _dgrad_cases()[9][0], _dgrad_cases()[9][1]),  # stream-K
     ]  # fmt: skip
     for fam, config, p in runs:
         runner, inputs = _verify(fam, config, p)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Session 20: stream-K for hopper_conv (and so for hopper_conv_dgrad, which runs its kernel).
+# Session 20 (ran at commit a8f4fde, the stream-K experiment, reverted since: needs that commit):
+# stream-K for hopper_conv (and so for hopper_conv_dgrad, which runs its kernel).
 # (1) conv_streamk_probe: stream-K configs vs the shipped database's configs vs cuDNN on the
 # layers with a fractional last wave of output tiles; (2) the conv fprop GPU tests and the dgrad
 # ones (stream-K cases and bitwise determinism among them).
-#   bash benchmarks/device/s20_a.sh OUT    (about 9 minutes)
 set -u
 out=${1:?OUT}; mkdir -p "$out"
 stamp() { echo "[$(date +%T)] $*" >&2; }

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autocutlass.kernels import budgets, waves
+from autocutlass.kernels import budgets
 from autocutlass.kernels.base import KernelFamily
 from autocutlass.kernels.hopper_conv.check import check, problem_supported
 from autocutlass.kernels.hopper_conv.config import (
@@ -35,7 +35,7 @@ from autocutlass.kernels.hopper_conv.sources import SOURCE_FILES
 if TYPE_CHECKING:
     from autocutlass.ops.conv.problem import ConvProblem
 
-__all__ = ["HopperConvConfig", "HopperConvFamily", "check", "modelled_stream_k"]
+__all__ = ["HopperConvConfig", "HopperConvFamily", "check"]
 
 SMALL_M_DIRECT_STORE = 256
 """Implicit GEMMs with at most this many output pixels also get the direct (registers to global)
@@ -48,32 +48,6 @@ SPLIT_K_MIN_K = 1024
 TUNED_SPLIT_K = (2, 3, 4)
 TUNED_STAGES = (0,)
 """Stages stay at 'as many as fit' in the search, as in the GEMM family."""
-
-
-STREAM_K_TILES = ((128, 256), (256, 128), (128, 192), (128, 128), (64, 256), (128, 64))
-"""The tiles the cost model ranks for the stream-K seed (``modelled_stream_k``)."""
-STREAM_K_LEAD = 0.97
-"""The stream-K seed goes first when the model predicts it at most this fraction of the best
-data-parallel tile's time."""
-
-
-def modelled_stream_k(problem: ConvProblem) -> tuple[bool, HopperConvConfig] | None:
-    """The cost model's (``kernels.waves``) best stream-K config of ``STREAM_K_TILES`` (64-channel
-    K blocks, no cluster), and whether it leads every data-parallel tile of the family's axes by
-    ``STREAM_K_LEAD``; None for an empty implicit GEMM."""
-    gm = implicit_gemm(problem, 64)
-    if gm.m <= 0 or gm.n <= 0 or gm.k <= 0:
-        return None
-    k_blocks = gm.k // 64
-
-    def tiles(tm: int, tn: int) -> int:
-        return -(-gm.m // tm) * -(-gm.n // tn)
-
-    data = min(waves.predicted_cost(tiles(tm, tn), k_blocks, tm, tn, 64) for tm in TILE_M for tn in TILE_N)
-    cost, tm, tn = min(
-        (waves.predicted_cost(tiles(tm, tn), k_blocks, tm, tn, 64, stream_k=True), tm, tn) for tm, tn in STREAM_K_TILES
-    )
-    return cost <= STREAM_K_LEAD * data, HopperConvConfig(tm, tn, 64, stream_k=True)
 
 
 def fitting_tile_n(k: int) -> int:
@@ -112,12 +86,6 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
                     TILE_M, TILE_N, TILE_K, CLUSTERS, TUNED_STAGES, tuple(Raster), TUNED_SPLIT_K
                 )
             ]
-        out += [
-            HopperConvConfig(tm, tn, tk, cm, cn, st, Schedule.COOPERATIVE, ras, 1, 1, Store.TMA, stream_k=True)
-            for tm, tn, tk, (cm, cn), st, ras in itertools.product(
-                TILE_M, TILE_N, TILE_K, CLUSTERS, TUNED_STAGES, tuple(Raster)
-            )
-        ]
         return out
 
     def check(self, config: HopperConvConfig, problem: ConvProblem) -> str | None:
@@ -151,11 +119,6 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
                 c(128, fit, 64, raster=n_, swizzle=8), c(128, fit, 64, cluster_m=2, raster=n_, swizzle=8),
                 c(128, 128, 64, cluster_m=2, schedule=pp), c(128, 256, 64, cluster_m=2), c(256, 128, 64, cluster_n=2),
             ]
-        streamed = modelled_stream_k(problem)
-        if streamed is not None:
-            # Stream-K first where the cost model expects it to beat every data-parallel tile by
-            # STREAM_K_LEAD (a fractional last wave), else third.
-            guesses.insert(0 if streamed[0] else min(2, len(guesses)), streamed[1])
         guesses += [c(128, 128, 64), c(64, 128, 64), c(64, 64, 64)]
         return self.feasible_seeds(guesses, problem)
 
@@ -182,5 +145,4 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
             config.tile_k,
             int(config.store is Store.DIRECT),
             config.split_k,
-            int(config.stream_k),
         )

@@ -21,7 +21,7 @@ from autocutlass.kernels.hopper_gemm.config import (
 )
 
 __all__ = [
-    "CLUSTERS", "SPLIT_K", "STAGES", "STREAM_K", "SWIZZLE", "TILE_K", "TILE_M", "TILE_N", "HopperConvConfig", "Raster", "Schedule",
+    "CLUSTERS", "SPLIT_K", "STAGES", "SWIZZLE", "TILE_K", "TILE_M", "TILE_N", "HopperConvConfig", "Raster", "Schedule",
     "Store",
 ]  # fmt: skip
 
@@ -41,11 +41,6 @@ SWIZZLE = (1, 2, 4, 8)
 SPLIT_K = (1, 2, 3, 4)
 """The implicit GEMM's K loop (taps x channel blocks) split among this many CTAs per output
 tile, summed serially in split order through a turnstile (bitwise deterministic)."""
-STREAM_K = (False, True)
-"""Stream-K: the grid's clusters share all (output tile, K block) iterations evenly, so a layer
-whose output tiles fill the SMs in a fractional number of waves (ResNet-50's 7x7 and 14x14
-stages) keeps every SM busy to the end; a tile cut between clusters is summed in K order
-(bitwise deterministic). Cooperative, swizzle 1, split_k 1 (the GEMM family's rules)."""
 
 
 @dataclass(frozen=True, order=True)
@@ -61,7 +56,6 @@ class HopperConvConfig:
     swizzle: int = 1
     split_k: int = 1
     store: Store = Store.TMA
-    stream_k: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "schedule", Schedule(self.schedule))
@@ -71,8 +65,6 @@ class HopperConvConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool):
                 raise TypeError(f"HopperConvConfig.{name} must be int, got {v!r}")
-        if not isinstance(self.stream_k, bool):
-            raise TypeError(f"HopperConvConfig.stream_k must be bool, got {self.stream_k!r}")
 
     @property
     def cluster_size(self) -> int:
@@ -85,7 +77,6 @@ class HopperConvConfig:
             tile_m=self.tile_m, tile_n=self.tile_n, tile_k=self.tile_k, cluster_m=self.cluster_m,
             cluster_n=self.cluster_n, stages=self.stages, schedule=self.schedule, raster=self.raster,
             swizzle=self.swizzle, split_k=self.split_k, store=self.store, split_mode=SplitMode.SERIAL,
-            stream_k=self.stream_k,
         )  # fmt: skip
 
     def as_dict(self) -> dict[str, Any]:
@@ -105,7 +96,6 @@ class HopperConvConfig:
         sched = "coop" if self.schedule is Schedule.COOPERATIVE else "pp"
         ras = "m" if self.raster is Raster.ALONG_M else "n"
         sk = f" sk{self.split_k}" if self.split_k != 1 else ""
-        sk += " streamk" if self.stream_k else ""
         st = " direct" if self.store is Store.DIRECT else ""
         return (
             f"{self.tile_m}x{self.tile_n}x{self.tile_k} c{self.cluster_m}x{self.cluster_n}"

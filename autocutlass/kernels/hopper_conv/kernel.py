@@ -149,17 +149,8 @@ class HopperConvKernel(HopperGemmKernel):
         sched_params = utils.PersistentTileSchedulerParams(
             units_mnl, (*self.cluster_mn, 1), p.swizzle, p.raster_along_m
         )
+        grid = utils.StaticPersistentTileScheduler.get_grid_shape(sched_params, max_active_clusters)
         c_blocks = (chans + p.tile_k - 1) // p.tile_k
-        if cutlass.const_expr(p.stream_k):
-            # Stream-K: one cluster per resident cluster slot, never more than there are iterations.
-            total = (
-                (tiles_mnl[0] + p.cluster_m - 1) // p.cluster_m
-                * ((tiles_mnl[1] + p.cluster_n - 1) // p.cluster_n)
-                * c_blocks * (taps_r * taps_s)
-            )
-            grid = (*self.cluster_mn, cutlass.max(cutlass.min(max_active_clusters, total), 1))
-        else:
-            grid = utils.StaticPersistentTileScheduler.get_grid_shape(sched_params, max_active_clusters)
 
         self._define_shared_storage(a_staged, b_staged, d_staged)
         self.kernel(
@@ -275,11 +266,6 @@ class HopperConvKernel(HopperGemmKernel):
         gA = cute.local_tile(mA, (p.tile_m, (p.tile_k, 1, 1)), (None, (None, None, None)))
         gB = cute.local_tile(mB, (p.tile_n, p.tile_k), (None, None, None, None))
         k_tiles = c_blocks * (taps_r * taps_s)
-        geom = None
-        if cutlass.const_expr(p.stream_k):
-            tiles_m = (mD.shape[0] + p.tile_m - 1) // p.tile_m
-            tiles_n = (mD.shape[1] + p.tile_n - 1) // p.tile_n
-            geom = self._stream_geometry(tiles_m, tiles_n, 1, k_tiles)
 
         pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
 
@@ -288,19 +274,19 @@ class HopperConvKernel(HopperGemmKernel):
             if warp_idx == 0:
                 self._conv_producer(
                     ring, tma_a, tma_b, sA, sB, gA, gB, k_tiles, c_blocks, a_mask, b_mask,
-                    cta_layout_mnk, cluster_coord, sched_params, geom,
+                    cta_layout_mnk, cluster_coord, sched_params,
                 )
         else:
             cute.arch.setmaxregister_increase(p.consumer_regs)
             self._consumer(
                 ring, tiled_mma, sA, sB, k_tiles, storage, d_staged, tma_d, mD_tma, mD, mC, mBias,
-                mWork, mCount, alpha, beta, tidx, warp_idx, wg_idx, sched_params, geom, cluster_coord, cta_rank,
+                mWork, mCount, alpha, beta, tidx, warp_idx, wg_idx, sched_params, None, cluster_coord, cta_rank,
             )
 
     # ------------------------------------------------------------------ producer
     @cute.jit
     def _conv_producer(self, ring, tma_a, tma_b, sA, sB, gA, gB, k_tiles, c_blocks, a_mask, b_mask,
-                       cta_layout_mnk, cluster_coord, sched_params, geom):
+                       cta_layout_mnk, cluster_coord, sched_params):
         """One warp: for each of the CTA's work units, its K blocks (channel block fastest, then
         the tap's s, then r), each an im2col load of A and a tiled load of B into one ring stage."""
         taps_s = self.filter_rs[1]
@@ -316,19 +302,10 @@ class HopperConvKernel(HopperGemmKernel):
             sched_params, cute.arch.block_idx(), cute.arch.grid_dim()
         )
         work = sched.initial_work_tile_info()
-        it, end = cutlass.Int32(0), cutlass.Int32(0)
-        valid = work.is_valid_tile
-        if cutlass.const_expr(self.plan.stream_k):
-            it, end = self._stream_span(geom, cute.arch.block_idx()[2])
-            valid = it < end
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.plan.stages)
-        while valid:
-            if cutlass.const_expr(self.plan.stream_k):
-                unit, kt0, count = self._stream_unit(geom, it, end, cluster_coord)
-                kt_count = cutlass.max(cutlass.min(count, k_tiles - kt0), 0)
-            else:
-                unit = work.tile_idx
-                _, kt0, kt_count = self._split_range(unit, k_tiles)
+        while work.is_valid_tile:
+            unit = work.tile_idx
+            _, kt0, kt_count = self._split_range(unit, k_tiles)
             tAgA_t = tAgA[(None, unit[0], None, None, None)]
             tBgB_t = tBgB[(None, unit[1], None, None, None)]
             for kt in range(kt_count):
@@ -345,11 +322,6 @@ class HopperConvKernel(HopperGemmKernel):
                           mcast_mask=b_mask)
                 ring.producer_commit(state)
                 state.advance()
-            if cutlass.const_expr(self.plan.stream_k):
-                it = it + count
-                valid = it < end
-            else:
-                sched.advance_to_next_work()
-                work = sched.get_current_work()
-                valid = work.is_valid_tile
+            sched.advance_to_next_work()
+            work = sched.get_current_work()
         ring.producer_tail(state)

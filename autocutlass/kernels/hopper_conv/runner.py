@@ -60,7 +60,7 @@ class HopperConvRunner:
         self._bias = problem.epilogue.bias
         self._fn = get_compiled(config, problem, cache_dir)
         self._clusters: dict[int, int] = {}
-        self._workspace = SplitKWorkspace() if config.split_k > 1 or config.stream_k else None
+        self._workspace = SplitKWorkspace() if config.split_k > 1 else None
 
     def poison_scratch(self) -> None:
         """Verification's hook: NaN in the split-K partials (``SplitKWorkspace.poison``)."""
@@ -110,12 +110,9 @@ class HopperConvRunner:
         work = count = None
         if self._workspace is not None:
             cfg = self.config
-            if cfg.stream_k:
-                slots = clusters * cfg.cluster_size  # one per CTA of the grid
-            else:
-                slots = (
-                    -(-m // (cfg.tile_m * cfg.cluster_m)) * cfg.cluster_m * -(-k // (cfg.tile_n * cfg.cluster_n))
-                    * cfg.cluster_n
-                )
+            slots = (
+                -(-m // (cfg.tile_m * cfg.cluster_m)) * cfg.cluster_m * -(-k // (cfg.tile_n * cfg.cluster_n))
+                * cfg.cluster_n
+            )
             work, count = self._workspace.get(d.device, slots * cfg.tile_m * cfg.tile_n, slots)
         self._fn(xv, wv, d, c, bias, work, count, alpha, beta, *self._geometry, clusters)
