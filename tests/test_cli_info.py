@@ -36,12 +36,13 @@ def test_info_creates_no_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def test_info_names_the_families_switched_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                               capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     monkeypatch.setenv("AUTOCUTLASS_DB", str(tmp_path / "new.sqlite"))
-    for name in ("AUTOCUTLASS_GROUPED_KERNELS", "AUTOCUTLASS_CONV_DGRAD", "AUTOCUTLASS_CONV_WGRAD"):
+    for name in ("AUTOCUTLASS_GROUPED_KERNELS", "AUTOCUTLASS_CONV_DGRAD"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AUTOCUTLASS_CONV_WGRAD", "0")
     monkeypatch.delenv("AUTOCUTLASS_GATED_KERNELS", raising=False)  # on by default
     assert main(["info"]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("switched off"))
-    assert "hopper_conv_wgrad (AUTOCUTLASS_CONV_WGRAD=1 to use it)" in line
+    assert "hopper_conv_wgrad (AUTOCUTLASS_CONV_WGRAD=unset to use it)" in line
     for on in ("hopper_gemm_gated", "hopper_conv_dgrad", "hopper_grouped"):  # on by default
         assert on not in line
     monkeypatch.setenv("AUTOCUTLASS_GROUPED_KERNELS", "0")

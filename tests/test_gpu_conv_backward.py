@@ -163,10 +163,26 @@ def _wgrad_cases() -> list[tuple[Any, ConvProblem]]:
         (W(64, 64, 64, store="direct"), problem("wgrad", 2, 9, 7, 64, 72, 3, 3, pad=(1, 1))),
         (W(128, 128, 64, raster="along_n", swizzle=4), problem("wgrad", 2, 16, 16, 256, 256, 3, 3, pad=(1, 1))),
         (W(128, 128, 64, stream_k=True), problem("wgrad", 2, 15, 15, 128, 128, 3, 3, pad=(1, 1), dt=FP16)),
-    ]
+        # several taps per tile (C = 64 or 128): 2 taps with K = 72 (9 taps: the last tile's second
+        # tap is past R*S, its columns clipped), 3 taps into workspace slabs, 4 taps with stream-K,
+        # 2 taps of 128 channels with the im2col multicast and a serial split, stride 2 with 24
+        # workspace splits, a 5x3 filter (15 taps), the dy multicast
+        (W(64, 128, 64, tap_channels=64), problem("wgrad", 2, 17, 17, 64, 72, 3, 3, pad=(1, 1))),
+        (W(128, 192, 64, tap_channels=64, split_k=6, split_mode="workspace"),
+         problem("wgrad", 4, 20, 18, 64, 136, 3, 3, pad=(1, 1))),
+        (W(64, 256, 64, tap_channels=64, stream_k=True), problem("wgrad", 8, 28, 28, 64, 64, 3, 3, pad=(1, 1))),
+        (W(128, 256, 64, tap_channels=128, cluster_m=2, split_k=4), problem("wgrad", 4, 14, 14, 128, 256, 3, 3,
+                                                                            pad=(1, 1))),
+        (W(64, 192, 64, tap_channels=64, split_k=24, split_mode="workspace"),
+         problem("wgrad", 8, 29, 29, 64, 64, 3, 3, stride=(2, 2), pad=(1, 1))),
+        (W(64, 128, 64, tap_channels=64), problem("wgrad", 2, 19, 21, 64, 64, 5, 3, stride=(2, 1), pad=(2, 1))),
+        (W(128, 128, 64, tap_channels=64, cluster_n=2), problem("wgrad", 2, 16, 16, 64, 128, 3, 3, pad=(1, 1))),
+        # one tap per tile into workspace slabs (dw batched over the taps for the reduce kernel)
+        (W(128, 128, 64, split_k=6, split_mode="workspace"), problem("wgrad", 4, 14, 14, 256, 128, 3, 3, pad=(1, 1))),
+    ]  # fmt: skip
 
 
-@pytest.mark.parametrize("i", range(17))
+@pytest.mark.parametrize("i", range(25))
 def test_wgrad_kernel(tmp_path: Path, i: int) -> None:
     config, p = _wgrad_cases()[i]
     _verify(_wgrad_family(tmp_path), config, p)
@@ -192,6 +208,10 @@ def test_split_reductions_give_the_same_bits_twice(tmp_path: Path) -> None:
     runs = [
         (_wgrad_family(tmp_path), W(64, 64, 64, split_k=12), problem("wgrad", 8, 28, 28, 64, 64, 3, 3, pad=(1, 1))),
         (_wgrad_family(tmp_path), W(64, 64, 64, stream_k=True), problem("wgrad", 8, 28, 28, 64, 64, 3, 3, pad=(1, 1))),
+        (_wgrad_family(tmp_path), W(64, 192, 64, tap_channels=64, split_k=24, split_mode="workspace"),
+         problem("wgrad", 8, 28, 28, 64, 64, 3, 3, pad=(1, 1))),
+        (_wgrad_family(tmp_path), W(64, 128, 64, tap_channels=64, stream_k=True),
+         problem("wgrad", 8, 28, 28, 64, 64, 3, 3, pad=(1, 1))),
         (HopperGemmFamily(tmp_path), G(128, 64, 64, stream_k=True), problem("wgrad", 32, 56, 56, 64, 256, 1, 1)),
         (HopperGemmFamily(tmp_path), G(128, 128, 64, split_k=8, split_mode="workspace"),
          problem("wgrad", 32, 14, 14, 1024, 256, 1, 1)),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from autocutlass.kernels.waves import DEFAULT_RATE, predicted_cost, tile_rate
+from autocutlass.kernels.waves import DEFAULT_RATE, REDUCE_LAUNCH_COST, predicted_cost, tile_rate
 
 
 def test_a_tile_past_a_whole_wave_costs_a_second_wave() -> None:
@@ -26,6 +26,18 @@ def test_split_k_pays_off_for_few_tiles_and_long_k_only() -> None:
     assert few_long[0] > few_long[1] > few_long[2]
     many_short = [predicted_cost(900, 32, 128, 128, 64, split=s) for s in (1, 2)]
     assert many_short[1] > many_short[0]
+
+
+def test_workspace_splits_reduce_in_parallel() -> None:
+    # 5 tiles, 1568 K blocks: a serial split's chain of partials grows with the splits, workspace
+    # slabs are summed by a second kernel spread over the GPU
+    serial = [predicted_cost(5, 1568, 64, 128, 64, split=s) for s in (8, 16)]
+    work = [predicted_cost(5, 1568, 64, 128, 64, split=s, workspace=True) for s in (8, 16, 24)]
+    assert work[0] < serial[0] and work[1] < serial[1]
+    assert work[0] > work[1] > work[2]  # 40, 80, 120 CTAs: more of the 132 SMs busy
+    # a one-wave layer gains nothing but pays the second launch
+    assert predicted_cost(132, 64, 128, 128, 64, split=2, workspace=True) > predicted_cost(132, 64, 128, 128, 64)
+    assert predicted_cost(1, 8, 64, 64, 64, split=2, workspace=True) > REDUCE_LAUNCH_COST
 
 
 def test_larger_tiles_run_nearer_the_peak() -> None:

@@ -31,7 +31,7 @@ import math
 
 from autocutlass.kernels import budgets
 
-__all__ = ["EPILOGUE_COST", "PARTIAL_COST", "TILE_RATES", "predicted_cost", "tile_rate"]
+__all__ = ["EPILOGUE_COST", "PARTIAL_COST", "REDUCE_LAUNCH_COST", "TILE_RATES", "predicted_cost", "tile_rate"]
 
 TILE_RATES: dict[tuple[int, int], float] = {
     (64, 64): 0.32, (64, 128): 0.5, (128, 64): 0.55, (64, 192): 0.55, (64, 256): 0.6, (128, 128): 0.85,
@@ -50,6 +50,11 @@ PARTIAL_COST = 300.0
 """Cost per output element of writing or reading one fp32 partial tile (MAC units)."""
 
 
+REDUCE_LAUNCH_COST = 6.0e6
+"""Workspace split-K's second kernel, launched after the GEMM: about 2 us of launch and tail at
+an SM's MAC rate (MAC units)."""
+
+
 def tile_rate(tile_m: int, tile_n: int) -> float:
     """The main-loop efficiency of a ``tile_m x tile_n`` CTA tile (``TILE_RATES``)."""
     return TILE_RATES.get((tile_m, tile_n), DEFAULT_RATE)
@@ -64,12 +69,15 @@ def predicted_cost(
     *,
     split: int = 1,
     stream_k: bool = False,
+    workspace: bool = False,
     sms: int = budgets.SM_COUNT_SM90,
     rate: float | None = None,
 ) -> float:
     """Predicted time of a persistent GEMM with ``tiles`` output tiles of ``tile_m x tile_n``
     and ``k_blocks`` K blocks of ``tile_k`` each, on ``sms`` SMs, in MAC units (comparable only
-    between configs of one problem). ``split`` serial splits of the K loop, or ``stream_k``;
+    between configs of one problem). ``split`` serial splits of the K loop (``workspace``: each
+    split writes its partial to a slab of its own, and a separate reduce kernel spread over the
+    whole GPU sums them, ``REDUCE_LAUNCH_COST`` plus every partial read once), or ``stream_k``;
     ``rate``: the tile's main-loop efficiency when the caller has its own measurement (a family
     whose kernel runs a tile shape faster or slower than ``TILE_RATES`` says), else ``tile_rate``."""
     if tiles <= 0 or k_blocks <= 0:
@@ -85,5 +93,8 @@ def predicted_cost(
         sharers = 1 if share >= k_blocks else math.ceil(k_blocks / share) + 1
         return share * block + math.ceil(tiles / sms) * fixed + (sharers + 2) * partial
     waves = math.ceil(tiles * split / sms)
+    if workspace and split > 1:
+        unit = math.ceil(k_blocks / split) * block + fixed + partial
+        return waves * unit + REDUCE_LAUNCH_COST + tiles * split * partial / sms
     unit = math.ceil(k_blocks / split) * block + fixed + (split * partial if split > 1 else 0.0)
     return waves * unit

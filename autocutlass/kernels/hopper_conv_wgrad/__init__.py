@@ -9,10 +9,12 @@ callable, in the conv wgrad convention ``runner(dy, x, dw)``), ``sources`` (the 
 family's hash covers). Only ``kernel``, ``compile`` and ``runner`` touch the DSL, and only when
 used.
 
-**Off by default** (``Settings.conv_wgrad_kernel``, ``AUTOCUTLASS_CONV_WGRAD=1``): the kernel
-compiles for sm_90a in CI, but it has not been run on a GPU yet; until its GPU tests pass,
-``supports`` answers every problem with that reason, so dispatch never picks it and conv2d
-wgrad runs cuDNN (or, for pointwise layers, the GEMM family).
+**Tuned-only, on by default** (``Settings.conv_wgrad_kernel``; ``AUTOCUTLASS_CONV_WGRAD=0``
+switches it off, and ``supports`` then answers every problem with ``GATE_REASON``): a wgrad
+problem this GPU has a record of (or of its bucket) runs the record's kernel, or cuDNN where its
+tuning measured cuDNN faster (vendor verdicts, in cuDNN's benchmark mode); any other runs cuDNN
+(``TUNED_ONLY``: no nearest-neighbour, sibling or default config stands in), since an untuned
+config can lose to cuDNN by far (the default config of a 64-channel layer: x0.08).
 """
 
 from __future__ import annotations
@@ -28,14 +30,17 @@ from autocutlass.kernels.base import KernelFamily
 from autocutlass.kernels.hopper_conv_wgrad.check import check, problem_supported
 from autocutlass.kernels.hopper_conv_wgrad.config import (
     CLUSTERS,
+    SERIAL_SPLIT_MAX,
     SPLIT_K,
     SWIZZLE,
+    TAP_CHANNELS,
     TILE_K,
     TILE_M,
     TILE_N,
     HopperConvWgradConfig,
     Raster,
     Schedule,
+    SplitMode,
     Store,
 )
 from autocutlass.kernels.hopper_conv_wgrad.plan import implicit_gemm
@@ -46,24 +51,31 @@ if TYPE_CHECKING:
 
 __all__ = ["GATE_REASON", "HopperConvWgradConfig", "HopperConvWgradFamily", "check"]
 
-GATE_REASON = (
-    "hopper_conv_wgrad is off by default: its GPU tests pass but it loses to cuDNN (x0.92 on the conv suite, "
-    "H100, 2026-11-25); AUTOCUTLASS_CONV_WGRAD=1 turns it on"
-)
+GATE_REASON = "hopper_conv_wgrad is switched off (AUTOCUTLASS_CONV_WGRAD=0)"
 SMALL_OUTPUT_DIRECT_STORE = 64 * 64 * 9
 """Filters with at most this many elements (K*C*R*S) also get the direct store."""
 
 
-def output_tiles(problem: ConvProblem, tile_m: int, tile_n: int) -> int:
-    """Output tiles of the batched implicit GEMM: K tiles x C tiles x taps."""
+def output_tiles(problem: ConvProblem, tile_m: int, tile_n: int, tap_channels: int = 0) -> int:
+    """Output tiles of the implicit GEMM: K tiles x C tiles x taps, or with several taps per tile
+    (``tap_channels``) K tiles x tiles of the R*S*C columns."""
+    if tap_channels:
+        return -(-problem.k // tile_m) * -(-(problem.r * problem.s * problem.c) // tile_n)
     return -(-problem.k // tile_m) * -(-problem.c // tile_n) * problem.r * problem.s
+
+
+def tile_widths(problem: ConvProblem) -> list[tuple[int, int]]:
+    """(tile_n, tap_channels) of the space: every ``TILE_N`` with one tap per tile, and for a layer
+    of exactly 64 or 128 input channels (``TAP_CHANNELS``) the widths that hold two or more of its
+    taps side by side."""
+    out = [(tn, 0) for tn in TILE_N]
+    if problem.c in TAP_CHANNELS[1:]:
+        out += [(tn, problem.c) for tn in TILE_N if tn % problem.c == 0 and tn > problem.c]
+    return out
 
 
 MODEL_TILE_K = 64
 """The pixels per K block of the configs the cost model ranks (``modelled_configs``)."""
-
-MODEL_PICKS = 4
-"""Seeds taken from the cost model's ranking, before the family's fixed guesses."""
 
 
 def modelled_configs(problem: ConvProblem) -> list[tuple[float, HopperConvWgradConfig]]:
@@ -74,20 +86,25 @@ def modelled_configs(problem: ConvProblem) -> list[tuple[float, HopperConvWgradC
     c = HopperConvWgradConfig
     k_blocks = -(-implicit_gemm(problem).k // MODEL_TILE_K)
     out: list[tuple[float, HopperConvWgradConfig]] = []
-    for tm, tn in itertools.product(TILE_M, TILE_N):
-        tiles = output_tiles(problem, tm, tn)
+    for tm, (tn, taps) in itertools.product(TILE_M, tile_widths(problem)):
+        tiles = output_tiles(problem, tm, tn, taps)
         for split in SPLIT_K:
-            if split == 1 or k_blocks >= 4 * split:
+            if split == 1 or (split <= SERIAL_SPLIT_MAX and k_blocks >= 4 * split):
                 cost = waves.predicted_cost(tiles, k_blocks, tm, tn, MODEL_TILE_K, split=split)
-                out.append((cost, c(tm, tn, MODEL_TILE_K, split_k=split)))
+                out.append((cost, c(tm, tn, MODEL_TILE_K, split_k=split, tap_channels=taps)))
+            if split > 1 and k_blocks >= 4 * split:
+                cost = waves.predicted_cost(tiles, k_blocks, tm, tn, MODEL_TILE_K, split=split, workspace=True)
+                out.append((cost, c(tm, tn, MODEL_TILE_K, split_k=split, tap_channels=taps,
+                                    split_mode=SplitMode.WORKSPACE)))
         cost = waves.predicted_cost(tiles, k_blocks, tm, tn, MODEL_TILE_K, stream_k=True)
-        out.append((cost, c(tm, tn, MODEL_TILE_K, stream_k=True)))
-    out.sort(key=lambda pair: (pair[0], pair[1].split_k, pair[1].stream_k))
+        out.append((cost, c(tm, tn, MODEL_TILE_K, stream_k=True, tap_channels=taps)))
+    out.sort(key=lambda pair: (pair[0], pair[1].split_k, pair[1].stream_k, pair[1].split_mode is SplitMode.WORKSPACE))
     return out
 
 
 class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
     name = "hopper_conv_wgrad"
+    TUNED_ONLY = True
     SOURCE_FILES = SOURCE_FILES
     """Files (relative to ``autocutlass/kernels``) whose code decides the generated kernel."""
 
@@ -117,21 +134,28 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
         c = HopperConvWgradConfig
         small = problem.k * problem.c * problem.r * problem.s <= SMALL_OUTPUT_DIRECT_STORE
         stores = tuple(Store) if small else (Store.TMA,)
+        widths = tile_widths(problem)
         out = [
-            c(tm, tn, tk, cm, cn, 0, sch, ras, sw, 1, False, sto)
-            for tm, tn, tk, (cm, cn), sch, ras, sw, sto in itertools.product(
-                TILE_M, TILE_N, TILE_K, CLUSTERS, tuple(Schedule), tuple(Raster), SWIZZLE, stores
+            c(tm, tn, tk, cm, cn, 0, sch, ras, sw, 1, False, sto, taps)
+            for tm, (tn, taps), tk, (cm, cn), sch, ras, sw, sto in itertools.product(
+                TILE_M, widths, TILE_K, CLUSTERS, tuple(Schedule), tuple(Raster), SWIZZLE, stores
             )
         ]
         coop = Schedule.COOPERATIVE
+        serial = tuple(sk for sk in SPLIT_K[1:] if sk <= SERIAL_SPLIT_MAX)
         out += [
-            c(tm, tn, tk, cm, cn, 0, coop, ras, 1, sk, False, Store.TMA)
-            for tm, tn, tk, (cm, cn), ras, sk in itertools.product(TILE_M, TILE_N, TILE_K, CLUSTERS, tuple(Raster),
-                                                                  SPLIT_K[1:])
+            c(tm, tn, tk, cm, cn, 0, coop, ras, 1, sk, False, Store.TMA, taps)
+            for tm, (tn, taps), tk, (cm, cn), ras, sk in itertools.product(TILE_M, widths, TILE_K, CLUSTERS,
+                                                                           tuple(Raster), serial)
         ]
         out += [
-            c(tm, tn, tk, cm, cn, 0, coop, ras, 1, 1, True, Store.TMA)
-            for tm, tn, tk, (cm, cn), ras in itertools.product(TILE_M, TILE_N, TILE_K, CLUSTERS, tuple(Raster))
+            c(tm, tn, tk, cm, cn, 0, coop, ras, 1, sk, False, Store.TMA, taps, SplitMode.WORKSPACE)
+            for tm, (tn, taps), tk, (cm, cn), ras, sk in itertools.product(TILE_M, widths, TILE_K, CLUSTERS,
+                                                                           tuple(Raster), SPLIT_K[1:])
+        ]
+        out += [
+            c(tm, tn, tk, cm, cn, 0, coop, ras, 1, 1, True, Store.TMA, taps)
+            for tm, (tn, taps), tk, (cm, cn), ras in itertools.product(TILE_M, widths, TILE_K, CLUSTERS, tuple(Raster))
         ]
         return out
 
@@ -143,24 +167,34 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
 
     def seeds(self, problem: ConvProblem) -> Sequence[HopperConvWgradConfig]:
         """First guesses, best first. The cost model's (``modelled_configs``, feasible ones only):
-        its best config, and the best of each way of sharing the pixel loop (data-parallel tiles,
-        a serial split, stream-K), ``MODEL_PICKS`` in all, cheapest first, since which of the
-        three wins turns on how the layer's few output tiles fill the SMs; then the best
-        data-parallel one in a 2x1 cluster and as ping-pong, then the large and small tiles."""
+        its best config and the best of each way of sharing the pixel loop (workspace slabs, a
+        serial split, data-parallel tiles), cheapest first, since which wins turns on how the
+        layer's few output tiles fill the SMs; then its best stream-K config, last of the model's:
+        on an H100 (``conv_wgrad_probe``, 2026-11-27) stream-K lost to a split on every suite layer,
+        up to 1.7x on the large ones: its CTAs walk each tile's pixel loop at scattered offsets, so
+        the tiles that read one pixel block (9 taps and more) read it at different times and miss
+        the L2, which the model does not see. Then the best data-parallel config in a 2x1 cluster
+        and as ping-pong, then the large and small tiles."""
         c = HopperConvWgradConfig
         ranked = [cfg for _, cfg in modelled_configs(problem) if self.check(cfg, problem) is None]
         if not ranked:
             return []
-        kinds = ("stream", "split", "data")
+        kinds = ("workspace", "split", "data", "stream")
 
         def kind(cfg: HopperConvWgradConfig) -> str:
-            return kinds[0] if cfg.stream_k else kinds[1] if cfg.split_k > 1 else kinds[2]
+            if cfg.stream_k:
+                return "stream"
+            if cfg.split_k > 1:
+                return "workspace" if cfg.split_mode is SplitMode.WORKSPACE else "split"
+            return "data"
 
         firsts = {k: next((cfg for cfg in ranked if kind(cfg) == k), None) for k in kinds}
-        picks = [ranked[0], *(cfg for cfg in firsts.values() if cfg is not None)]
-        picks += [cfg for cfg in ranked if cfg not in picks][: max(0, MODEL_PICKS - len(set(picks)))]
         order = {cfg: i for i, cfg in enumerate(ranked)}
-        guesses = sorted(set(picks), key=order.__getitem__)
+        cheapest = next((cfg for cfg in ranked if not cfg.stream_k), None)
+        picks = {cfg for cfg in (cheapest, firsts["workspace"], firsts["split"], firsts["data"]) if cfg is not None}
+        guesses = sorted(picks, key=order.__getitem__)
+        if firsts["stream"] is not None:
+            guesses.append(firsts["stream"])
         data = firsts["data"]
         if data is not None:
             guesses += [dataclasses.replace(data, cluster_m=2), dataclasses.replace(data, schedule=Schedule.PINGPONG)]
@@ -193,4 +227,5 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
             int(config.store is Store.DIRECT),
             config.split_k,
             int(config.stream_k),
+            int(config.tap_channels > 0),
         )

@@ -21,12 +21,15 @@ from typing import TYPE_CHECKING
 from autocutlass.kernels.hopper_conv.check import problem_supported as fprop_supported
 from autocutlass.kernels.hopper_conv_wgrad.config import (
     CLUSTERS,
+    SERIAL_SPLIT_MAX,
     SPLIT_K,
     SWIZZLE,
+    TAP_CHANNELS,
     TILE_K,
     TILE_M,
     TILE_N,
     HopperConvWgradConfig,
+    SplitMode,
 )
 from autocutlass.kernels.hopper_conv_wgrad.plan import implicit_gemm
 from autocutlass.kernels.hopper_gemm.check import check as gemm_check
@@ -70,6 +73,9 @@ def _domain(config: HopperConvWgradConfig, problem: ConvProblem) -> str | None:
 
 def _channel_tile(config: HopperConvWgradConfig, problem: ConvProblem) -> str | None:
     # Each tile's im2col boxes load tile_n channels of one tap; TMA zero-fills channels past C.
+    # (Several taps per tile: _taps.)
+    if config.tap_channels:
+        return None
     smallest = min(TILE_N)
     useful = -(-problem.c // smallest) * smallest
     if config.tile_n > useful:
@@ -80,13 +86,39 @@ def _channel_tile(config: HopperConvWgradConfig, problem: ConvProblem) -> str | 
     return None
 
 
-def _split(config: HopperConvWgradConfig, problem: ConvProblem) -> str | None:
-    if config.split_k > 1 and config.stream_k:
-        return "stream_k divides the pixel loop among the CTAs itself: use split_k=1"
+def _taps(config: HopperConvWgradConfig, problem: ConvProblem) -> str | None:
+    t = config.tap_channels
+    if t == 0:
+        return None
+    if t not in TAP_CHANNELS:
+        return f"tap_channels={t} is not one of {TAP_CHANNELS}"
+    if problem.c != t:
+        return f"tap_channels={t} puts several taps of exactly {t} channels in a tile; the layer has C={problem.c}"
+    if config.tile_n % t or config.tile_n == t:
+        return f"tile_n={config.tile_n} must hold two or more taps of {t} channels (a multiple of {t}, above it)"
     return None
 
 
-RULES: tuple[Rule, ...] = (_domain, _channel_tile, _split)
+WORKSPACE_SLAB_BYTES = 64 * 2**20
+"""The most scratch workspace split-K's slabs may take (S x L x K x N fp32): the slabs stay
+allocated with the runner, per device and stream."""
+
+
+def _split(config: HopperConvWgradConfig, problem: ConvProblem) -> str | None:
+    if config.split_k > 1 and config.stream_k:
+        return "stream_k divides the pixel loop among the CTAs itself: use split_k=1"
+    if config.split_k > SERIAL_SPLIT_MAX and config.split_mode is not SplitMode.WORKSPACE:
+        return f"split_k={config.split_k}: serial split-K chains at most {SERIAL_SPLIT_MAX} splits; use split_mode=workspace"
+    if config.split_k > 1 and config.split_mode is SplitMode.WORKSPACE:
+        gm = implicit_gemm(problem, config.tap_channels)
+        slab_bytes = config.split_k * gm.l * gm.m * (-(-gm.n // 4) * 4) * 4
+        if slab_bytes > WORKSPACE_SLAB_BYTES:
+            return (f"workspace split-K: {config.split_k} slabs of dw in fp32 take {slab_bytes / 2**20:.0f} MiB, more "
+                    f"than {WORKSPACE_SLAB_BYTES // 2**20} MiB; use fewer splits")  # fmt: skip
+    return None
+
+
+RULES: tuple[Rule, ...] = (_domain, _taps, _channel_tile, _split)
 
 
 def check(config: HopperConvWgradConfig, problem: ConvProblem) -> str | None:
@@ -94,4 +126,6 @@ def check(config: HopperConvWgradConfig, problem: ConvProblem) -> str | None:
     reason = problem_supported(problem)
     if reason is not None:
         return reason
-    return first_broken(RULES, config, problem) or gemm_check(config.gemm_config(), implicit_gemm(problem))
+    return first_broken(RULES, config, problem) or gemm_check(
+        config.gemm_config(), implicit_gemm(problem, config.tap_channels), split_k=SPLIT_K
+    )

@@ -24,7 +24,7 @@ from autocutlass.kernels.hopper_gemm.config import (
 )
 
 __all__ = [
-    "CLUSTERS", "SPLIT_K", "SWIZZLE", "TILE_K", "TILE_M", "TILE_N", "HopperConvWgradConfig", "Raster", "Schedule",
+    "CLUSTERS", "SERIAL_SPLIT_MAX", "SPLIT_K", "SplitMode", "SWIZZLE", "TAP_CHANNELS", "TILE_K", "TILE_M", "TILE_N", "HopperConvWgradConfig", "Raster", "Schedule",
     "Store",
 ]  # fmt: skip
 
@@ -38,8 +38,19 @@ CLUSTERS = ((1, 1), (2, 1), (1, 2), (2, 2))
 """(cluster_m, cluster_n): cluster_n > 1 multicasts the dy tile to the CTAs of one cluster row,
 cluster_m > 1 the im2col activation tile to the CTAs of one cluster column."""
 SWIZZLE = (1, 2, 4, 8)
-SPLIT_K = (1, 2, 3, 4, 6, 8, 12, 16)
-"""The pixel loop split among this many CTAs per output tile (serial, in split order)."""
+SPLIT_K = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+"""The pixel loop split among this many CTAs per output tile (serial, in split order, up to
+``SERIAL_SPLIT_MAX``; or each to its own workspace slab)."""
+SERIAL_SPLIT_MAX = 16
+"""The most splits the space offers in SERIAL mode (a turnstile chain that long already costs more
+than it saves); WORKSPACE mode goes on to ``max(SPLIT_K)``, for the narrow layers whose few
+output tiles need that many CTAs each to fill the GPU."""
+TAP_CHANNELS = (0, 64, 128)
+"""0: each output tile holds one filter tap's channels (``tile_n`` of C). 64 or 128, for a layer
+of exactly that many input channels: each tile holds ``tile_n // tap_channels`` consecutive taps
+side by side (dw as one (K, R*S*C) matrix), one im2col box per tap and K block, so that a narrow
+layer still gets a wide tile (a 64-channel tile per tap reads twice the bytes per MAC of a
+128-wide one)."""
 
 
 @dataclass(frozen=True, order=True)
@@ -56,12 +67,20 @@ class HopperConvWgradConfig:
     split_k: int = 1
     stream_k: bool = False
     store: Store = Store.TMA
+    tap_channels: int = 0
+    split_mode: SplitMode = SplitMode.SERIAL
+    """With ``split_k`` > 1: SERIAL sums the splits' partial tiles through a turnstile, in split
+    order, and the last split runs the epilogue; WORKSPACE stores each split's raw fp32 partial
+    to its own slab and the GEMM family's reduce kernel sums the slabs in split order after the
+    kernel (no serial chain; both bitwise deterministic)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "schedule", Schedule(self.schedule))
         object.__setattr__(self, "raster", Raster(self.raster))
         object.__setattr__(self, "store", Store(self.store))
-        for name in ("tile_m", "tile_n", "tile_k", "cluster_m", "cluster_n", "stages", "swizzle", "split_k"):
+        object.__setattr__(self, "split_mode", SplitMode(self.split_mode))
+        for name in ("tile_m", "tile_n", "tile_k", "cluster_m", "cluster_n", "stages", "swizzle", "split_k",
+                     "tap_channels"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool):
                 raise TypeError(f"HopperConvWgradConfig.{name} must be int, got {v!r}")
@@ -78,7 +97,7 @@ class HopperConvWgradConfig:
         return HopperGemmConfig(
             tile_m=self.tile_m, tile_n=self.tile_n, tile_k=self.tile_k, cluster_m=self.cluster_m,
             cluster_n=self.cluster_n, stages=self.stages, schedule=self.schedule, raster=self.raster,
-            swizzle=self.swizzle, split_k=self.split_k, store=self.store, split_mode=SplitMode.SERIAL,
+            swizzle=self.swizzle, split_k=self.split_k, store=self.store, split_mode=self.split_mode,
             stream_k=self.stream_k,
         )  # fmt: skip
 
@@ -87,6 +106,7 @@ class HopperConvWgradConfig:
         d["schedule"] = self.schedule.value
         d["raster"] = self.raster.value
         d["store"] = self.store.value
+        d["split_mode"] = self.split_mode.value
         return d
 
     @classmethod
@@ -99,9 +119,12 @@ class HopperConvWgradConfig:
         sched = "coop" if self.schedule is Schedule.COOPERATIVE else "pp"
         ras = "m" if self.raster is Raster.ALONG_M else "n"
         sk = f" sk{self.split_k}" if self.split_k != 1 else ""
+        if self.split_mode is SplitMode.WORKSPACE:
+            sk += "w"
         sk += " streamk" if self.stream_k else ""
         st = " direct" if self.store is Store.DIRECT else ""
+        taps = f" {self.tile_n // self.tap_channels}taps" if self.tap_channels else ""
         return (
             f"{self.tile_m}x{self.tile_n}x{self.tile_k} c{self.cluster_m}x{self.cluster_n}"
-            f" s{self.stages} {sched} {ras}/{self.swizzle}{sk}{st}"
+            f" s{self.stages} {sched} {ras}/{self.swizzle}{sk}{st}{taps}"
         )

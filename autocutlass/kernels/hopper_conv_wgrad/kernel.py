@@ -85,9 +85,17 @@ class HopperConvWgradKernel(HopperGemmKernel):
     ):
         p = self.plan
         taps_r, taps_s = self.filter_rs
-        # dy (NPQ, K) -> A = dy^T as (K, NPQ, 1), K contiguous; dw (K, R*S, C) -> D as (K, C, R*S).
+        tap_c = self.wgrad_plan.tap_channels
+        # dy (NPQ, K) -> A = dy^T as (K, NPQ, 1), K contiguous; dw (K, R*S, C) -> D as (K, C, R*S),
+        # or with several taps per tile as one (K, R*S*C, 1) matrix (dw is dense, C = tap_c).
         mA = _to_mkl(dy, (2, 1, 0))
-        mD = cute.make_tensor(dw.iterator, cute.select(dw.layout, mode=[0, 2, 1]))
+        if cutlass.const_expr(tap_c > 0):
+            mD = cute.make_tensor(
+                dw.iterator,
+                cute.make_layout((dw.shape[0], taps_r * taps_s * tap_c, 1), stride=(dw.stride[0], 1, dw.stride[0])),
+            )
+        else:
+            mD = cute.make_tensor(dw.iterator, cute.select(dw.layout, mode=[0, 2, 1]))
         # x (N, H, W, C) -> the im2col TMA's ((W, H, N), C).
         n_img, h_img, w_img, chans = x.shape
         mX = cute.make_tensor(
@@ -117,8 +125,17 @@ class HopperConvWgradKernel(HopperGemmKernel):
         a_staged, b_staged, d_staged = self._smem_layouts()
 
         tma_a, tA = self._tma_load(mA, a_staged, (p.tile_m, p.tile_k), p.cluster_n)
-        # B's stage as (pixels, channels): the box the im2col TMA loads, channels contiguous.
+        # B's stage as (pixels, channels): the box the im2col TMA loads, channels contiguous. With
+        # several taps per tile the box is one tap's tap_c channels: the stage's first tap_c / 64
+        # swizzle-atom columns, laid out as the stage lays them out.
+        b_box_n = p.tile_n
         b_pixels_first = cute.select(cute.slice_(b_staged, (None, None, 0)), mode=[1, 0])
+        if cutlass.const_expr(tap_c > 0):
+            b_box_n = tap_c
+            b_atom = cute.nvgpu.warpgroup.make_smem_layout_atom(
+                sm90_utils.get_smem_layout_atom(self.b_layout, self.b_dtype, p.tile_n), self.b_dtype
+            )
+            b_pixels_first = cute.select(cute.tile_to_shape(b_atom, (tap_c, p.tile_k), order=(1, 0)), mode=[1, 0])
         b_op = (
             cute.nvgpu.cpasync.CopyBulkTensorIm2ColG2SOp()
             if p.cluster_m == 1
@@ -128,7 +145,7 @@ class HopperConvWgradKernel(HopperGemmKernel):
             b_op,
             mX,
             b_pixels_first,
-            (p.tile_k, p.tile_n),
+            (p.tile_k, b_box_n),
             lower_corner_whd=(-pad_w, -pad_h),
             upper_corner_whd=(pad_w - (taps_s - 1) * dil_w, pad_h - (taps_r - 1) * dil_h),
             lower_padding_whd=(pad_w, pad_h),
@@ -263,13 +280,19 @@ class HopperConvWgradKernel(HopperGemmKernel):
 
         sA = storage.sA.get_tensor(a_staged.outer, swizzle=a_staged.inner)
         sB = storage.sB.get_tensor(b_staged.outer, swizzle=b_staged.inner)
-        # The producer writes B through its (pixels, channels, stage) view, the im2col box order.
+        # The producer writes B through its (pixels, channels, stage) view, the im2col box order;
+        # with several taps per tile, (pixels, tap_c channels, 1, taps of the tile, stage).
         sB_px = cute.make_tensor(sB.iterator, cute.select(sB.layout, mode=[1, 0, 2]))
+        tap_c = self.wgrad_plan.tap_channels
+        b_box_n = p.tile_n
+        if cutlass.const_expr(tap_c > 0):
+            b_box_n = tap_c
+            sB_px = cute.flat_divide(sB_px, (p.tile_k, tap_c))
 
         # A: (tile_m, tile_k, K tiles, pixel blocks, 1) of dy^T coordinates;
-        # B: (tile_k, (tile_n, 1, 1), pixel blocks, channel tiles, S, R) of im2col coordinates.
+        # B: (tile_k, (box channels, 1, 1), pixel blocks, channel tiles, S, R) of im2col coordinates.
         gA = cute.local_tile(mA, (p.tile_m, p.tile_k), (None, None, None))
-        gB = cute.local_tile(mB, (p.tile_k, (p.tile_n, 1, 1)), (None, (None, None, None)))
+        gB = cute.local_tile(mB, (p.tile_k, (b_box_n, 1, 1)), (None, (None, None, None)))
         k_tiles = cute.size(gA, mode=[3])
         geom = None
         if cutlass.const_expr(p.stream_k):
@@ -300,8 +323,11 @@ class HopperConvWgradKernel(HopperGemmKernel):
                         cta_layout_mnk, cluster_coord, sched_params, geom):
         """One warp: for each of the CTA's work units (output-channel tile, input-channel tile,
         tap, and split or stream-K segment), its pixel blocks, each a tiled load of dy^T and an
-        im2col load of x at the unit's tap into one ring stage."""
-        taps_s = self.filter_rs[1]
+        im2col load of x at the unit's tap into one ring stage (with several taps per tile, one
+        im2col load per tap of the tile, into its columns of the stage)."""
+        taps_r, taps_s = self.filter_rs
+        tap_c = self.wgrad_plan.tap_channels
+        n_taps = self.plan.tile_n // tap_c if tap_c > 0 else 1
         a_cta_layout = cute.make_layout(cute.slice_(cta_layout_mnk, (0, None, 0)).shape)
         tAsA, tAgA = cute.nvgpu.cpasync.tma_partition(
             tma_a, cluster_coord[1], a_cta_layout, cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2)
@@ -328,20 +354,39 @@ class HopperConvWgradKernel(HopperGemmKernel):
             else:
                 tile = work.tile_idx
                 tap, kt0, kt_count = self._split_range(tile, k_tiles)
-            r = tap // taps_s
-            s = tap - r * taps_s
             tAgA_t = tAgA[(None, tile[0], None, 0)]
-            tBgB_t = tBgB[(None, None, tile[1], s, r)]
-            for kt in range(kt_count):
-                kb = kt0 + kt
-                ring.producer_acquire(state)
-                barrier = ring.producer_get_barrier(state)
-                cute.copy(tma_a, tAgA_t[(None, kb)], tAsA[(None, state.index)], tma_bar_ptr=barrier,
-                          mcast_mask=a_mask)
-                cute.copy(tma_b, tBgB_t[(None, kb)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
-                          mcast_mask=b_mask)
-                ring.producer_commit(state)
-                state.advance()
+            if cutlass.const_expr(tap_c > 0):
+                # The tile's taps, side by side: n_taps boxes of tap_c channels per K block. The last
+                # tile's taps past R*S load the last tap again (its columns are past dw's, clipped).
+                first = tile[1] * n_taps
+                for kt in range(kt_count):
+                    kb = kt0 + kt
+                    ring.producer_acquire(state)
+                    barrier = ring.producer_get_barrier(state)
+                    cute.copy(tma_a, tAgA_t[(None, kb)], tAsA[(None, state.index)], tma_bar_ptr=barrier,
+                              mcast_mask=a_mask)
+                    for j in cutlass.range_constexpr(n_taps):
+                        t = cutlass.min(first + j, taps_r * taps_s - 1)
+                        r = t // taps_s
+                        s = t - r * taps_s
+                        cute.copy(tma_b, tBgB[(None, kb, 0, s, r)], tBsB[(None, 0, j, state.index)],
+                                  tma_bar_ptr=barrier, mcast_mask=b_mask)
+                    ring.producer_commit(state)
+                    state.advance()
+            else:
+                r = tap // taps_s
+                s = tap - r * taps_s
+                tBgB_t = tBgB[(None, None, tile[1], s, r)]
+                for kt in range(kt_count):
+                    kb = kt0 + kt
+                    ring.producer_acquire(state)
+                    barrier = ring.producer_get_barrier(state)
+                    cute.copy(tma_a, tAgA_t[(None, kb)], tAsA[(None, state.index)], tma_bar_ptr=barrier,
+                              mcast_mask=a_mask)
+                    cute.copy(tma_b, tBgB_t[(None, kb)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
+                              mcast_mask=b_mask)
+                    ring.producer_commit(state)
+                    state.advance()
             if cutlass.const_expr(self.plan.stream_k):
                 it = it + count
                 valid = it < end

@@ -41,6 +41,9 @@ class WgradPlan:
     """Filter height (taps along H)."""
     s: int
     """Filter width (taps along W)."""
+    tap_channels: int = 0
+    """``HopperConvWgradConfig.tap_channels``: 0, or the channels of each of the several taps a
+    tile holds side by side (then the GEMM is (K, R*S*C) unbatched, C = tap_channels)."""
 
 
 def output_size(problem: ConvProblem) -> tuple[int, int]:
@@ -50,11 +53,15 @@ def output_size(problem: ConvProblem) -> tuple[int, int]:
     return p, q
 
 
-def implicit_gemm(problem: ConvProblem) -> GemmProblem:
-    """The weight gradient as the batched GEMM the kernel runs (see the module docstring)."""
+def implicit_gemm(problem: ConvProblem, tap_channels: int = 0) -> GemmProblem:
+    """The weight gradient as the GEMM the kernel runs (see the module docstring): batched over
+    the taps (N = C, L = R*S), or with ``tap_channels`` one GEMM with the taps side by side (N =
+    R*S*C, L = 1)."""
     p, q = output_size(problem)
+    taps = problem.r * problem.s
     return GemmProblem(
-        m=problem.k, n=problem.c, k=max(problem.n * p * q, 0), l=problem.r * problem.s,
+        m=problem.k, n=problem.c * (taps if tap_channels else 1), k=max(problem.n * p * q, 0),
+        l=1 if tap_channels else taps,
         a_dtype=problem.x_dtype, b_dtype=problem.x_dtype, d_dtype=problem.w_dtype, acc_dtype=problem.acc_dtype,
         a_major=Major.COL, b_major=Major.ROW,
         align_a=problem.align_y, align_b=problem.align_x, align_d=problem.align_w,
@@ -65,5 +72,5 @@ def make_plan(
     config: HopperConvWgradConfig, problem: ConvProblem, smem_limit: int = budgets.SM90_SMEM_PER_BLOCK_OPTIN
 ) -> WgradPlan:
     """Derive the plan. Assumes ``check`` accepted the pair."""
-    return WgradPlan(gemm=make_gemm_plan(config.gemm_config(), implicit_gemm(problem), smem_limit), r=problem.r,
-                     s=problem.s)  # fmt: skip
+    gemm = make_gemm_plan(config.gemm_config(), implicit_gemm(problem, config.tap_channels), smem_limit)
+    return WgradPlan(gemm=gemm, r=problem.r, s=problem.s, tap_channels=config.tap_channels)

@@ -9,8 +9,9 @@ is skipped). Launches on ``torch.cuda.current_stream()``, never synchronises.
 Every operand is handed to the kernel as a view (dy as (N*P*Q, K), x as (N, H, W, C), dw as
 (K, R*S, C)); a dy or dw that is not channels_last-contiguous is refused (ValueError), never
 copied. The stride, padding and dilation are the problem's; N, H, W, C and K are read from the
-tensors. Split-K and stream-K scratch (fp32 partials and zeroed turnstiles) is kept per device
-and stream (``hopper_gemm.runner.SplitKWorkspace``).
+tensors. Split-K and stream-K scratch (fp32 partials and zeroed turnstiles; workspace split-K's
+slabs) is kept per device and stream (``hopper_gemm.runner.SplitKWorkspace``); workspace split-K
+launches a second kernel after the wgrad, the slab sum (``slab_sum``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from autocutlass.kernels.hopper_conv.runner import dense_channels_last
 from autocutlass.kernels.hopper_conv_wgrad.compile import get_compiled
-from autocutlass.kernels.hopper_conv_wgrad.config import HopperConvWgradConfig
+from autocutlass.kernels.hopper_conv_wgrad.config import HopperConvWgradConfig, SplitMode
+from autocutlass.kernels.hopper_conv_wgrad.slab_sum import get_slab_sum
 from autocutlass.kernels.hopper_gemm.runner import SplitKWorkspace, max_active_clusters
 
 if TYPE_CHECKING:
@@ -46,6 +48,13 @@ class HopperConvWgradRunner:
         self._fn = get_compiled(config, problem, cache_dir)
         self._clusters: dict[int, int] = {}
         self._workspace = SplitKWorkspace() if config.split_k > 1 or config.stream_k else None
+        self._slabs = config.split_k > 1 and config.split_mode is SplitMode.WORKSPACE
+        # The slab sum's view of dw: one (K, R*S*C) matrix with several taps per tile, else
+        # (R*S, K, C) batched over the taps (batch stride C).
+        self._sum = (
+            get_slab_sum(config.split_k, problem.w_dtype, 2 if config.tap_channels else 3, cache_dir)
+            if self._slabs else None
+        )  # fmt: skip
 
     def poison_scratch(self) -> None:
         """Verification's hook: NaN in the split-K partials (``SplitKWorkspace.poison``)."""
@@ -62,6 +71,9 @@ class HopperConvWgradRunner:
                              f"with stride {(sh, sw)}, padding {(ph, pw)}, dilation {(dh, dwl)}")  # fmt: skip
         if k == 0 or c == 0:
             return
+        if self.config.tap_channels and c != self.config.tap_channels:
+            raise ValueError(f"this wgrad kernel puts taps of exactly {self.config.tap_channels} channels side by side; "
+                             f"dw {tuple(dw.shape)} has C={c}")  # fmt: skip
         if n * p * q == 0:  # an empty sum
             dw.zero_()
             return
@@ -74,10 +86,27 @@ class HopperConvWgradRunner:
             clusters = max_active_clusters(max(dev, 0), self.config.cluster_size)
             self._clusters[dev] = clusters
         work = count = None
+        if self._slabs:
+            # Workspace split-K: S raw fp32 slabs (S, L, M, N_pad) of the GEMM's (M, N, L), summed in
+            # split order into dw by the slab sum (``slab_sum``).
+            cfg = self.config
+            if cfg.tap_channels:
+                d, l_, m_, n_ = dw3.view(k, r * s * c), 1, k, r * s * c
+            else:
+                d, l_, m_, n_ = dw3.permute(1, 0, 2), r * s, k, c
+            n_pad = -(-n_ // 4) * 4
+            work, _ = self._workspace.get(dw3.device, cfg.split_k * l_ * m_ * n_pad, 0)
+            slabs = work[: cfg.split_k * l_ * m_ * n_pad].view(cfg.split_k, l_, m_, n_pad)
+            self._fn(dy2, xv, dw3, work, None, *self._geometry, clusters)
+            self._sum(slabs, d)
+            return
         if self._workspace is not None:
             cfg = self.config
             if cfg.stream_k:
                 slots = clusters * cfg.cluster_size  # one per CTA of the grid
+            elif cfg.tap_channels:  # one per output tile of dw as one (K, R*S*C) matrix, padded to whole clusters
+                slots = (-(-k // (cfg.tile_m * cfg.cluster_m)) * cfg.cluster_m
+                         * -(-(r * s * c) // (cfg.tile_n * cfg.cluster_n)) * cfg.cluster_n)  # fmt: skip
             else:  # one per output tile of every tap, tiles padded to whole clusters as the kernel numbers them
                 slots = (-(-k // (cfg.tile_m * cfg.cluster_m)) * cfg.cluster_m * -(-c // (cfg.tile_n * cfg.cluster_n))
                          * cfg.cluster_n * r * s)  # fmt: skip

@@ -1,6 +1,7 @@
 """The files whose code decides what the Hopper conv wgrad family generates, and their hash.
 
-This family's config, plan, kernel and compile, and the shared files they import: the GEMM
+This family's config, plan, kernel and compile, the slab sum of its workspace split-K, and the
+shared files they import: the GEMM
 kernel whose consumers, split-K, stream-K and epilogue the wgrad kernel inherits (with that
 kernel's plan, config and tf32 MMA atom), the hardware budgets and the epilogue math.
 Feasibility rules, the search space, seeds and the Python launcher are left out. Paths are
@@ -20,6 +21,8 @@ SOURCE_FILES = (
     "hopper_conv_wgrad/config.py",
     "hopper_conv_wgrad/kernel.py",
     "hopper_conv_wgrad/plan.py",
+    "hopper_conv_wgrad/slab_sum.py",
+    "hopper_conv_wgrad/slab_sum_kernel.py",
     "hopper_gemm/config.py",
     "hopper_gemm/kernel.py",
     "hopper_gemm/plan.py",

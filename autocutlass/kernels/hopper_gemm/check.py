@@ -7,6 +7,7 @@ A reason says what was required, the limit, and (where useful) what to try.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 from autocutlass.kernels import budgets
@@ -132,8 +133,8 @@ def problem_supported(problem: GemmProblem) -> str | None:
     return None
 
 
-def _domain(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
-    why = tile_domain(config, (TILE_M, TILE_N, TILE_K), swizzle=SWIZZLE, split_k=SPLIT_K, clusters=CLUSTERS)
+def _domain(config: HopperGemmConfig, problem: GemmProblem, split_k: tuple[int, ...] = SPLIT_K) -> str | None:
+    why = tile_domain(config, (TILE_M, TILE_N, TILE_K), swizzle=SWIZZLE, split_k=split_k, clusters=CLUSTERS)
     if why is not None:
         return why
     allowed_k = tile_ks(problem.a_dtype)
@@ -273,11 +274,13 @@ def _shared_memory(config: HopperGemmConfig, problem: GemmProblem) -> str | None
 RULES: tuple[Rule, ...] = (_domain, _swap_ab, _wgmma_shape, _registers, _split_k, _stream_k, _smem_layout, _multicast, _shared_memory)
 
 
-def check(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
+def check(config: HopperGemmConfig, problem: GemmProblem, *, split_k: tuple[int, ...] = SPLIT_K) -> str | None:
     """None if ``config`` can run ``problem``, else the first broken rule's reason. The rules
     judge the problem the kernel runs (``kernel_problem``: swapped for ``swap_ab``, K-major
-    operands for tf32)."""
+    operands for tf32). ``split_k``: the split counts allowed (a family running this kernel on a
+    longer reduction allows more than the GEMM family's own ``SPLIT_K``)."""
     reason = problem_supported(problem)
     if reason is not None:
         return reason
-    return first_broken(RULES, config, kernel_problem(problem, config))
+    rules = RULES if split_k == SPLIT_K else (functools.partial(_domain, split_k=split_k), *RULES[1:])
+    return first_broken(rules, config, kernel_problem(problem, config))

@@ -1,0 +1,60 @@
+"""The CuTe DSL kernel of the wgrad slab sum (``slab_sum``: what it computes, how it is cached).
+Imports the DSL; ``slab_sum`` imports this module only to compile."""
+
+import cuda.bindings.driver as cuda
+import cutlass
+from cutlass import cute
+
+THREADS = 256
+"""Threads per block of the flat 1-D grid."""
+
+
+class SlabSumKernel:
+    """Compile-time object: ``splits`` slabs summed in split order, ``in_flight`` loads issued
+    before their adds, into dw of ``dtype`` (a cutlass type) and ``rank`` (2 or 3)."""
+
+    def __init__(self, splits: int, dtype, rank: int, vec: int, in_flight: int) -> None:
+        self.splits = splits
+        self.dtype = dtype
+        self.rank = rank
+        self.vec = vec
+        # split order in groups: [1, 1 + in_flight), [1 + in_flight, ...), ..., split 0 first
+        self.groups = [(a, min(a + in_flight, splits)) for a in range(1, splits, in_flight)]
+
+    @cute.jit
+    def __call__(self, ws: cute.Tensor, d: cute.Tensor, stream: cuda.CUstream):
+        vecs = d.shape[self.rank - 1] // self.vec
+        total = ws.shape[1] * ws.shape[2] * vecs
+        blocks = cutlass.max((total + THREADS - 1) // THREADS, 1)
+        self.kernel(ws, d, vecs, total).launch(grid=[blocks, 1, 1], block=[THREADS, 1, 1], stream=stream)
+
+    @cute.kernel
+    def kernel(self, mWs: cute.Tensor, mD: cute.Tensor, vecs: cutlass.Int32, total: cutlass.Int32):
+        tidx, _, _ = cute.arch.thread_idx()
+        bidx, _, _ = cute.arch.block_idx()
+        g = bidx * THREADS + tidx
+        if g < total:
+            v = g % vecs
+            row = g // vecs
+            mi = row % mWs.shape[2]
+            li = row // mWs.shape[2]
+            acc = self._slab(mWs, 0, li, mi, v)
+            for gi in cutlass.range_constexpr(len(self.groups)):
+                lo, hi = self.groups[gi]
+                loaded = [self._slab(mWs, s, li, mi, v) for s in range(lo, hi)]
+                for part in loaded:
+                    acc.store(acc.load() + part.load())
+            out = cute.make_rmem_tensor((self.vec,), self.dtype)
+            out.store(acc.load().to(self.dtype))
+            if cutlass.const_expr(self.rank == 2):
+                dst = mD[(mi, None)]
+            else:
+                dst = mD[(li, mi, None)]
+            cute.autovec_copy(out, cute.local_tile(dst, (self.vec,), (v,)))
+
+    @cute.jit
+    def _slab(self, mWs: cute.Tensor, s, li, mi, v) -> cute.Tensor:
+        """Slab ``s``'s vector ``v`` of row (l, m), in registers (16-byte loads)."""
+        frag = cute.make_rmem_tensor((self.vec,), cutlass.Float32)
+        cute.autovec_copy(cute.local_tile(mWs[(s, li, mi, None)], (self.vec,), (v,)), frag)
+        return frag
