@@ -170,11 +170,14 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
         its best config and the best of each way of sharing the pixel loop (workspace slabs, a
         serial split, data-parallel tiles), cheapest first, since which wins turns on how the
         layer's few output tiles fill the SMs; then its best stream-K config, last of the model's:
-        on an H100 (``conv_wgrad_probe``, 2026-11-27) stream-K lost to a split on every suite layer,
-        up to 1.7x on the large ones: its CTAs walk each tile's pixel loop at scattered offsets, so
-        the tiles that read one pixel block (9 taps and more) read it at different times and miss
-        the L2, which the model does not see. Then the best data-parallel config in a 2x1 cluster
-        and as ping-pong, then the large and small tiles."""
+        on an H100 (``conv_wgrad_probe``, 2026-11-27) the model's stream-K picks lost to a split or
+        data-parallel config on every suite layer, up to 1.7x on the large ones: their CTAs walk
+        each tile's pixel loop at scattered offsets, so the tiles that read one pixel block (9 taps
+        and more) read it at different times and miss the L2, which the model does not see. Then the
+        best data-parallel config in a 2x1 cluster and as ping-pong, the large and small tiles, and
+        a 256x128 stream-K tile in a 1x2 cluster (the dy tile multicast): the one stream-K config
+        that won in that probe, on two 512-channel layers (rn50-l4-3x3-b256 x1.039 against x0.974 for
+        the best other, vae-512@128 x0.961 against x0.923)."""
         c = HopperConvWgradConfig
         ranked = [cfg for _, cfg in modelled_configs(problem) if self.check(cfg, problem) is None]
         if not ranked:
@@ -198,7 +201,8 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
         data = firsts["data"]
         if data is not None:
             guesses += [dataclasses.replace(data, cluster_m=2), dataclasses.replace(data, schedule=Schedule.PINGPONG)]
-        guesses += [c(128, 256, 64), c(256, 128, 64), c(128, 128, 64), c(128, 64, 64), c(64, 64, 64)]
+        guesses += [c(128, 256, 64), c(256, 128, 64), c(128, 128, 64), c(128, 64, 64), c(64, 64, 64),
+                    c(256, 128, 64, cluster_n=2, stream_k=True)]
         return self.feasible_seeds(guesses, problem)
 
     def config_to_dict(self, config: HopperConvWgradConfig) -> dict[str, Any]:
