@@ -358,3 +358,14 @@ def test_slab_sum_compiles(splits: int, dtype: DType, rank: int) -> None:
     from autocutlass.kernels.hopper_conv_wgrad.slab_sum import SlabSum, _compile
 
     assert _compile(SlabSum(splits, dtype, rank)) is not None
+
+
+def test_scratch_slots_count_the_kernels_tiles() -> None:
+    from autocutlass.kernels.hopper_gemm.runner import scratch_slots
+
+    # one per output tile, padded to whole clusters: 72 x 576 in 64x128 tiles (2 x 5), or per tap
+    assert scratch_slots(C(64, 128, 64, split_k=4, tap_channels=64), 72, 576, 1, 132) == 2 * 5
+    assert scratch_slots(C(64, 64, 64, split_k=4), 72, 64, 9, 132) == 2 * 1 * 9
+    assert scratch_slots(C(64, 64, 64, split_k=4, cluster_m=2), 72, 64, 9, 132) == 2 * 1 * 9
+    assert scratch_slots(C(64, 64, 64, split_k=4, cluster_m=2), 130, 64, 1, 132) == 4
+    assert scratch_slots(C(128, 64, 64, stream_k=True, cluster_m=2), 72, 64, 9, 66) == 132  # one per CTA

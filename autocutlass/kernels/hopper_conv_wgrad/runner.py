@@ -23,7 +23,7 @@ from autocutlass.kernels.hopper_conv.runner import dense_channels_last
 from autocutlass.kernels.hopper_conv_wgrad.compile import get_compiled
 from autocutlass.kernels.hopper_conv_wgrad.config import HopperConvWgradConfig, SplitMode
 from autocutlass.kernels.hopper_conv_wgrad.slab_sum import get_slab_sum
-from autocutlass.kernels.hopper_gemm.runner import SplitKWorkspace, max_active_clusters
+from autocutlass.kernels.hopper_gemm.runner import SplitKWorkspace, max_active_clusters, scratch_slots
 
 if TYPE_CHECKING:
     from autocutlass.ops.conv.problem import ConvProblem
@@ -86,29 +86,20 @@ class HopperConvWgradRunner:
             clusters = max_active_clusters(max(dev, 0), self.config.cluster_size)
             self._clusters[dev] = clusters
         work = count = None
-        if self._slabs:
-            # Workspace split-K: S raw fp32 slabs (S, L, M, N_pad) of the GEMM's (M, N, L), summed in
-            # split order into dw by the slab sum (``slab_sum``).
-            cfg = self.config
-            if cfg.tap_channels:
-                d, l_, m_, n_ = dw3.view(k, r * s * c), 1, k, r * s * c
-            else:
-                d, l_, m_, n_ = dw3.permute(1, 0, 2), r * s, k, c
-            n_pad = -(-n_ // 4) * 4
-            work, _ = self._workspace.get(dw3.device, cfg.split_k * l_ * m_ * n_pad, 0)
-            slabs = work[: cfg.split_k * l_ * m_ * n_pad].view(cfg.split_k, l_, m_, n_pad)
-            self._fn(dy2, xv, dw3, work, None, *self._geometry, clusters)
-            self._sum(slabs, d)
-            return
         if self._workspace is not None:
             cfg = self.config
-            if cfg.stream_k:
-                slots = clusters * cfg.cluster_size  # one per CTA of the grid
-            elif cfg.tap_channels:  # one per output tile of dw as one (K, R*S*C) matrix, padded to whole clusters
-                slots = (-(-k // (cfg.tile_m * cfg.cluster_m)) * cfg.cluster_m
-                         * -(-(r * s * c) // (cfg.tile_n * cfg.cluster_n)) * cfg.cluster_n)  # fmt: skip
-            else:  # one per output tile of every tap, tiles padded to whole clusters as the kernel numbers them
-                slots = (-(-k // (cfg.tile_m * cfg.cluster_m)) * cfg.cluster_m * -(-c // (cfg.tile_n * cfg.cluster_n))
-                         * cfg.cluster_n * r * s)  # fmt: skip
+            # the kernel's GEMM (M, N, L): dw as one (K, R*S*C) matrix with several taps per tile, else
+            # (K, C) per tap (``plan.implicit_gemm``)
+            m_, n_, l_ = (k, r * s * c, 1) if cfg.tap_channels else (k, c, r * s)
+            if self._slabs:
+                # Workspace split-K: S raw fp32 slabs (S, L, M, N_pad), summed in split order into dw
+                # (the slab sum's view of it: (M, N) or (L, M, N)) by the slab sum (``slab_sum``).
+                n_pad = -(-n_ // 4) * 4
+                work, _ = self._workspace.get(dw3.device, cfg.split_k * l_ * m_ * n_pad, 0)
+                slabs = work[: cfg.split_k * l_ * m_ * n_pad].view(cfg.split_k, l_, m_, n_pad)
+                self._fn(dy2, xv, dw3, work, None, *self._geometry, clusters)
+                self._sum(slabs, dw3.view(m_, n_) if cfg.tap_channels else dw3.permute(1, 0, 2))
+                return
+            slots = scratch_slots(cfg, m_, n_, l_, clusters)
             work, count = self._workspace.get(dw3.device, slots * cfg.tile_m * cfg.tile_n, slots)
         self._fn(dy2, xv, dw3, work, count, *self._geometry, clusters)

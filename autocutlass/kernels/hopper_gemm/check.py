@@ -282,5 +282,7 @@ def check(config: HopperGemmConfig, problem: GemmProblem, *, split_k: tuple[int,
     reason = problem_supported(problem)
     if reason is not None:
         return reason
-    rules = RULES if split_k == SPLIT_K else (functools.partial(_domain, split_k=split_k), *RULES[1:])
+    rules = RULES if split_k == SPLIT_K else tuple(
+        functools.partial(_domain, split_k=split_k) if rule is _domain else rule for rule in RULES
+    )
     return first_broken(rules, config, kernel_problem(problem, config))

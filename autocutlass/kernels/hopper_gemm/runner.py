@@ -111,6 +111,17 @@ class SplitKWorkspace:
         return have
 
 
+def scratch_slots(cfg: Any, m: int, n: int, l: int, clusters: int) -> int:  # noqa: E741
+    """Serial split-K's and stream-K's scratch slots (partial tiles and turnstiles) of a kernel
+    with the GEMM kernel's consumers (``cfg``: tile, cluster, ``stream_k``) writing an l x m x n
+    D, on a grid of ``clusters`` clusters: stream-K one per CTA of the grid (it has at most this
+    many), else one per output tile, tiles padded to whole clusters as the kernel numbers them."""
+    if cfg.stream_k:
+        return clusters * cfg.cluster_size
+    return (-(-m // (cfg.tile_m * cfg.cluster_m)) * cfg.cluster_m * -(-n // (cfg.tile_n * cfg.cluster_n))
+            * cfg.cluster_n * l)  # fmt: skip
+
+
 TRANSPOSE_TILE = 64
 """``autocutlass.kernels.transpose.TILE`` (not imported here: that module loads the DSL)."""
 TRANSPOSE_MAX_CTAS = 2**31 - 1
@@ -258,12 +269,7 @@ class HopperGemmRunner:
 
     def _slots(self, m: int, n: int, l: int, clusters: int) -> int:  # noqa: E741
         """Serial split-K's and stream-K's scratch slots (tiles and turnstiles) for an l x m x n D'."""
-        cfg = self.config
-        if cfg.stream_k:
-            return clusters * cfg.cluster_size  # one per CTA of the grid (it has at most this many)
-        # one per output tile, tiles padded to whole clusters as the kernel numbers them
-        return (-(-m // (cfg.tile_m * cfg.cluster_m)) * cfg.cluster_m * -(-n // (cfg.tile_n * cfg.cluster_n))
-                * cfg.cluster_n * l)  # fmt: skip
+        return scratch_slots(self.config, m, n, l, clusters)
 
     def __call__(
         self,
