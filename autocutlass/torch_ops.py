@@ -540,6 +540,12 @@ class GradEntries:
         st = self.state
         return st is not None and all(torch_served(e) is not None for e in st[1:] if e is not None)
 
+    @property
+    def torch_wgrad(self) -> bool:
+        """Entries are kept, a wgrad among them, and torch serves it."""
+        st = self.state
+        return st is not None and st[2] is not None and torch_served(st[2]) is not None
+
 
 def conv2d_grads(dz: Tensor, x: Tensor, w: Tensor, bias_shape: Any, conv: tuple[Any, ...], need: Sequence[bool],
                  direct: bool = False, grads: GradEntries | None = None) -> tuple[Any, Any, Any]:  # fmt: skip

@@ -331,3 +331,44 @@ def test_conv_modules_train_through_their_sites() -> None:
             assert all(m._ac_hits is not None and m._ac_hits._site is not None
                        for m in ours.modules() if type(m) is autocutlass.nn.Conv2d)  # fmt: skip
     autocutlass.reset()
+
+
+def test_an_nchw_input_layer_trains_on_torch_conv_after_its_first_backward() -> None:
+    """A channels_last conv module fed an NCHW input (a GroupNorm's output in Stable Diffusion's
+    resnet blocks): cuDNN serves its forward and wgrad, so from the third call on its training calls
+    are ``F.conv2d`` under torch's autograd (one backward call for dX and dW, no dgrad of ours beside
+    it); every step's gradients equal torch's bf16 step's (the same cuDNN calls from then on) or are
+    as close to float32 as those."""
+    import torch
+    from torch import nn
+
+    import autocutlass
+
+    autocutlass.reset()
+    torch.manual_seed(0)
+    cl = torch.channels_last
+    ref = nn.Conv2d(64, 128, 3, padding=1).cuda().to(memory_format=cl)
+    bf = copy.deepcopy(ref).bfloat16()
+    ours = autocutlass.nn.Conv2d.from_conv2d(copy.deepcopy(bf))
+    x = torch.randn(4, 64, 24, 24, device="cuda")  # NCHW
+    dy = torch.randn(4, 128, 24, 24, device="cuda").to(memory_format=cl)
+
+    def grads(model: Any, dtype: Any) -> tuple[Any, list[Any]]:
+        xi = x.to(dtype).detach().requires_grad_()
+        for p in model.parameters():
+            p.grad = None
+        y = model(xi)
+        y.backward(dy.to(dtype))
+        return y, [xi.grad] + [p.grad for p in model.parameters()]
+
+    (_, want), (_, base) = grads(ref, torch.float32), grads(bf, torch.bfloat16)
+    for step in range(4):
+        y, got = grads(ours, torch.bfloat16)
+        assert y.is_contiguous(memory_format=cl)
+        for i, (a, t, b) in enumerate(zip(got, base, want, strict=True)):
+            assert a is not None and torch.isfinite(a).all(), (step, i)
+            err = lambda u: float((u.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30))  # noqa: E731
+            assert err(a) <= max(2e-2, 1.5 * err(t)), f"step {step}, grad {i}: ours {err(a):.3e}, torch {err(t):.3e}"
+        if step >= 2:
+            assert type(y.grad_fn).__name__ == "ConvolutionBackward0", step
+    autocutlass.reset()

@@ -111,6 +111,58 @@ def test_torch_served_sites_run_torch_conv_with_its_own_autograd(keys: list) -> 
     assert len(keys) == built
 
 
+def _dgrad_only(rig: Any) -> None:
+    """The rig's fake family serves the dgrad direction only (torch: the forward and the wgrad)."""
+    from autocutlass.ops.conv.problem import ConvDirection
+
+    real = rig.family.supports
+
+    def supports(problem: Any) -> str | None:
+        if getattr(problem, "direction", ConvDirection.DGRAD) is not ConvDirection.DGRAD:
+            return "the test serves dgrad only"
+        return real(problem)
+
+    rig.family.supports = supports
+
+
+def test_a_layer_whose_forward_and_wgrad_torch_serves_runs_torch_conv(monkeypatch: pytest.MonkeyPatch,
+                                                                       keys: list) -> None:  # fmt: skip
+    """Torch serves the forward and the wgrad, our kernel could serve the dgrad: once the first
+    backward showed it, training calls are ``F.conv2d`` under torch's autograd (its one backward call
+    computes dX with dW), right, and launch nothing of ours."""
+    rig = _rig(monkeypatch)
+    _dgrad_only(rig)
+    ref, mod = _pair(32, 16, 1)
+    x = torch.randn(2, 32, 4, 4, dtype=BF).contiguous(memory_format=CL).requires_grad_()
+    dy = torch.randn(2, 16, 4, 4, dtype=BF).contiguous(memory_format=CL)
+    want = _step(ref, x, dy)
+    for _ in range(2):  # the site's first call, then its Function, whose backward keeps the entries
+        _same(_step(mod, x, dy), want)
+    assert len(rig.family.launches) == 2  # our dgrad beside torch's wgrad, each time
+    assert type(mod(x).grad_fn).__name__ == "ConvolutionBackward0"
+    launched = len(rig.family.launches)
+    for _ in range(2):
+        _same(_step(mod, x, dy), want)
+    assert len(rig.family.launches) == launched
+
+
+def test_a_dgrad_wanted_alone_stays_on_our_kernel(monkeypatch: pytest.MonkeyPatch, keys: list) -> None:
+    """The same layer with a frozen weight and no bias gradient (only dX wanted): our dgrad serves
+    every step through the site's Function."""
+    rig = _rig(monkeypatch)
+    _dgrad_only(rig)
+    ref, mod = _pair(32, 16, 1)
+    for m in (ref, mod):
+        m.requires_grad_(False)
+    x = torch.randn(2, 32, 4, 4, dtype=BF).contiguous(memory_format=CL).requires_grad_()
+    dy = torch.randn(2, 16, 4, 4, dtype=BF).contiguous(memory_format=CL)
+    want = _step(ref, x, dy)
+    for _ in range(3):
+        _same(_step(mod, x, dy), want)
+    assert len(rig.family.launches) == 3
+    assert type(mod(x).grad_fn).__name__ == "_SiteConv2dBackward"
+
+
 def test_inference_calls_run_the_forward_entry(monkeypatch: pytest.MonkeyPatch, keys: list) -> None:
     rig = _rig(monkeypatch)
     ref, mod = _pair(32, 16, 1, bias=False)

@@ -22,8 +22,14 @@ the signature:
 * with autograd not recording (inference): runs the forward entry (``F.conv2d`` itself when torch
   serves it);
 * recording, when torch serves the forward and every wanted backward direction (fallbacks, vendor
-  verdicts): runs ``F.conv2d`` itself, so torch's own autograd records it and its backward costs
-  what ``nn.Conv2d``'s does (``stats()`` then counts the forward, not the backward's directions);
+  verdicts), or the forward and the wgrad: runs ``F.conv2d`` itself, so torch's own autograd records
+  it and its backward costs what ``nn.Conv2d``'s does (``stats()`` then counts the forward, not the
+  backward's directions). Where torch computes dW anyway, one ``aten.convolution_backward`` gives
+  dX with it: our dgrad beside it would add a launch, a Python autograd node and, each step the
+  weight changes, the flipped and transposed copy of the filter that the dgrad kernel reads (two
+  copies). The common case is an
+  NCHW input (a GroupNorm's output: Stable Diffusion's resnet blocks), whose forward and wgrad run
+  cuDNN. A dgrad wanted alone (a frozen weight) stays on our kernel, its filter copy kept;
 * recording otherwise: a lean autograd Function (``_SiteConv2d``) runs the forward entry, and its
   backward runs the kept dgrad/wgrad entries for a dZ of the kept metadata
   (``torch_ops.conv2d_grads``).
@@ -140,7 +146,7 @@ class ConvHits:
                 d._n.memo_hits += 1
                 recording = needs[0] or needs[1] or needs[2]
                 count = site.fwd_count
-                if count is not None and (not recording or site.grads.torch_all):
+                if count is not None and (not recording or site.grads.torch_all or site.grads.torch_wgrad):
                     count()
                     return F.conv2d(x, w, b, stride, padding, dilation, groups)
                 if not recording:

@@ -125,6 +125,9 @@ def main() -> int:
     ap.add_argument("--swap", choices=["all", "pointwise"], default="all")
     ap.add_argument("--sites", choices=["on", "off"], default="on",
                     help="off: the modules call autocutlass.conv2d each time (no conv sites, autocutlass.nn.conv_site)")
+    ap.add_argument("--torch-wgrad-layers", choices=["torch", "split"], default="torch",
+                    help="a site whose forward and wgrad torch serves: 'torch' runs F.conv2d (the default since "
+                         "session 21); 'split' keeps our dgrad beside torch's wgrad (before)")
     ap.add_argument("--no-gc", action="store_true", help="disable Python's garbage collector during the timed rounds")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="after timing, profile one step per side and print its N costliest GPU kernels")
@@ -146,6 +149,10 @@ def main() -> int:
             return autocutlass.conv2d(x, w, b, *conv)
 
         conv_site.ConvHits.conv2d = plain  # type: ignore[method-assign]
+    if ns.torch_wgrad_layers == "split":
+        from autocutlass import torch_ops
+
+        torch_ops.GradEntries.torch_wgrad = property(lambda self: False)  # type: ignore[method-assign,assignment]
     messages: list[str] = []
 
     class Collect(logging.Handler):
@@ -157,7 +164,8 @@ def main() -> int:
     result: dict[str, Any] = {
         "device": torch.cuda.get_device_name(), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
         "policy": s.policy.value, "db": str(s.db_url), "conv_wgrad_kernel": s.conv_wgrad_kernel,
-        "kernel_source_hashes": source_hashes(), "swap": ns.swap, "sites": ns.sites, "models": {},
+        "kernel_source_hashes": source_hashes(), "swap": ns.swap, "sites": ns.sites,
+        "torch_wgrad_layers": ns.torch_wgrad_layers, "models": {},
     }  # fmt: skip
 
     def keep(m: Any, fqn: str) -> bool:
