@@ -25,7 +25,7 @@ for v in 0 1; do  # our kernels on every tuned direction (vendor verdicts off) v
     --json "$out/train-verdicts$v.json" >/dev/null 2>"$out/train-verdicts$v.txt"
   stamp "resnet50 verdicts=$v: rc $? $(grep -E '^resnet50:' "$out/train-verdicts$v.txt" | cut -c1-60)"
 done
-timeout 150 python -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_conv_backward.py -k "site or nchw or convnet" \
+timeout 150 python -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_conv_backward.py tests/test_gpu_transpose.py -k "site or nchw or convnet or tf32_gemm" \
   >"$out/gpu-tests-sites.txt" 2>&1
 stamp "gpu tests: rc $? $(tail -1 "$out/gpu-tests-sites.txt" | cut -c1-200)"
 grep -E "^FAILED|^ERROR" "$out/gpu-tests-sites.txt" | cut -c1-300 | head >&2
