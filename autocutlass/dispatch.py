@@ -134,7 +134,7 @@ from autocutlass.errors import (
 from autocutlass.keys import config_key
 from autocutlass.ops.base import Entry, FrontEnd, OpProblem, Unsupported
 from autocutlass.settings import Policy, Settings
-from autocutlass.vendor import vendor_faster, vendor_hard_key
+from autocutlass.vendor import host_times, vendor_faster, vendor_hard_key
 
 log = logging.getLogger("autocutlass")
 
@@ -792,11 +792,15 @@ class Dispatcher:
 
     def _vendor_faster(self, problem: OpProblem, rec: Any, info: DeviceInfo) -> bool:
         """True when the vendor record of ``rec``'s tuned problem (this GPU's) beats ``rec``'s time
-        by more than ``vendor.VENDOR_MARGIN``."""
+        by more than ``vendor.VENDOR_MARGIN``: GPU plus host time of a call where the tuning
+        measured both and ``Settings.vendor_host`` is on, else GPU time."""
         if rec.sibling:
             return False
         theirs = self._lookup(problem, vendor_hard_key(rec.hard_key, info.torch_version, info.cuda_runtime_version))
-        return theirs is not None and theirs.problem == rec.problem and vendor_faster(rec.median_ms, theirs.median_ms)
+        if theirs is None or theirs.problem != rec.problem:
+            return False
+        host = host_times(getattr(theirs, "config", None)) if self.settings.vendor_host else None
+        return vendor_faster(rec.median_ms, theirs.median_ms, host)
 
     def _vendor_choice(self, problem: OpProblem) -> _Choice:
         self._n.vendor_hits += 1

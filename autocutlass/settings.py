@@ -25,6 +25,8 @@ AUTOCUTLASS_CONV_WGRAD     0: never serve conv2d wgrad with the implicit-GEMM wg
                            (``hopper_conv_wgrad``; on, it serves only problems tuned here)
 AUTOCUTLASS_VENDOR_VERDICTS  0: our kernels serve every tuned problem, even where its tuning  1
                            measured torch faster (``autocutlass.vendor``)
+AUTOCUTLASS_VENDOR_HOST    0: verdicts compare GPU time alone, not GPU plus host time of   1
+                           a call (``autocutlass.vendor``)
 AUTOCUTLASS_GATED_KERNELS  0: ``linear(..., mul=)`` never runs the hopper_gemm_gated         1
                            kernels (torch computes ``act(F.linear(...)) * mul``)
 AUTOCUTLASS_SWIGLU_KERNELS 0: ``linear(..., activation="swiglu")`` never runs the          1
@@ -143,6 +145,10 @@ class Settings:
     vendor_verdicts: bool = True
     """``AUTOCUTLASS_VENDOR_VERDICTS`` (on unless 0): torch serves a tuned problem whose tuning
     measured it faster than our best (``autocutlass.vendor``)."""
+    vendor_host: bool = True
+    """``AUTOCUTLASS_VENDOR_HOST`` (on unless 0): a verdict compares each side's GPU time plus the
+    host time of one call where the tuning measured both (``autocutlass.vendor``); off, GPU time
+    alone (for a workload known to keep the GPU busy whatever the host does)."""
     gated_kernels: bool = True
     """``AUTOCUTLASS_GATED_KERNELS`` (on unless 0): the ``hopper_gemm_gated`` family serves
     ``linear(..., mul=)`` (its GPU tests passed on an H100, 2026-11-25); off, torch computes
@@ -202,6 +208,7 @@ class Settings:
             conv_dgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_DGRAD", default=True),
             conv_wgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_WGRAD", default=True),
             vendor_verdicts=_flag(e, "AUTOCUTLASS_VENDOR_VERDICTS", default=True),
+            vendor_host=_flag(e, "AUTOCUTLASS_VENDOR_HOST", default=True),
             gated_kernels=_flag(e, "AUTOCUTLASS_GATED_KERNELS", default=True),
             swiglu_kernels=_flag(e, "AUTOCUTLASS_SWIGLU_KERNELS", default=True),
             gemv_kernels=_flag(e, "AUTOCUTLASS_GEMV_KERNELS", default=True),

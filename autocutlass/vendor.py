@@ -9,7 +9,17 @@ hash replaced by ``vendor_hash`` (torch and CUDA versions: a new torch, new cuBL
 starts fresh verdicts). Dispatch then serves a problem with torch instead of our stored config when
 both records are of the same tuned problem and torch's time beats ours by more than
 ``VENDOR_MARGIN`` (``vendor_faster``): a user never runs our kernel where the tuning measured the
-vendor faster. Our record stays what it was (a seed and neighbour for other problems), the
+vendor faster.
+
+**Host time.** Tunings since session 21 also measure what issuing one call costs the CPU, for
+torch's path and for our winner (``search.timing``: ``Timing.host_ms``), and keep both in the
+vendor record's config (``host_config``). The verdict then compares each side's GPU time plus its
+host time: a call costs its GPU time where the GPU is the bottleneck and its host time where the
+host is (a convnet's training step at moderate batch: cuDNN's calls cost the host more than our
+launches, and a host-bound step pays that difference on every call), so the sum bounds what the
+wrong choice can cost in either case by the smaller of the two differences.
+``AUTOCUTLASS_VENDOR_HOST=0`` compares GPU time alone (``vendor_faster`` without host times), as
+records without host times always are. Our record stays what it was (a seed and neighbour for other problems), the
 verdict is re-measured by every tuning of the problem, a sibling GPU's verdict is never used, and
 ``AUTOCUTLASS_VENDOR_VERDICTS=0`` turns verdicts off (our kernels serve every tuned problem; for
 measuring them alone).
@@ -20,7 +30,10 @@ Pure Python: no torch, no DSL (dispatch and the tuner pass the versions in).
 from __future__ import annotations
 
 import hashlib
+import math
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from autocutlass.device import HardKey
 
@@ -51,9 +64,48 @@ def verdict_pair(problem_key: str, hard_key: HardKey) -> tuple[str, HardKey]:
     return problem_key, replace(hard_key, kernel_hash="")
 
 
-def vendor_faster(ours_ms: float, vendor_ms: float) -> bool:
-    """True when the vendor's time beats ours by more than ``VENDOR_MARGIN``."""
+def vendor_faster(ours_ms: float, vendor_ms: float, host: tuple[float, float] | None = None) -> bool:
+    """True when the vendor's time beats ours by more than ``VENDOR_MARGIN``; with ``host``
+    (the host time of one call of ours and of the vendor's, ``host_times``) each side's time is
+    its GPU time plus its host time."""
+    if host is not None:
+        ours_ms, vendor_ms = ours_ms + host[0], vendor_ms + host[1]
     return vendor_ms * (1.0 + VENDOR_MARGIN) < ours_ms
 
 
-__all__ = ["VENDOR_FAMILY", "VENDOR_MARGIN", "vendor_faster", "vendor_hard_key", "vendor_hash", "verdict_pair"]
+HOST_KEY, OURS_HOST_KEY = "host_ms", "ours_host_ms"
+"""The vendor record's config keys: the host time of one call of torch's path, and of our winner."""
+
+
+def host_config(vendor_host_ms: float | None, ours_host_ms: float | None) -> dict[str, float]:
+    """The vendor record's config: both host times, or nothing when either was not measured."""
+    if vendor_host_ms is None or ours_host_ms is None:
+        return {}
+    return {HOST_KEY: float(vendor_host_ms), OURS_HOST_KEY: float(ours_host_ms)}
+
+
+def host_times(vendor_config: Any) -> tuple[float, float] | None:
+    """(ours, vendor) host times of one call from a vendor record's config; None where it has none
+    (records of tunings before session 21) or they are not finite non-negative numbers."""
+    if not isinstance(vendor_config, Mapping):
+        return None
+    ours, theirs = vendor_config.get(OURS_HOST_KEY), vendor_config.get(HOST_KEY)
+    try:
+        pair = (float(ours), float(theirs))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return pair if all(math.isfinite(v) and v >= 0 for v in pair) else None
+
+
+__all__ = [
+    "HOST_KEY",
+    "OURS_HOST_KEY",
+    "VENDOR_FAMILY",
+    "VENDOR_MARGIN",
+    "host_config",
+    "host_times",
+    "vendor_faster",
+    "vendor_hard_key",
+    "vendor_hash",
+    "verdict_pair",
+]

@@ -100,7 +100,9 @@ class FakeEvaluator:
     """
 
     def __init__(self, score: Score, capacity: int = 3, torch_ms: float = 1.0, *, finals_score: Score | None = None,
-                 finals_torch_ms: float | None = None, finals_fail: Any = False) -> None:  # fmt: skip
+                 finals_torch_ms: float | None = None, finals_fail: Any = False, host_ms: float | None = None,
+                 torch_host_ms: float | None = None) -> None:  # fmt: skip
+        self.host_ms, self.torch_host_ms = host_ms, torch_host_ms  # the finals' host times (Timing.host_ms)
         self.score = score
         self._capacity = capacity
         self.torch_ms = torch_ms
@@ -150,9 +152,10 @@ class FakeEvaluator:
             if isinstance(s, tuple):
                 entries.append(EvalOutcome(config_key(params), dict(params), s[0], s[1]))
             else:
-                entries.append(EvalOutcome(config_key(params), dict(params), "ok", None, Timing(s, s, s, rounds)))
+                entries.append(EvalOutcome(config_key(params), dict(params), "ok", None,
+                                           Timing(s, s, s, rounds, self.host_ms)))  # fmt: skip
         return FinalsOutcome(tuple(entries), Timing(self.finals_torch_ms, self.finals_torch_ms,
-                                                    self.finals_torch_ms, rounds), rounds)  # fmt: skip
+                                                    self.finals_torch_ms, rounds, self.torch_host_ms), rounds)  # fmt: skip
 
     def device(self) -> dict[str, Any]:
         return {"device": DEVICE.as_dict()}
@@ -179,6 +182,7 @@ class MemorySink:
     records: list[FakeTrialRecord] = field(default_factory=list)
     best: dict[str, tuple[dict[str, Any], float, int | None]] = field(default_factory=dict)
     vendor: dict[str, tuple[HardKey, float]] = field(default_factory=dict)
+    vendor_config: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def record_trial(self, problem: GemmProblem, hard_key: HardKey, family: str, config: Any, state: str,
                      reason: str | None = None, median_ms: float | None = None, p20_ms: float | None = None,
@@ -191,8 +195,9 @@ class MemorySink:
     def record_best(self, problem: GemmProblem, hard_key: HardKey, family: str, config: Any, median_ms: float,
                     tflops: float, trial_id: int | None = None) -> None:  # fmt: skip
         if family == "torch":
-            assert config == {} and trial_id is None
+            assert trial_id is None
             self.vendor[problem.key()] = (hard_key, median_ms)
+            self.vendor_config[problem.key()] = dict(config)
             return
         self.best[problem.key()] = (dict(config), median_ms, trial_id)
 

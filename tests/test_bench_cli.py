@@ -233,7 +233,8 @@ def synthetic_rows() -> list[dict[str, Any]]:
     fp8_problem = GemmProblem(64, 64, 64, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16)
     return [
         case_row(big, ROOFS, Measured("db", DELTA, 0.05, True, rounds_ms={
-            "autocutlass": [1.5, 1.4, 1.45], "torch": [1.5, 1.54, 1.5], "compile": [1.6, 1.6, 1.6]})),
+            "autocutlass": [1.5, 1.4, 1.45], "torch": [1.5, 1.54, 1.5], "compile": [1.6, 1.6, 1.6]},
+            host_ms={"autocutlass": 0.012, "torch": 0.009})),
         case_row(decode, ROOFS, Measured("tuned", {**DELTA, "tunes": 1}, 42.0, True, rounds_ms={
             "autocutlass": [0.0300, 0.0310, 0.0305], "torch": [0.0330, 0.0320, 0.0325], "compile": [0.03, 0.03, 0.03]})),
         case_row(tf32, ROOFS, Measured("db", DELTA, 0.1, True, rounds_ms={
@@ -264,6 +265,7 @@ def test_rows() -> None:
     assert big["ms"]["autocutlass"] == 1.45 and big["tflops"]["autocutlass"] == pytest.approx(2 * 8192**3 / 1.45e-3 / 1e12)
     assert big["ratio_vs_torch"] == pytest.approx(1.5 / 1.45) and big["ratio_vs_compile"] == pytest.approx(1.6 / 1.45)
     assert big["roof_fraction"] == pytest.approx(big["tflops"]["autocutlass"] / 800.0)
+    assert big["host_us"] == pytest.approx({"autocutlass": 12.0, "torch": 9.0}) and "host_us" not in decode
     assert decode["memory_bound"] and decode["headline"] == "TB/s"
     assert decode["tbps"]["autocutlass"] == pytest.approx(decode["min_bytes"] / 0.0305e-3 / 1e12)
     assert decode["tune_or_lookup_s"] == 42.0 and decode["stats_delta"]["tunes"] == 1

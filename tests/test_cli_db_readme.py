@@ -101,10 +101,15 @@ def test_torchs_times_get_their_own_table_with_what_serves_each_problem(tmp_path
     store.record_best(BF16, vendor, VENDOR_FAMILY, {}, 0.08, 375.0)  # torch faster: it serves
     store.record_best(FP8, H200, "hopper_gemm", CFG, 0.01, 3000.0)
     store.record_best(FP8, vendor, VENDOR_FAMILY, {}, 0.0101, 2970.0)  # within the margin: ours
+    # torch faster on the GPU by 0.02 ms, but its call costs the host 0.04 ms more than ours: ours
+    other = GemmProblem(m=64, n=4096, k=4096, b_major=Major.COL)
+    store.record_best(other, H200, "hopper_gemm", CFG, 0.1, 30.0)
+    store.record_best(other, vendor, VENDOR_FAMILY, {"host_ms": 0.05, "ours_host_ms": 0.01}, 0.08, 37.0)
     release(path)
     text = render_readme(shipped_db_paths(d))
-    assert "2 problems with a best record (gemm 2), 2 best records" in text  # torch's are not ours
+    assert "3 problems with a best record (gemm 3), 3 best records" in text  # torch's are not ours
     assert f"kernel sources `{vendor.kernel_hash}`" not in text
-    assert "torch's time was recorded beside 2 best records; torch serves the 1 where" in text
-    assert f"| {BF16.describe()} | 0.1000 | 0.0800 | 0.800 | torch |" in text
-    assert f"| {FP8.describe()} | 0.0100 | 0.0101 | 1.010 | hopper_gemm |" in text
+    assert "torch's time was recorded beside 3 best records; torch serves the 1 where" in text
+    assert f"| {BF16.describe()} | 0.1000 | 0.0800 | 0.800 | - | - | torch |" in text
+    assert f"| {FP8.describe()} | 0.0100 | 0.0101 | 1.010 | - | - | hopper_gemm |" in text
+    assert f"| {other.describe()} | 0.1000 | 0.0800 | 0.800 | 0.0100 | 0.0500 | hopper_gemm |" in text

@@ -368,7 +368,10 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     def time_callable(fn: Any, *, flush_bytes: int) -> Timing:
         fn()
         ms = state["ms"][log[-1]] + 0.01 * len(log)  # later timings are slower: a drift
-        return Timing(ms, ms, ms, 10)
+        host = state.get("host", {}).get(log[-1])  # host ms of one call: the participant's values in turn
+        if host:
+            host.append(host.pop(0))
+        return Timing(ms, ms, ms, 10, host[-1] if host else None)
 
     monkeypatch.setattr(handlers, "_compile", compile_)
     monkeypatch.setattr(handlers, "_family", lambda name: None)
@@ -402,6 +405,33 @@ def test_handler_finals_interleave_and_summarise(fake_gpu: dict[str, Any]) -> No
     assert b["round_ms"] == pytest.approx([0.92, 0.95, 0.98])
     assert reply["torch"]["round_ms"] == pytest.approx([2.03, 2.04, 2.09])
     assert Timing.from_dict(reply["torch"]["timing"]).median_ms == pytest.approx(2.04)
+
+
+def test_handler_finals_keep_the_median_host_time_of_the_rounds(fake_gpu: dict[str, Any]) -> None:
+    """Each participant's finals timing carries the median of its rounds' host times (torch's
+    too); a participant whose rounds measured none has none."""
+    fake_gpu["ms"] = {"a": 1.0, "b": 0.9, "torch": 2.0}
+    fake_gpu["host"] = {"a": [0.01, 0.03, 0.02], "torch": [0.05]}
+    reply = fake_gpu["handler"]._final(final_request(["a", "b"], rounds=3))
+    a, b = reply["entries"]
+    assert Timing.from_dict(a["timing"]).host_ms == pytest.approx(0.02)
+    assert Timing.from_dict(b["timing"]).host_ms is None and "host_ms" not in b["timing"]
+    assert Timing.from_dict(reply["torch"]["timing"]).host_ms == pytest.approx(0.05)
+
+
+def test_timing_host_time_round_trips_and_divides_per_call() -> None:
+    from autocutlass.search.handlers import per_call
+    from autocutlass.search.timing import host_summary
+
+    t = Timing(1.0, 0.9, 1.1, 10, 0.02)
+    assert Timing.from_dict(t.as_dict()) == t and Timing.from_dict(Timing(1.0, 0.9, 1.1, 10).as_dict()).host_ms is None
+    assert host_summary([0.5, 0.01, 0.02, 0.03, 0.04, 0.05]) == pytest.approx(0.02)  # the 20th percentile
+    assert host_summary([]) is None
+
+    class Twice:
+        calls_per_run = 2
+
+    assert per_call(t, Twice()) == Timing(0.5, 0.45, 0.55, 10, 0.01)
 
 
 def test_handler_finals_drop_failing_configs(fake_gpu: dict[str, Any]) -> None:

@@ -28,6 +28,7 @@ def test_time_callable_on_torch_matmul() -> None:
     assert 0 < t.p20_ms <= t.median_ms <= t.p80_ms < 10
     tflops = t.tflops(2 * 2048**3)
     assert 50 < tflops < 2000, tflops
+    assert t.host_ms is not None and 0 < t.host_ms < 1.0, t  # issuing one torch.matmul: microseconds
 
 
 def test_verify_on_cuda() -> None:
@@ -89,7 +90,9 @@ def test_finals_of_two_configs_in_the_real_benchmark_child(tmp_path: Path, monke
         assert e.state == "ok", (e.params, e.state, e.reason)
         assert e.timing is not None and e.timing.n == 3
         assert 0 < e.timing.p20_ms <= e.timing.median_ms <= e.timing.p80_ms
+        assert e.timing.host_ms is not None and e.timing.host_ms > 0  # the rounds' host times travel back
     assert out.torch is not None and out.torch.n == 3 and out.torch.median_ms > 0
+    assert out.torch.host_ms is not None and out.torch.host_ms > 0
 
 
 def test_tune_one_small_problem_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,6 +115,11 @@ def test_tune_one_small_problem_end_to_end(tmp_path: Path, monkeypatch: pytest.M
         assert r.finals and r.best.timing is not None and r.best.timing.n == FINAL_ROUNDS, r.stop_reason
     rec = store.lookup(p, r.hard_key)
     assert rec is not None and rec.config == r.best.config
+    if r.finals:  # the vendor record keeps both host times of the finals
+        from autocutlass.vendor import VENDOR_FAMILY, host_times
+
+        vend = [b for b in store.bests(vendor=True) if b.family == VENDOR_FAMILY and b.problem == p]
+        assert len(vend) == 1 and host_times(vend[0].config) is not None, vend
     assert len(store.trials(p, r.hard_key)) == 4
     assert any((tmp_path / "cache").rglob("*.o")), "compile workers should have filled the kernel cache"
     # resume: nothing evaluated twice

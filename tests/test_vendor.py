@@ -25,7 +25,15 @@ from autocutlass.ops.gemm import frontend as validate
 from autocutlass.ops.gemm.problem import GemmProblem
 from autocutlass.search.tuner import tune_problem
 from autocutlass.settings import Policy, Settings
-from autocutlass.vendor import VENDOR_FAMILY, VENDOR_MARGIN, vendor_faster, vendor_hard_key, vendor_hash
+from autocutlass.vendor import (
+    VENDOR_FAMILY,
+    VENDOR_MARGIN,
+    host_config,
+    host_times,
+    vendor_faster,
+    vendor_hard_key,
+    vendor_hash,
+)
 
 BF = torch.bfloat16
 INFO = device_info()
@@ -62,6 +70,32 @@ def test_the_tuner_records_torchs_finals_time_under_the_vendor_key() -> None:
     assert dataclasses.replace(key, kernel_hash=SEARCH_KEY.kernel_hash) == SEARCH_KEY
 
 
+def test_the_vendor_record_keeps_both_host_times_of_the_finals() -> None:
+    """The finals' host times of torch's call and of our winner's go into the vendor record's
+    config; a tuning that measured none (or only one) records an empty config."""
+    p = GemmProblem(m=512, n=512, k=512)
+    for host, torch_host, want in ((0.01, 0.05, {"host_ms": 0.05, "ours_host_ms": 0.01}), (None, 0.05, {}),
+                                   (None, None, {})):  # fmt: skip
+        sink = MemorySink()
+        ev = FakeEvaluator(lambda c: 1.0 + c["tile"] / 1000, torch_ms=0.9, finals_torch_ms=0.8, host_ms=host,
+                           torch_host_ms=torch_host)  # fmt: skip
+        r = tune_problem(p, SearchFamily(), sink, exhaustive=True, evaluator=ev, hard_key=SEARCH_KEY)
+        assert r.best is not None and sink.vendor_config[p.key()] == want
+
+
+def test_host_times_enter_the_verdict() -> None:
+    # GPU: torch 0.08 ms against our 0.1; host: torch's call 0.05 ms, ours 0.01: the totals 0.13 vs 0.11
+    assert vendor_faster(0.1, 0.08) and not vendor_faster(0.1, 0.08, (0.01, 0.05))
+    # a host difference in torch's favour makes a GPU tie torch's
+    assert not vendor_faster(0.1, 0.1) and vendor_faster(0.1, 0.1, (0.03, 0.01))
+    assert host_config(0.05, 0.01) == {"host_ms": 0.05, "ours_host_ms": 0.01}
+    assert host_config(None, 0.01) == host_config(0.05, None) == {}
+    assert host_times({"host_ms": 0.05, "ours_host_ms": 0.01}) == (0.01, 0.05)
+    for bad in ({}, None, [], {"host_ms": 0.05}, {"host_ms": "x", "ours_host_ms": 0.01},
+                {"host_ms": float("nan"), "ours_host_ms": 0.01}, {"host_ms": -1.0, "ours_host_ms": 0.01}):  # fmt: skip
+        assert host_times(bad) is None, bad
+
+
 def test_no_winner_no_vendor_record() -> None:
     sink = MemorySink()
     p = GemmProblem(m=512, n=512, k=512)
@@ -90,6 +124,22 @@ def test_an_exact_record_gives_way_to_a_faster_torch(pol: Policy, vendor_ms: flo
     assert rig.store.vendor_lookups == [(p, VENDOR_KEY)]
     assert (s.vendor_hits, len(rig.family.launches), s.fallbacks) == ((1, 0, 0) if served_by_torch else (0, 2, 0))
     assert rig.tuner.calls == [] and s.memo_misses == 1
+
+
+@pytest.mark.parametrize("vendor_host", [True, False])
+def test_host_times_of_the_vendor_record_decide_with_the_setting(vendor_host: bool) -> None:
+    """torch 0.08 ms on the GPU against our 0.1, but its call costs the host 0.05 ms against our
+    0.01: our kernel serves; with ``AUTOCUTLASS_VENDOR_HOST=0`` (GPU time alone) torch does."""
+    rig = make_rig(Policy.CACHED)
+    rig.dispatcher.settings = dataclasses.replace(rig.dispatcher.settings, vendor_host=vendor_host)
+    a, b = t(32, 64), t(64, 48)
+    p = _problem(a, b)
+    rig.store.records[p.key()] = Record("fake", {"tile": 64}, "exact", problem=p, median_ms=0.1)
+    rig.store.vendor[p.key()] = Record(VENDOR_FAMILY, {"host_ms": 0.05, "ours_host_ms": 0.01}, "exact",
+                                       hard_key=VENDOR_KEY, problem=p, median_ms=0.08)  # fmt: skip
+    close(calls(rig.dispatcher).matmul(a, b), a @ b)
+    s = rig.dispatcher.stats()
+    assert (s.vendor_hits, len(rig.family.launches)) == ((0, 1) if vendor_host else (1, 0))
 
 
 def test_a_vendor_record_of_another_problem_of_the_bucket_is_not_compared() -> None:

@@ -15,6 +15,7 @@ runs last; a participant's result is the median of its per-round medians.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -41,7 +42,8 @@ def per_call(timing: Timing, inputs: Any) -> Timing:
     calls = int(getattr(inputs, "calls_per_run", 1))
     if calls == 1:
         return timing
-    return Timing(timing.median_ms / calls, timing.p20_ms / calls, timing.p80_ms / calls, timing.n)
+    host = None if timing.host_ms is None else timing.host_ms / calls
+    return Timing(timing.median_ms / calls, timing.p20_ms / calls, timing.p80_ms / calls, timing.n, host)
 
 
 def _family(name: str) -> Any:
@@ -234,6 +236,7 @@ class BenchHandler:
         entries: list[dict[str, Any]] = [
             {"state": "ok", "reason": None, "timing": None, "round_ms": []} for _ in request["configs"]
         ]
+        hosts: list[list[float]] = [[] for _ in range(len(request["configs"]) + 1)]  # per round; torch last
         try:
             timers: list[Callable[[], float | None]] = []
             owners: list[int] = []
@@ -246,23 +249,33 @@ class BenchHandler:
                 if not ok:
                     entries[i].update(state="wrong_result", reason=reason)
                     continue
-                timers.append(partial(self._time_finalist, runner, problem, entries[i]))
+                timers.append(partial(self._time_finalist, runner, problem, entries[i], hosts[i]))
                 owners.append(i)
-            timers.append(lambda: self._torch_timing(problem).median_ms)
+
+            def torch_round() -> float:
+                timing = self._torch_timing(problem)
+                if timing.host_ms is not None:
+                    hosts[-1].append(timing.host_ms)
+                return timing.median_ms
+
+            timers.append(torch_round)
             per_timer = interleaved_rounds(timers, int(request["rounds"]))
         except _fault_types() as e:
             return {"state": "crash", "reason": f"CUDA fault: {type(e).__name__}: {e}", "entries": None,
                     "torch": None, "exit": True}  # fmt: skip
         for i, ms in zip(owners, per_timer[:-1], strict=True):
             if ms is not None:
-                entries[i].update(timing=summarize(ms).as_dict(), round_ms=ms)
+                entries[i].update(timing=summarize(ms, _median(hosts[i])).as_dict(), round_ms=ms)
         torch_ms = per_timer[-1] or []
-        torch = {"timing": summarize(torch_ms).as_dict() if torch_ms else None, "round_ms": torch_ms}
+        torch = {"timing": summarize(torch_ms, _median(hosts[-1])).as_dict() if torch_ms else None,
+                 "round_ms": torch_ms}  # fmt: skip
         return {"state": "ok", "entries": entries, "torch": torch}
 
-    def _time_finalist(self, runner: Any, problem: OpProblem, entry: dict[str, Any]) -> float | None:
-        """One round of one finalist: its median ms, or None (and ``entry`` says why) when what it
-        wrote is wrong. D is poisoned first, since the previous participant left a correct D."""
+    def _time_finalist(self, runner: Any, problem: OpProblem, entry: dict[str, Any], host: list[float]
+                       ) -> float | None:  # fmt: skip
+        """One round of one finalist: its median ms (its host time appended to ``host``), or None
+        (and ``entry`` says why) when what it wrote is wrong. D is poisoned first, since the
+        previous participant left a correct D."""
         from autocutlass.search.timing import time_callable
 
         inputs = self._inputs
@@ -272,7 +285,14 @@ class BenchHandler:
         if not ok:
             entry.update(state="wrong_result", reason=f"after timing: {reason}", timing=None, round_ms=[])
             return None
+        if timing.host_ms is not None:
+            host.append(timing.host_ms)
         return float(timing.median_ms)
+
+
+def _median(values: list[float]) -> float | None:
+    """The median of the rounds' host times, None for none."""
+    return statistics.median(values) if values else None
 
 
 def make_bench_handler() -> Handler:

@@ -23,6 +23,14 @@ Protocol, version 1 (``time_callable``):
 5. **Statistics.** Median, 20th and 80th percentiles (linear interpolation) of the per-call
    times in milliseconds: ``Timing(median_ms, p20_ms, p80_ms, n)``.
 
+**Host time** (an addition that changes none of the GPU measurement above, so no new protocol
+version): each timed repetition's call is also bracketed on the host by ``time.perf_counter``,
+and ``Timing.host_ms`` is the 20th percentile of those intervals: what issuing one call costs the
+CPU (argument checks, descriptors, the launch itself), the low percentile because a full launch
+queue or a preempted thread only ever adds to it. Vendor verdicts weigh it (``autocutlass.vendor``):
+a convnet's training step at moderate batch is bound by the host, where cuDNN's calls cost more
+than our launches.
+
 **Noise and ties** (``beats``): ``a`` beats ``b`` only when ``b.median - a.median`` exceeds the
 noise, which is the larger of half the wider p20..p80 spread of the two and ``NOISE_FLOOR_REL``
 of ``b``'s median (run-to-run drift on H100/H200 is a few percent; a 1% floor keeps a lucky
@@ -34,6 +42,7 @@ The finals (``tuner``, step 7) time the fastest few again, interleaved, and judg
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,12 +69,14 @@ MAX_SLEEP_MS = 50.0
 
 @dataclass(frozen=True)
 class Timing:
-    """Summary of one timed callable: median and spread in milliseconds, and the sample count."""
+    """Summary of one timed callable: median and spread in milliseconds, the sample count, and the
+    host time of one call (``host_ms``; None where it was not measured, e.g. older records)."""
 
     median_ms: float
     p20_ms: float
     p80_ms: float
     n: int
+    host_ms: float | None = None
 
     @property
     def spread_ms(self) -> float:
@@ -76,11 +87,16 @@ class Timing:
         return flops / (self.median_ms * 1e-3) / 1e12
 
     def as_dict(self) -> dict[str, Any]:
-        return {"median_ms": self.median_ms, "p20_ms": self.p20_ms, "p80_ms": self.p80_ms, "n": self.n}
+        d: dict[str, Any] = {"median_ms": self.median_ms, "p20_ms": self.p20_ms, "p80_ms": self.p80_ms, "n": self.n}
+        if self.host_ms is not None:
+            d["host_ms"] = self.host_ms
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Timing:
-        return cls(float(d["median_ms"]), float(d["p20_ms"]), float(d["p80_ms"]), int(d["n"]))
+        host = d.get("host_ms")
+        return cls(float(d["median_ms"]), float(d["p20_ms"]), float(d["p80_ms"]), int(d["n"]),
+                   None if host is None else float(host))  # fmt: skip
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -96,8 +112,8 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[lo] * (1.0 - frac) + sorted_values[hi] * frac
 
 
-def summarize(samples_ms: Sequence[float]) -> Timing:
-    """Median and p20/p80 of per-call times (step 5 of the protocol)."""
+def summarize(samples_ms: Sequence[float], host_ms: float | None = None) -> Timing:
+    """Median and p20/p80 of per-call times (step 5 of the protocol), with ``host_ms`` as given."""
     vals = sorted(float(v) for v in samples_ms)
     if any(not math.isfinite(v) or v < 0 for v in vals):
         raise ValueError(f"timing samples must be finite and non-negative, got {vals[:5]}...")
@@ -106,7 +122,15 @@ def summarize(samples_ms: Sequence[float]) -> Timing:
         p20_ms=percentile(vals, 0.2),
         p80_ms=percentile(vals, 0.8),
         n=len(vals),
+        host_ms=host_ms,
     )
+
+
+def host_summary(samples_ms: Sequence[float]) -> float | None:
+    """The host time of one call from per-call host intervals: their 20th percentile (module doc);
+    None for no samples."""
+    vals = sorted(float(v) for v in samples_ms if math.isfinite(v) and v >= 0)
+    return percentile(vals, 0.2) if vals else None
 
 
 def noise_ms(a: Timing, b: Timing) -> float:
@@ -190,10 +214,14 @@ def time_callable(
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_reps)]
     sleep_ms = min(MAX_SLEEP_MS, 0.05 * n_reps)  # ~50 us of host time per repetition
     torch.cuda._sleep(int(sleep_ms * SLEEP_CYCLES_PER_MS))
+    host: list[float] = []
+    clock = time.perf_counter
     for i in range(n_reps):
         flush_l2()
         starts[i].record(stream)
+        t0 = clock()
         fn()
+        host.append((clock() - t0) * 1e3)
         ends[i].record(stream)
     torch.cuda.synchronize()
-    return summarize([s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)])
+    return summarize([s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)], host_summary(host))

@@ -64,7 +64,7 @@ from autocutlass.search.space import Candidate, SearchSpace
 from autocutlass.search.strategy import Strategy, make_strategy
 from autocutlass.search.timing import Timing, beats
 from autocutlass.search.workers import OK, CandidatePipeline, EvalOutcome, FinalsOutcome
-from autocutlass.vendor import VENDOR_FAMILY, vendor_hard_key
+from autocutlass.vendor import VENDOR_FAMILY, host_config, vendor_hard_key
 
 log = logging.getLogger("autocutlass")
 
@@ -706,8 +706,10 @@ class _Tuning:
             failures=tuple(r for r in self.results if not r.ok), polished=self.polished,
         )  # fmt: skip
 
-    def _record_vendor(self, timing: Timing) -> None:
-        """Step 9 of the module doc: torch's time as the vendor record of this problem."""
+    def _record_vendor(self, timing: Timing, ours: Timing) -> None:
+        """Step 9 of the module doc: torch's time as the vendor record of this problem; its config
+        holds the host time of one call of torch's path and of our winner's when both were measured
+        (``vendor.host_config``), which verdicts weigh."""
         if self.device is not None:
             d = self.device["device"]
             versions = (str(d.get("torch_version", "")), str(d.get("cuda_runtime_version", "")))
@@ -715,8 +717,9 @@ class _Tuning:
             import torch  # the tuning process has it (dispatch, the campaign worker)
 
             versions = (str(torch.__version__), str(torch.version.cuda))
-        self.sink.record_best(self.problem, vendor_hard_key(self.hard_key, *versions), VENDOR_FAMILY, {},
-                              timing.median_ms, timing.tflops(self.problem.flops))  # fmt: skip
+        self.sink.record_best(self.problem, vendor_hard_key(self.hard_key, *versions), VENDOR_FAMILY,
+                              host_config(timing.host_ms, ours.host_ms), timing.median_ms,
+                              timing.tflops(self.problem.flops))  # fmt: skip
 
     def run(self) -> TuneResult:
         if self._stopped():
@@ -749,7 +752,7 @@ class _Tuning:
                 winner.timing.tflops(self.problem.flops), trial_id=winner.trial_id,
             )  # fmt: skip
             if torch_timing is not None:
-                self._record_vendor(torch_timing)
+                self._record_vendor(torch_timing, winner.timing)
         return TuneResult(
             problem=self.problem,
             family=self.family.name,

@@ -206,13 +206,22 @@ def _measure_sides(bench: _Sides, case: BenchCase, vs: Sequence[str], rounds: in
                         fallback_reason=reason, output_poisoned=bench.output_poisoned, bytes_moved=moved)  # fmt: skip
     fns, compile_s = bench.sides(vs)
 
-    def timer(fn: Callable[[], object]) -> Callable[[], float]:
-        return lambda: time_callable(fn, flush_bytes=flush_bytes, flush_kind=flush_kind).median_ms
+    host: dict[str, list[float]] = {side: [] for side in fns}
 
-    times = dict(zip(fns, interleaved_rounds([timer(fn) for fn in fns.values()], rounds), strict=True))
+    def timer(side: str, fn: Callable[[], object]) -> Callable[[], float]:
+        def run() -> float:
+            t = time_callable(fn, flush_bytes=flush_bytes, flush_kind=flush_kind)
+            if t.host_ms is not None:
+                host[side].append(t.host_ms)
+            return t.median_ms
+
+        return run
+
+    times = dict(zip(fns, interleaved_rounds([timer(side, fn) for side, fn in fns.items()], rounds), strict=True))
     return Measured(path=path, stats_delta=delta, tune_or_lookup_s=first_s, verified=True,
                     rounds_ms={side: list(ms or []) for side, ms in times.items()}, compile_first_call_s=compile_s,
-                    fallback_reason=reason, output_poisoned=bench.output_poisoned, bytes_moved=moved)  # fmt: skip
+                    fallback_reason=reason, output_poisoned=bench.output_poisoned, bytes_moved=moved,
+                    host_ms={side: statistics.median(v) for side, v in host.items() if v})  # fmt: skip
 
 
 class _Sides(Protocol):

@@ -177,6 +177,8 @@ class Measured:
     bytes_moved: int | None = None
     """The bytes the case must move as measured (grouped GEMM: under its routing); None: the
     problem's ``min_bytes``."""
+    host_ms: dict[str, float] = field(default_factory=dict)
+    """Per side: the host time of issuing one call (``Timing.host_ms``), median over the rounds."""
 
 
 def _tflops(flops: int, ms: float | None) -> float | None:
@@ -241,6 +243,8 @@ def case_row(case: BenchCase, roofs: Roofs, measured: Measured | None) -> dict[s
         **{key: round_ratio(measured.rounds_ms.get(key.removeprefix("ratio_vs_"), []), ours) for key in ratio_keys},
         roof_fraction=None if ours_tflops is None else ours_tflops / roofs.attainable_tflops(p, nbytes),
     )
+    if measured.host_ms:
+        row["host_us"] = {side: v * 1e3 for side, v in measured.host_ms.items()}
     if measured.fallback_reason is not None:
         row["fallback_reason"] = measured.fallback_reason
     if measured.output_poisoned is not None:
