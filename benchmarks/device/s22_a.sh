@@ -15,7 +15,8 @@ timeout 400 python -m autocutlass.cli tune --shapes benchmarks/shapes-conv-resne
     --trials 12 --timeout 10 \
     --db "$db" --json "$out/tune.json" >"$out/tune.log" 2>&1
 stamp "tune: rc $? $(grep -c ' tuned\| x' "$out/tune.log") lines"
-python -c "import sqlite3; sqlite3.connect('$db').execute('PRAGMA wal_checkpoint(TRUNCATE)')"
+python -c "import sqlite3; c = sqlite3.connect('$db'); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.execute('PRAGMA journal_mode=DELETE'); c.close()"
+rm -f "$db-wal" "$db-shm"
 python - "$db" >"$out/verdicts.txt" 2>&1 <<'PY'
 import sys
 from autocutlass.db import TuningStore
