@@ -18,7 +18,9 @@ host time: a call costs its GPU time where the GPU is the bottleneck and its hos
 host is (a convnet's training step at moderate batch: cuDNN's calls cost the host more than our
 launches, and a host-bound step pays that difference on every call), so the sum bounds what the
 wrong choice can cost in either case by the smaller of the two differences.
-``AUTOCUTLASS_VENDOR_HOST=0`` compares GPU time alone (``vendor_faster`` without host times), as
+Both are the timed callables of the tuning: torch's op as a user calls it, our runner's launch
+without the dispatcher's memoised lookup in front of it (a few microseconds on the hit path), a
+bias towards ours of that size. ``AUTOCUTLASS_VENDOR_HOST=0`` compares GPU time alone (``vendor_faster`` without host times), as
 records without host times always are. Our record stays what it was (a seed and neighbour for other problems), the
 verdict is re-measured by every tuning of the problem, a sibling GPU's verdict is never used, and
 ``AUTOCUTLASS_VENDOR_VERDICTS=0`` turns verdicts off (our kernels serve every tuned problem; for
