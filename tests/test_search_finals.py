@@ -419,6 +419,16 @@ def test_handler_finals_keep_the_median_host_time_of_the_rounds(fake_gpu: dict[s
     assert Timing.from_dict(reply["torch"]["timing"]).host_ms == pytest.approx(0.05)
 
 
+def test_the_gpus_head_start_covers_the_hosts_launches() -> None:
+    """50 us a repetition for a cheap launch; a launch path dearer than that gets its own host time
+    plus the flush's and the events' per repetition; capped."""
+    from autocutlass.search.timing import HOST_SLACK_MS, MAX_SLEEP_MS, head_start_ms
+
+    assert head_start_ms(100, 0.01) == pytest.approx(5.0)  # 100 x 50 us
+    assert head_start_ms(100, 0.2) == pytest.approx(100 * (0.2 + HOST_SLACK_MS))
+    assert head_start_ms(200, 5.0) == MAX_SLEEP_MS
+
+
 def test_timing_host_time_round_trips_and_divides_per_call() -> None:
     from autocutlass.search.handlers import per_call
     from autocutlass.search.timing import host_summary

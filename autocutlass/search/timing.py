@@ -15,9 +15,10 @@ Protocol, version 1 (``time_callable``):
    from a warm cache. The flush runs *outside* the timed interval.
 3. **CUDA events.** Each timed call sits between its own pair of events on the current stream;
    nothing synchronises inside the loop. Before the loop, ``torch.cuda._sleep`` keeps the GPU
-   busy long enough for the host to enqueue every repetition, so a slow Python launch path is
-   never part of a measured interval (the flush before each call also gives the host a head
-   start).
+   busy long enough for the host to enqueue every repetition (``head_start_ms``: sized from the
+   host time of the estimate's calls since session 21, 50 us a repetition before), so a slow
+   launch path is never part of a measured interval (the flush before each call also gives the
+   host a head start).
 4. **Repetitions.** Enough to cover about ``REP_MS`` of GPU time, clamped to
    [``MIN_REPS``, ``MAX_REPS``] (or exactly ``reps`` when given).
 5. **Statistics.** Median, 20th and 80th percentiles (linear interpolation) of the per-call
@@ -64,7 +65,21 @@ NOISE_FLOOR_REL = 0.01
 SLEEP_CYCLES_PER_MS = 2_000_000
 """GPU clock cycles per millisecond used to size the pre-loop ``torch.cuda._sleep`` (>= 2 GHz
 would make the sleep shorter than intended; H100/H200 boost at 1.98 GHz)."""
-MAX_SLEEP_MS = 50.0
+MAX_SLEEP_MS = 100.0
+SLEEP_PER_REP_MS = 0.05
+"""The GPU's head start per timed repetition at least (about 50 us of host time each)."""
+HOST_SLACK_MS = 0.02
+"""Host time per repetition besides the timed call: the flush's launch and two event records."""
+
+
+def head_start_ms(n_reps: int, host_ms: float) -> float:
+    """How long the GPU sleeps before the timed loop (step 3): long enough for the host to enqueue
+    every repetition, ``n_reps`` times the larger of ``SLEEP_PER_REP_MS`` and the estimated host time
+    of one call (``host_ms``) plus ``HOST_SLACK_MS``, at most ``MAX_SLEEP_MS``. A call whose launch
+    path costs the host more than the GPU runs it (a short cuDNN convolution: 100 us and more of
+    host time) would otherwise drain the queue, and its later repetitions' intervals would include
+    the GPU waiting for the host."""
+    return min(MAX_SLEEP_MS, n_reps * max(SLEEP_PER_REP_MS, host_ms + HOST_SLACK_MS))
 
 
 @dataclass(frozen=True)
@@ -198,8 +213,10 @@ def time_callable(
     end = torch.cuda.Event(enable_timing=True)
     flush_l2()
     start.record(stream)
+    t0 = time.perf_counter()
     for _ in range(ESTIMATE_CALLS):
         fn()
+    host_est_ms = (time.perf_counter() - t0) * 1e3 / ESTIMATE_CALLS
     end.record(stream)
     torch.cuda.synchronize()
     est_ms = max(start.elapsed_time(end) / ESTIMATE_CALLS, 1e-4)
@@ -212,8 +229,7 @@ def time_callable(
     # 2-4. timed repetitions, each after an L2 flush, bracketed by its own events
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_reps)]
-    sleep_ms = min(MAX_SLEEP_MS, 0.05 * n_reps)  # ~50 us of host time per repetition
-    torch.cuda._sleep(int(sleep_ms * SLEEP_CYCLES_PER_MS))
+    torch.cuda._sleep(int(head_start_ms(n_reps, host_est_ms) * SLEEP_CYCLES_PER_MS))
     host: list[float] = []
     clock = time.perf_counter
     for i in range(n_reps):
