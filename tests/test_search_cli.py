@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from _search_fakes import DEVICE, FakeEvaluator
 
 from autocutlass.cli.shapes import load_cases
+from autocutlass.cli.common import UsageError
 from autocutlass.cli.tune import add_tune_parser, run_tune
 from autocutlass.db import TuningStore
 from autocutlass.device import HardKey
@@ -188,3 +190,65 @@ def test_family_all_tunes_a_decode_gemm_under_every_family_that_serves_it(
     assert sorted(b.family for b in store.bests() if b.family != "torch") == ["hopper_gemm", "hopper_gemm", "hopper_gemv"]
     with pytest.raises(UsageError, match="here only"):
         run_tune(parser().parse_args(["tune", "--shapes", str(f), "--family", "all", "--enqueue"]), store=store)
+
+
+# ---- tune --verdicts -------------------------------------------------------------------------------
+def _vendor_records(store: TuningStore) -> dict[str, Any]:
+    from autocutlass.vendor import VENDOR_FAMILY
+
+    return {r.problem.key(): r for r in store.bests(vendor=True) if r.family == VENDOR_FAMILY}
+
+
+def test_verdicts_retime_the_stored_winners_against_torch(shapes: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """A database tuned without host times (torch 2.0 ms): ``--verdicts`` re-runs each winner's
+    finals against torch (now 0.9 ms, its calls dearer on the host) and records both times of that
+    run: our best's time (config and trial kept), torch's with both host times; verdicts then
+    weigh them. A record of other kernel sources is left alone; ``--only`` needs a file."""
+    from autocutlass.vendor import host_times
+
+    store = TuningStore(tmp_path / "t.sqlite")
+
+    def maker(**kw: Any) -> Any:
+        @contextlib.contextmanager
+        def make(family: str, _ns: argparse.Namespace) -> Iterator[FakeEvaluator]:
+            yield FakeEvaluator(hopper_score, **kw)
+
+        return make
+
+    tune = parser().parse_args(["tune", "--shapes", str(shapes), "--only", "square", "--only", "linear", "--trials", "3"])
+    assert run_tune(tune, make_evaluator=maker(torch_ms=2.0), store=store) == 0
+    before = {r.problem.key(): r for r in store.bests()}
+    assert len(before) == 2 and all(host_times(v.config) is None for v in _vendor_records(store).values())
+    stale = dataclasses.replace(hopper_key(), kernel_hash="old-sources")
+    other = next(iter(before.values()))
+    store.record_best(other.problem, stale, other.family, other.config, 5.0, 1.0)
+    trials = {k: {t.id for t in store.trials(r.problem, r.hard_key) if t.config == r.config} for k, r in before.items()}
+    capsys.readouterr()
+
+    out_json = tmp_path / "v.json"
+    ns = parser().parse_args(["tune", "--verdicts", "--json", str(out_json)])
+    finals = lambda c: 0.5  # noqa: E731 - the winners re-time at 0.5 ms
+    assert run_tune(ns, make_evaluator=maker(torch_ms=2.0, finals_score=finals, finals_torch_ms=0.45, host_ms=0.01,
+                                             torch_host_ms=0.08), store=store) == 0  # fmt: skip
+    out, err = capsys.readouterr()
+    assert "2 of 2 re-timed; host time changes 2 verdict(s)" in out and "[2/2]" in err
+    after = {r.problem.key(): r for r in store.bests() if r.hard_key == hopper_key()}
+    vendor = _vendor_records(store)
+    for key, rec in after.items():
+        assert rec.config == before[key].config and rec.median_ms == pytest.approx(0.5)
+        assert {t.id for t in store.trials(rec.problem, rec.hard_key) if t.config == rec.config} == trials[key]
+        assert vendor[key].median_ms == pytest.approx(0.45) and host_times(vendor[key].config) == (0.01, 0.08)
+    rows = json.loads(out_json.read_text())
+    assert {(r["served_by_gpu_time"], r["served_by"]) for r in rows} == {("torch", "hopper_gemm")}
+    assert store.lookup(other.problem, stale).median_ms == 5.0  # other sources: untouched
+
+    # one case of a file; finals that do not finish keep the records
+    ns = parser().parse_args(["tune", "--verdicts", str(shapes), "--only", "linear"])
+    assert run_tune(ns, make_evaluator=maker(finals_fail=True), store=store) == 0
+    out, _ = capsys.readouterr()
+    assert "0 of 1 re-timed" in out and "the finals did not finish" in out
+    assert {r.problem.key(): r.median_ms for r in store.bests() if r.hard_key == hopper_key()} == \
+        {k: pytest.approx(0.5) for k in after}  # fmt: skip
+    with pytest.raises(UsageError, match="--only goes with"):
+        run_tune(parser().parse_args(["tune", "--verdicts", "--only", "linear"]), store=store)

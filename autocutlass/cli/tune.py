@@ -59,6 +59,8 @@ from autocutlass.cli.common import (
     require_gpu,
 )
 from autocutlass.cli.shapes import Case, load_cases
+from autocutlass.cli.verdicts import ALL as VERDICTS_ALL
+from autocutlass.cli.verdicts import refresh_verdicts
 from autocutlass.db import TuningStore
 from autocutlass.db.queue import (
     DEFAULT_CAMPAIGN,
@@ -107,6 +109,9 @@ def add_tune_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Arg
     what.add_argument("--status", action="store_true", help="show a campaign: queued, running, done, failed")
     what.add_argument("--export-shipped", metavar="DIR", default=None,
                       help="write one SQLite database per GPU model into DIR (the shipped-database layout)")
+    what.add_argument("--verdicts", nargs="?", const=VERDICTS_ALL, default=None, metavar="FILE.json",
+                      help="re-time this GPU's stored winners of --db (of FILE's cases, with --only) against torch in "
+                           "the finals and record their vendor verdicts with host times; no search")  # fmt: skip
     tune.add_argument("--enqueue", action="store_true",
                       help="with --shapes or --pending: put the problems on the queue of --db instead of tuning here")
     tune.add_argument("--campaign", default=DEFAULT_CAMPAIGN, metavar="NAME", type=_campaign_name,
@@ -152,14 +157,16 @@ def _pipeline(family_name: str, ns: argparse.Namespace) -> CandidatePipeline:
 
 def cmd_tune(ns: argparse.Namespace) -> int:
     _check_modes(ns)
-    if (ns.pending or ns.shapes or ns.worker) and not ns.enqueue:
-        require_gpu("autocutlass tune" + (" --worker" if ns.worker else ""))
+    if (ns.pending or ns.shapes or ns.worker or ns.verdicts) and not ns.enqueue:
+        require_gpu("autocutlass tune" + (" --worker" if ns.worker else " --verdicts" if ns.verdicts else ""))
     return run_tune(ns)
 
 
 def _check_modes(ns: argparse.Namespace) -> None:
     if ns.enqueue and not (ns.shapes or ns.pending):
         raise UsageError("--enqueue goes with --shapes FILE or --pending")
+    if ns.only and not (ns.shapes or ns.verdicts not in (None, VERDICTS_ALL)):
+        raise UsageError("--only goes with --shapes FILE or --verdicts FILE")
     if ns.watch is not None and not ns.status:
         raise UsageError("--watch goes with --status")
     if ns.gpus is not None and not ns.worker:
@@ -196,6 +203,8 @@ def run_tune(
         if ns.status:
             return _status(ns, queue)
         return _worker(ns, store, queue, dict(worker_seams or {}))
+    if ns.verdicts is not None:
+        return _verdicts(ns, make_evaluator, store)
     try:
         cases = load_cases(ns.shapes, ns.only) if ns.shapes else None
     except ValueError as e:
@@ -250,6 +259,20 @@ def run_tune(
     if ns.json:
         Path(ns.json).write_text(json.dumps(rows, indent=2, sort_keys=True) + "\n")
     return 0
+
+
+def _verdicts(ns: argparse.Namespace, make_evaluator: EvaluatorFactory, store: TuningStore | None) -> int:
+    """``--verdicts``: ``cli.verdicts.refresh_verdicts`` with this command's evaluators and GPU lock."""
+    store = store if store is not None else TuningStore(ns.db or current().db_url)
+    evaluators: dict[str, tuple[Any, Evaluator]] = {}
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        device = _device(ns, evaluators, make_evaluator)
+        return refresh_verdicts(ns, store, device, lambda name: _evaluator(name, ns, evaluators, make_evaluator),
+                                _gpu_lock(make_evaluator is _pipeline))  # fmt: skip
+    finally:
+        for cm, _ in evaluators.values():
+            cm.__exit__(None, None, None)
 
 
 def _campaign_name(text: str) -> str:
