@@ -9,8 +9,12 @@ sources (of ``FILE``'s cases only, with ``--only`` as for ``--shapes``) runs the
 (``search.tuner.FINAL_ROUNDS`` interleaved rounds, each side verified first) with torch beside it;
 the best record takes the finals' time of its config (its trial kept), and torch's time with both
 host times becomes the problem's vendor record, the two of one run as a tuning records them. A
-problem whose finals do not finish keeps its records and is listed. Minutes for a whole shipped
-database, against hours of tuning.
+problem whose finals do not finish keeps its records and is listed. One finals per record, where
+a tuning runs a search before its finals.
+
+Where two families hold records of one problem (a pointwise wgrad under ``hopper_gemm`` and
+``hopper_conv_wgrad``), they share its vendor record (the vendor hard key drops the kernel hash):
+the family re-timed last leaves its host time there, as the family tuned last does in a tuning.
 """
 
 from __future__ import annotations
