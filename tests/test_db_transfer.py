@@ -111,6 +111,31 @@ def test_merge_keeps_faster_best_and_every_trial(tmp_path: Path) -> None:
     assert _content(TuningStore(tmp_path / "ba.sqlite"))[1] == _content(ab)[1]
 
 
+def test_merge_replace_takes_bs_re_timed_records_and_their_verdicts(tmp_path: Path) -> None:
+    """B re-timed A's record slower (a drift) with torch's time and host times beside it
+    (``tune --verdicts``): a plain merge keeps A's faster best and A's verdict; ``replace`` takes
+    B's best and B's vendor record, and keeps A's records B has none of."""
+    from autocutlass.vendor import VENDOR_FAMILY, host_times, vendor_hard_key
+
+    a, b = TuningStore(tmp_path / "a.sqlite"), TuningStore(tmp_path / "b.sqlite")
+    vk = vendor_hard_key(A_KEY, "2.11", "13.0")
+    for st, ms, torch_ms, cfg in ((a, 1.0, 1.2, {}), (b, 1.1, 1.0, {"host_ms": 0.2, "ours_host_ms": 0.01})):
+        st.record_best(P1, A_KEY, "f", {"tile": "a"}, ms, 100.0)
+        st.record_best(P1, vk, VENDOR_FAMILY, cfg, torch_ms, 100.0)
+    a.record_best(P2, A_KEY, "f", {"tile": "p2"}, 0.5, 50.0)
+
+    def records(path: Path) -> tuple[float, float, Any]:
+        st = TuningStore(path)
+        vendor = next(r for r in st.bests(vendor=True) if r.family == VENDOR_FAMILY)
+        assert st.lookup(P2, A_KEY) is not None  # A's other record either way
+        return st.lookup(P1, A_KEY).median_ms, vendor.median_ms, host_times(vendor.config)  # type: ignore[union-attr]
+
+    merge(tmp_path / "a.sqlite", tmp_path / "b.sqlite", tmp_path / "plain.sqlite")
+    assert records(tmp_path / "plain.sqlite") == (1.0, 1.2, None)
+    merge(tmp_path / "a.sqlite", tmp_path / "b.sqlite", tmp_path / "replaced.sqlite", replace=True)
+    assert records(tmp_path / "replaced.sqlite") == (1.1, 1.0, (0.01, 0.2))
+
+
 def test_merge_output_is_replaced_atomically(tmp_path: Path) -> None:
     _populated(tmp_path / "a.sqlite")
     out = tmp_path / "out.sqlite"

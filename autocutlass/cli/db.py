@@ -73,6 +73,9 @@ def add_db_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argum
     mrg.add_argument("b", metavar="B")
     mrg.add_argument("-o", "--output", dest="output", metavar="C", required=True)
     mrg.add_argument("--force", action="store_true", help="replace C if it exists")
+    mrg.add_argument("--replace", action="store_true",
+                     help="B's best records replace A's whatever their times (B re-times A's records: "
+                          "`tune --verdicts` on a copy of A), torch's times with them")  # fmt: skip
     mrg.set_defaults(func=cmd_merge)
 
     upg = sub.add_parser("upgrade", parents=[with_db], help="upgrade the database to this autocutlass's schema")
@@ -277,12 +280,13 @@ def cmd_import(ns: argparse.Namespace) -> int:
 
 
 def cmd_merge(ns: argparse.Namespace) -> int:
-    """``db merge A B -o C [--force]``: C, a new file, gets the union of A and B, the faster best of
-    each problem. An existing C is replaced only with ``--force``. Prints what C then holds."""
+    """``db merge A B -o C [--force] [--replace]``: C, a new file, gets the union of A and B, the
+    faster best of each problem (``--replace``: B's). An existing C is replaced only with
+    ``--force``. Prints what C then holds."""
     out = Path(ns.output).expanduser().resolve()
     if out.exists() and not ns.force:
         raise UsageError(f"{out} exists; db merge writes a new file: choose another -o, or add --force to replace it")
-    stats = merge(ns.a, ns.b, out)
+    stats = merge(ns.a, ns.b, out, replace=ns.replace)
     counts = _file_counts(out)
     total = {k: sum(c[k] for c in counts.values()) for k in ("problems", "bests", "trials")}
     print(f"merged {ns.a} and {ns.b} into {out}: it holds {total['problems']} problems tuned, "

@@ -201,8 +201,10 @@ def snapshot(store: TuningStore) -> Snapshot:
     return store._read(_q, Snapshot((), (), (), ()))
 
 
-def load(store: TuningStore, snap: Snapshot) -> TransferStats:
-    """Merge ``snap`` into ``store`` in one write transaction (rules in the module docstring)."""
+def load(store: TuningStore, snap: Snapshot, *, replace: bool = False) -> TransferStats:
+    """Merge ``snap`` into ``store`` in one write transaction (rules in the module docstring);
+    ``replace``: ``snap``'s best records replace the stored ones whatever their times (a re-timing
+    of the same records: ``autocutlass tune --verdicts``), torch's times following them."""
 
     def _tx(s: Session) -> TransferStats:
         device_ids = {d.hard_key: ensure_device(s, d.hard_key) for d in snap.devices}
@@ -268,7 +270,7 @@ def load(store: TuningStore, snap: Snapshot) -> TransferStats:
         # ours first, then torch's times (vendor records), which follow the records they were timed with
         for b in sorted(snap.bests, key=lambda b: b.family == VENDOR_FAMILY):
             at = verdict_pair(b.problem.key(), b.hard_key)
-            keep_faster = True
+            keep_faster = not replace
             if b.family == VENDOR_FAMILY and at in ours_won:
                 keep_faster = False
             elif b.family == VENDOR_FAMILY and at in ours_kept:
@@ -583,9 +585,11 @@ def import_(store: TuningStore, path: str | os.PathLike[str]) -> TransferStats:
 
 
 def merge(
-    a_path: str | os.PathLike[str], b_path: str | os.PathLike[str], out_path: str | os.PathLike[str]
+    a_path: str | os.PathLike[str], b_path: str | os.PathLike[str], out_path: str | os.PathLike[str], *,
+    replace: bool = False,
 ) -> TransferStats:
-    """Merge files ``a`` and ``b`` into a new file ``out`` (JSON if it ends with .json, else SQLite).
+    """Merge files ``a`` and ``b`` into a new file ``out`` (JSON if it ends with .json, else SQLite);
+    ``replace``: ``b``'s best records replace ``a``'s (``load``).
 
     The stats describe merging ``b`` into ``a``'s content.
     """
@@ -595,7 +599,7 @@ def merge(
         work = TuningStore(Path(d) / "merge.sqlite")
         try:
             load(work, a)
-            stats = load(work, b)
+            stats = load(work, b, replace=replace)
             merged = snapshot(work)
         finally:
             eng.release(work.url)
