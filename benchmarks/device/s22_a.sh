@@ -4,8 +4,8 @@
 # benchmarks/shapes-conv-resnet50.json) re-timed against torch with `tune --verdicts` (the finals:
 # both host times into every vendor record; which verdicts the host times change is printed), then
 # ResNet-50 b128 training steps from that database in alternating processes: host-aware verdicts
-# (the default), GPU-time verdicts (AUTOCUTLASS_VENDOR_HOST=0), and verdicts off; last, the search
-# GPU tests (the timing's host time and head start). At most 8 files come back: 6 here.
+# (the default), GPU-time verdicts (AUTOCUTLASS_VENDOR_HOST=0), and verdicts off; ResNet-50 b128
+# inference (GPU-bound) with and without host times in verdicts; last, the search GPU tests (the timing's host time and head start). At most 8 files come back: 6 here.
 #   bash benchmarks/device/s22_a.sh OUT    (about 8 minutes)
 set -u
 out=${1:?OUT}; mkdir -p "$out"
@@ -24,6 +24,11 @@ for i in 1 2; do
       2>>"$out/log.txt" | python -c "import json,sys; d=json.load(sys.stdin); r=d['models']['resnet50']; print(json.dumps({'env': '$v' or 'default', 'run': $i, 'ms': r['ms_per_step'], 'x': r['speedup_vs_torch'], 'rounds': r['rounds_ms'], 'stats': r['stats_after']}))" >>"$out/train.jsonl"
     stamp "resnet50 ${v:-default} run $i: $(tail -1 "$out/train.jsonl" | cut -c1-140)"
   done
+done
+for v in "" "AUTOCUTLASS_VENDOR_HOST=0"; do  # GPU-bound inference: what the host-aware verdicts may cost there
+  env $v AUTOCUTLASS_DB="$db" timeout 60 python benchmarks/probes/resnet50_e2e.py --rounds 5 2>>"$out/log.txt" \
+    | grep "^ResNet-50" | sed "s/^/${v:-default}: /" >>"$out/verdicts.txt"
+  stamp "inference ${v:-default}: $(tail -1 "$out/verdicts.txt" | cut -c1-150)"
 done
 timeout 100 python -m pytest -q -m gpu -p no:cacheprovider tests/test_search_gpu.py >"$out/tests.txt" 2>&1
 stamp "search GPU tests: rc $? $(tail -1 "$out/tests.txt" | cut -c1-160)"
