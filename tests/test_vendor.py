@@ -221,15 +221,16 @@ def test_conv_front_ends_apply_verdicts_only_in_cudnn_benchmark_mode() -> None:
 
 # ---- the real database -------------------------------------------------------------------------
 class _RecordingTuner(FakeTuner):
-    def __init__(self, ours_ms: float, torch_ms: float) -> None:
+    def __init__(self, ours_ms: float, torch_ms: float, vendor_config: dict[str, float] | None = None) -> None:
         super().__init__({"tile": 128})
         self.ours_ms, self.torch_ms = ours_ms, torch_ms
+        self.vendor_config = vendor_config or {}
 
     def __call__(self, problem, family, sink, hard_key, device_index, settings, *, seeds=(), stop=None):  # noqa: ANN001
         best = super().__call__(problem, family, sink, hard_key, device_index, settings, seeds=seeds, stop=stop)
         sink.record_best(problem, hard_key, family.name, best, median_ms=self.ours_ms, tflops=1.0)
         sink.record_best(problem, vendor_hard_key(hard_key, INFO.torch_version, INFO.cuda_runtime_version),
-                         VENDOR_FAMILY, {}, median_ms=self.torch_ms, tflops=1.0)  # fmt: skip
+                         VENDOR_FAMILY, self.vendor_config, median_ms=self.torch_ms, tflops=1.0)  # fmt: skip
         return best
 
 
@@ -256,6 +257,25 @@ def test_verdicts_through_the_database(tmp_path: Path) -> None:
     db2 = tmp_path / "other.sqlite"
     close(calls(_dispatcher(tmp_path, Policy.TUNE, fam3 := FakeFamily(), slower, db2)).matmul(a, b), a @ b)
     assert len(fam3.launches) == 1
+
+
+def test_host_aware_verdicts_through_the_database(tmp_path: Path) -> None:
+    """torch 0.5 ms on the GPU against our 1.0, its call 0.7 ms of host time against our 0.05: the
+    tuning's first call, and a later process reading the database, serve ours; with
+    ``vendor_host`` off, torch."""
+    db = tmp_path / "tuning.sqlite"
+    host = {"host_ms": 0.7, "ours_host_ms": 0.05}
+    fam, tuner = FakeFamily(), _RecordingTuner(ours_ms=1.0, torch_ms=0.5, vendor_config=host)
+    a, b = t(32, 64), t(64, 48)
+    close(calls(_dispatcher(tmp_path, Policy.TUNE, fam, tuner, db)).matmul(a, b), a @ b)
+    assert len(tuner.calls) == 1 and len(fam.launches) == 1
+    later = _dispatcher(tmp_path, Policy.CACHED, fam2 := FakeFamily(), FakeTuner(), db)
+    close(calls(later).matmul(a, b), a @ b)
+    assert later.stats().vendor_hits == 0 and len(fam2.launches) == 1
+    gpu_only = _dispatcher(tmp_path, Policy.CACHED, fam3 := FakeFamily(), FakeTuner(), db)
+    gpu_only.settings = dataclasses.replace(gpu_only.settings, vendor_host=False)
+    close(calls(gpu_only).matmul(a, b), a @ b)
+    assert gpu_only.stats().vendor_hits == 1 and fam3.launches == []
 
 
 def test_bench_counts_a_verdict_as_torch_serving() -> None:
