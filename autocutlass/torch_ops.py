@@ -534,17 +534,16 @@ class GradEntries:
         one backward's entries with another's key."""
 
     @property
-    def torch_all(self) -> bool:
-        """Entries are kept and torch serves every wanted direction (they then run as one
-        ``aten.convolution_backward``)."""
+    def torch_backward(self) -> bool:
+        """Entries are kept and torch computes the backward in one ``aten.convolution_backward``:
+        it serves the wgrad (dX then comes with dW in that call, ``nn.conv_site``) or every wanted
+        direction."""
         st = self.state
-        return st is not None and all(torch_served(e) is not None for e in st[1:] if e is not None)
-
-    @property
-    def torch_wgrad(self) -> bool:
-        """Entries are kept, a wgrad among them, and torch serves it."""
-        st = self.state
-        return st is not None and st[2] is not None and torch_served(st[2]) is not None
+        if st is None:
+            return False
+        if st[2] is not None and torch_served(st[2]) is not None:
+            return True
+        return all(torch_served(e) is not None for e in st[1:] if e is not None)
 
 
 def conv2d_grads(dz: Tensor, x: Tensor, w: Tensor, bias_shape: Any, conv: tuple[Any, ...], need: Sequence[bool],

@@ -32,9 +32,9 @@ from autocutlass.db import TuningStore
 from autocutlass.db.records import BestRecord
 from autocutlass.device import DeviceInfo
 from autocutlass.kernels import get_family
-from autocutlass.search.tuner import FINAL_ROUNDS, Evaluator
+from autocutlass.search.tuner import FINAL_ROUNDS, Evaluator, record_vendor
 from autocutlass.search.workers import OK
-from autocutlass.vendor import VENDOR_FAMILY, host_config, host_times, vendor_faster, vendor_hard_key
+from autocutlass.vendor import VENDOR_FAMILY, host_config, host_times, vendor_faster
 
 ALL = "all"
 """``--verdicts`` without a file: every winner of ``--db`` measured on this GPU."""
@@ -77,10 +77,8 @@ def refresh_one(store: TuningStore, device: DeviceInfo, rec: BestRecord, evaluat
     trial = next((t.id for t in store.trials(p, rec.hard_key) if t.family == rec.family and t.config == rec.config),
                  None)  # fmt: skip
     store.record_best(p, rec.hard_key, rec.family, rec.config, ours.median_ms, ours.tflops(p.flops), trial_id=trial)
-    host = host_config(theirs.host_ms, ours.host_ms)
-    store.record_best(p, vendor_hard_key(rec.hard_key, device.torch_version, device.cuda_runtime_version),
-                      VENDOR_FAMILY, host, theirs.median_ms, theirs.tflops(p.flops))  # fmt: skip
-    pair = host_times(host)
+    record_vendor(store, p, rec.hard_key, (device.torch_version, device.cuda_runtime_version), theirs, ours)
+    pair = host_times(host_config(theirs.host_ms, ours.host_ms))
     row.update(status="re-timed", ours_ms=ours.median_ms, torch_ms=theirs.median_ms,
                ours_host_ms=ours.host_ms, torch_host_ms=theirs.host_ms,
                served_by_gpu_time="torch" if vendor_faster(ours.median_ms, theirs.median_ms) else rec.family,

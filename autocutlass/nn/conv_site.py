@@ -146,7 +146,7 @@ class ConvHits:
                 d._n.memo_hits += 1
                 recording = needs[0] or needs[1] or needs[2]
                 count = site.fwd_count
-                if count is not None and (not recording or site.grads.torch_all or site.grads.torch_wgrad):
+                if count is not None and (not recording or site.grads.torch_backward):
                     count()
                     return F.conv2d(x, w, b, stride, padding, dilation, groups)
                 if not recording:

@@ -337,6 +337,17 @@ class _Finals:
     note: str = ""
 
 
+def record_vendor(sink: TrialSink, problem: OpProblem, hard_key: HardKey, versions: tuple[str, str],
+                  torch_timing: Timing, ours: Timing) -> None:  # fmt: skip
+    """torch's time as the vendor record of ``problem`` beside our record under ``hard_key``
+    (``versions``: torch's and CUDA's), its config the host time of one call of torch's path and
+    of ours where both were measured (``vendor.host_config``). The tuner's step 9, and
+    ``autocutlass tune --verdicts``."""
+    sink.record_best(problem, vendor_hard_key(hard_key, *versions), VENDOR_FAMILY,
+                     host_config(torch_timing.host_ms, ours.host_ms), torch_timing.median_ms,
+                     torch_timing.tflops(problem.flops))  # fmt: skip
+
+
 # ---- the loop -----------------------------------------------------------------------------------
 def _prior_results(sink: TrialSink, problem: OpProblem, hard_key: HardKey, family: str) -> list[TrialResult]:
     out = []
@@ -717,9 +728,7 @@ class _Tuning:
             import torch  # the tuning process has it (dispatch, the campaign worker)
 
             versions = (str(torch.__version__), str(torch.version.cuda))
-        self.sink.record_best(self.problem, vendor_hard_key(self.hard_key, *versions), VENDOR_FAMILY,
-                              host_config(timing.host_ms, ours.host_ms), timing.median_ms,
-                              timing.tflops(self.problem.flops))  # fmt: skip
+        record_vendor(self.sink, self.problem, self.hard_key, versions, timing, ours)
 
     def run(self) -> TuneResult:
         if self._stopped():
@@ -812,6 +821,7 @@ __all__ = [
     "TuneResult",
     "differs_in_one_field",
     "finalists",
+    "record_vendor",
     "result_row",
     "select_finals_winner",
     "select_winner",

@@ -151,8 +151,13 @@ def main() -> int:
         conv_site.ConvHits.conv2d = plain  # type: ignore[method-assign]
     if ns.torch_wgrad_layers == "split":
         from autocutlass import torch_ops
+        from autocutlass.dispatch import torch_served
 
-        torch_ops.GradEntries.torch_wgrad = property(lambda self: False)  # type: ignore[method-assign,assignment]
+        def every_direction(self: Any) -> bool:  # the rule before session 21: torch serves every wanted direction
+            st = self.state
+            return st is not None and all(torch_served(e) is not None for e in st[1:] if e is not None)
+
+        torch_ops.GradEntries.torch_backward = property(every_direction)  # type: ignore[method-assign,assignment]
     messages: list[str] = []
 
     class Collect(logging.Handler):
