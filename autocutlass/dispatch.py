@@ -134,7 +134,7 @@ from autocutlass.errors import (
 from autocutlass.keys import config_key
 from autocutlass.ops.base import Entry, FrontEnd, OpProblem, Unsupported
 from autocutlass.settings import Policy, Settings
-from autocutlass.vendor import host_times, vendor_faster, vendor_hard_key
+from autocutlass.vendor import host_times, vendor_faster, vendor_hard_key, vendor_margin
 
 log = logging.getLogger("autocutlass")
 
@@ -389,6 +389,13 @@ def torch_served(entry: Entry) -> Callable[[], None] | None:
     return getattr(entry, "autocutlass_torch_served", None)
 
 
+def vendor_margin_of(entry: Entry) -> float | None:
+    """For an entry of ``Dispatcher.entry`` that runs our kernel on a record of this GPU with a
+    vendor record beside it: how much one call costs less than torch's, in ms (GPU time, plus host
+    time where the tuning measured it; ``vendor.vendor_margin``); None otherwise."""
+    return getattr(entry, "autocutlass_vendor_margin_ms", None)
+
+
 def _always() -> bool:
     return True
 
@@ -460,6 +467,9 @@ class _Choice:
     config: Any
     memo: _Memo = _Memo.KEEP
     waits_for: tuple[str, str] | None = None
+    margin_ms: float | None = None
+    """Where this GPU's vendor record of the served problem was read: how much a call of the config
+    costs less than torch's (``vendor.vendor_margin``); kept on the entry (``vendor_margin_of``)."""
 
 
 class _BgState(Enum):
@@ -705,7 +715,11 @@ class Dispatcher:
             if self.settings.strict:
                 raise
             return self._fallback(fe, call, f"no kernel could be built: {type(e).__name__}: {e}"), _Memo.KEEP, None
-        return fe.kernel_entry(plan, runner, call), memo, chosen.waits_for
+        entry = fe.kernel_entry(plan, runner, call)
+        if chosen.margin_ms is not None:
+            with contextlib.suppress(AttributeError):  # every front-end's entry is a fresh closure today
+                entry.autocutlass_vendor_margin_ms = chosen.margin_ms  # type: ignore[attr-defined]
+        return entry, memo, chosen.waits_for
 
     def _choose(self, problem: OpProblem, pol: Policy, device_index: int, *, may_tune: bool = True,
                 vendor_ok: bool = False) -> _Choice | str:  # fmt: skip
@@ -738,9 +752,10 @@ class Dispatcher:
                 if _tuned_only(near.family):
                     return self._tuned_only_standin(problem, near.family, _Memo.KEEP, None)
             self._n.db_hits += 1
-            if near.rank < _RANK["nearest"] and vendor_ok and self._vendor_faster(problem, near.record, info):
+            verdict = self._vendor_verdict(problem, near.record, info) if near.rank < _RANK["nearest"] and vendor_ok else None
+            if verdict is not None and verdict[0]:
                 return self._vendor_choice(problem)
-            return _Choice(near.family, near.config)
+            return _Choice(near.family, near.config, margin_ms=None if verdict is None else verdict[1])
         self._record_miss(problem, hard_key, wait=tunes_now)
         sibling = self._near_enough(problem, self._stored(problem, families, info, sibling=True))
         priors = self._priors(problem, hard_key) if pol in (Policy.TUNE, Policy.BACKGROUND) else []
@@ -753,8 +768,10 @@ class Dispatcher:
             elif tuned is not None:
                 if vendor_ok:
                     rec = self._lookup(problem, hard_key)
-                    if rec is not None and rec.source == "exact" and self._vendor_faster(problem, rec, info):
+                    verdict = self._vendor_verdict(problem, rec, info) if rec is not None and rec.source == "exact" else None
+                    if verdict is not None and verdict[0]:
                         return self._vendor_choice(problem)
+                    return _Choice(first, tuned, margin_ms=None if verdict is None else verdict[1])
                 return _Choice(first, tuned)
         elif pol is Policy.BACKGROUND and may_tune:
             bg = self._tune_in_background(problem, first, hard_key, info, seeds)
@@ -790,17 +807,19 @@ class Dispatcher:
                      problem.describe(), family.name)  # fmt: skip
         return _Choice(None, None, memo, waits_for)
 
-    def _vendor_faster(self, problem: OpProblem, rec: Any, info: DeviceInfo) -> bool:
-        """True when the vendor record of ``rec``'s tuned problem (this GPU's) beats ``rec``'s time
-        by more than ``vendor.VENDOR_MARGIN``: GPU plus host time of a call where the tuning
-        measured both and ``Settings.vendor_host`` is on, else GPU time."""
+    def _vendor_verdict(self, problem: OpProblem, rec: Any, info: DeviceInfo) -> tuple[bool, float] | None:
+        """Against the vendor record of ``rec``'s tuned problem (this GPU's; None without one, or for
+        a sibling GPU's ``rec``): whether torch serves, being faster than ``rec`` by more than
+        ``vendor.VENDOR_MARGIN`` (``vendor.vendor_faster``), and how much a call of ``rec``'s config
+        costs less than torch's (``vendor.vendor_margin``). GPU plus host time of a call where the
+        tuning measured both and ``Settings.vendor_host`` is on, else GPU time."""
         if rec.sibling:
-            return False
+            return None
         theirs = self._lookup(problem, vendor_hard_key(rec.hard_key, info.torch_version, info.cuda_runtime_version))
         if theirs is None or theirs.problem != rec.problem:
-            return False
+            return None
         host = host_times(getattr(theirs, "config", None)) if self.settings.vendor_host else None
-        return vendor_faster(rec.median_ms, theirs.median_ms, host)
+        return vendor_faster(rec.median_ms, theirs.median_ms, host), vendor_margin(rec.median_ms, theirs.median_ms, host)
 
     def _vendor_choice(self, problem: OpProblem) -> _Choice:
         self._n.vendor_hits += 1

@@ -526,24 +526,30 @@ class GradEntries:
     backward runs them without building their memo keys. Made per ``autocutlass.nn.Conv2d``
     forward signature (``autocutlass.nn.conv_site``)."""
 
-    __slots__ = ("state",)
+    __slots__ = ("state", "torch_backward")
 
     def __init__(self) -> None:
         self.state: tuple[Any, ...] | None = None
         """(key, dgrad entry, wgrad entry): one tuple, swapped whole, so that a thread never reads
         one backward's entries with another's key."""
-
-    @property
-    def torch_backward(self) -> bool:
+        self.torch_backward = False
         """Entries are kept and torch computes the backward in one ``aten.convolution_backward``:
         it serves the wgrad (dX then comes with dW in that call, ``nn.conv_site``) or every wanted
-        direction."""
-        st = self.state
-        if st is None:
-            return False
-        if st[2] is not None and torch_served(st[2]) is not None:
-            return True
-        return all(torch_served(e) is not None for e in st[1:] if e is not None)
+        direction (``torch_computes_backward``). Set with ``state`` (``keep``); read by every
+        recording call of a conv site."""
+
+    def keep(self, state: tuple[Any, ...] | None) -> None:
+        """Keep ``state`` (``(key, dgrad entry, wgrad entry)``, or None: nothing kept)."""
+        self.torch_backward = state is not None and torch_computes_backward(state[1], state[2])
+        self.state = state
+
+
+def torch_computes_backward(dgrad: Callable[..., Any] | None, wgrad: Callable[..., Any] | None) -> bool:
+    """Whether one ``aten.convolution_backward`` computes a conv backward whose wanted directions'
+    entries are these (None: not wanted): torch serves the wgrad, or every wanted direction."""
+    if wgrad is not None and torch_served(wgrad) is not None:
+        return True
+    return all(torch_served(e) is not None for e in (dgrad, wgrad) if e is not None)
 
 
 def conv2d_grads(dz: Tensor, x: Tensor, w: Tensor, bias_shape: Any, conv: tuple[Any, ...], need: Sequence[bool],
@@ -627,7 +633,7 @@ def _torch_merged(dz: Tensor, x: Tensor, w: Tensor, want: tuple[bool, bool, bool
         if grads is not None:
             memoised = ((ex is None or d.memoised(CONV2D_DGRAD, dz, w, *gx) is ex)
                         and (ew is None or d.memoised(CONV2D_WGRAD, dz, x, *gw) is ew))  # fmt: skip
-            grads.state = (key, ex, ew) if memoised else None
+            grads.keep((key, ex, ew) if memoised else None)
     cx = None if ex is None else torch_served(ex)
     cw = None if ew is None else torch_served(ew)
     mask = [cx is not None, cw is not None, want[2]]

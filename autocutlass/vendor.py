@@ -75,6 +75,14 @@ def vendor_faster(ours_ms: float, vendor_ms: float, host: tuple[float, float] | 
     return vendor_ms * (1.0 + VENDOR_MARGIN) < ours_ms
 
 
+def vendor_margin(ours_ms: float, vendor_ms: float, host: tuple[float, float] | None = None) -> float:
+    """How much one call of ours costs less than the vendor's, in ms (negative: more), on the
+    terms of ``vendor_faster``: GPU time, plus each side's host time with ``host``."""
+    if host is not None:
+        ours_ms, vendor_ms = ours_ms + host[0], vendor_ms + host[1]
+    return vendor_ms - ours_ms
+
+
 HOST_KEY, OURS_HOST_KEY = "host_ms", "ours_host_ms"
 """The vendor record's config keys: the host time of one call of torch's path, and of our winner."""
 
@@ -109,5 +117,6 @@ __all__ = [
     "vendor_faster",
     "vendor_hard_key",
     "vendor_hash",
+    "vendor_margin",
     "verdict_pair",
 ]

@@ -146,6 +146,48 @@ def test_a_layer_whose_forward_and_wgrad_torch_serves_runs_torch_conv(monkeypatc
     assert len(rig.family.launches) == launched
 
 
+def _fprop_only(rig: Any) -> None:
+    """The rig's fake family serves the forward only (torch: the dgrad and the wgrad)."""
+    from autocutlass.ops.conv.problem import ConvDirection
+
+    real = rig.family.supports
+
+    def supports(problem: Any) -> str | None:
+        if getattr(problem, "direction", ConvDirection.FPROP) is not ConvDirection.FPROP:
+            return "the test serves fprop only"
+        return real(problem)
+
+    rig.family.supports = supports
+
+
+@pytest.mark.parametrize("margin_ms, ours", [(None, True), (0.001, False), (1.0, True)])
+def test_a_forward_whose_backward_torch_computes_runs_torch_conv_unless_its_margin_pays_our_node(
+        monkeypatch: pytest.MonkeyPatch, margin_ms: float | None, ours: bool) -> None:  # fmt: skip
+    """Our kernel serves the forward, torch the dgrad and the wgrad: once the first backward showed
+    it, training calls keep our forward (in the site's Function) only where the forward's entry beat
+    torch's by more than ``NODE_HOST_MS`` or has no vendor margin; otherwise they are ``F.conv2d``,
+    launching nothing of ours. Inference calls run our forward either way."""
+    from autocutlass.nn import conv_site
+
+    rig = _rig(monkeypatch)
+    _fprop_only(rig)
+    monkeypatch.setattr(conv_site, "vendor_margin_of", lambda entry: margin_ms)
+    ref, mod = _pair(32, 16, 1)
+    x = torch.randn(2, 32, 4, 4, dtype=BF).contiguous(memory_format=CL).requires_grad_()
+    dy = torch.randn(2, 16, 4, 4, dtype=BF).contiguous(memory_format=CL)
+    want = _step(ref, x, dy)
+    for _ in range(2):  # the site's first call, then its Function, whose backward keeps the entries
+        _same(_step(mod, x, dy), want)
+    assert len(rig.family.launches) == 2
+    for _ in range(2):
+        _same(_step(mod, x, dy), want)
+    assert len(rig.family.launches) == (4 if ours else 2)
+    assert type(mod(x).grad_fn).__name__ == ("_SiteConv2dBackward" if ours else "ConvolutionBackward0")
+    with torch.no_grad():
+        _same((mod(x),), (want[0],))
+    assert len(rig.family.launches) == (6 if ours else 3)
+
+
 def test_a_dgrad_wanted_alone_stays_on_our_kernel(monkeypatch: pytest.MonkeyPatch, keys: list) -> None:
     """The same layer with a frozen weight and no bias gradient (only dX wanted): our dgrad serves
     every step through the site's Function."""

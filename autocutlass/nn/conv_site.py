@@ -30,6 +30,15 @@ the signature:
   copies). The common case is an
   NCHW input (a GroupNorm's output: Stable Diffusion's resnet blocks), whose forward and wgrad run
   cuDNN. A dgrad wanted alone (a frozen weight) stays on our kernel, its filter copy kept;
+* recording, when torch computes the backward (as above) and our kernel serves the forward: runs
+  ``F.conv2d`` too unless the forward's tuning measured ours faster than torch's by more than
+  ``NODE_HOST_MS`` (the entry's ``dispatch.vendor_margin_of``: GPU plus host time), what our
+  Python autograd node costs the host beyond torch's C++ one (``stats()`` counts such a call as a
+  memo hit only). On an H100 a ResNet-50 b128 training step on our kernels kept the GPU as busy
+  as torch's (32.4 against 32.6 ms of kernels per step) but left it idle 6.7-9.4 ms per step in
+  about 57 gaps over 50 us, against 2.0 ms for torch: the GPU waited on our host, and a ResNet-50
+  forward gains a few microseconds at most (``benchmarks/results/2026-11-27-h100-s22-jitter.*``).
+  A forward without a vendor record keeps our kernel;
 * recording otherwise: a lean autograd Function (``_SiteConv2d``) runs the forward entry, and its
   backward runs the kept dgrad/wgrad entries for a dZ of the kept metadata
   (``torch_ops.conv2d_grads``).
@@ -42,17 +51,29 @@ call. Nothing is remembered across ``copy.deepcopy`` or pickling.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from autocutlass import api
-from autocutlass.dispatch import POLICY_OVERRIDE, torch_served
+from autocutlass.dispatch import POLICY_OVERRIDE, torch_served, vendor_margin_of
 from autocutlass.ops.conv.frontend import CONV2D
 from autocutlass.torch_ops import GradEntries, conv2d_grads, conv2d_output_format, eager_autograd
 
 _F32 = torch.float32
+
+NODE_HOST_MS = 0.03
+"""What a recording call of a conv site costs the host beyond ``F.conv2d``'s, in ms: the site's
+Python autograd Function with its forward and backward logic against torch's C++ node. On the CPU
+of the test rig (``benchmarks/probes/conv_host_cpu_probe.py``, case ``mixed``, 2026-11-27) a call
+keeping our (no-op) forward in the Function took 304 us against 292 for ``F.conv2d`` with its own
+CPU forward of about 40 us inside: about 50 us; a bare Python Function costs 10 us more than a C++
+node. 30 us is the lower end. A site whose backward torch computes (``GradEntries.torch_backward``)
+runs our forward in a recording call only where its tuning measured it faster than torch's by more
+than this (the entry's ``vendor_margin_of``); otherwise ``F.conv2d``, torch's own autograd node."""
+
 _CUDNN = torch.backends.cudnn
 
 
@@ -71,7 +92,7 @@ def _param_sig(w: torch.Tensor, b: torch.Tensor | None) -> tuple[Any, ...]:
 class ConvSite:
     """One forward signature of a conv module and what serves it (see the module docstring)."""
 
-    __slots__ = ("check", "fwd", "fwd_count", "args", "fmt", "bias_shape", "grads")
+    __slots__ = ("check", "fwd", "fwd_count", "fwd_margin", "args", "fmt", "bias_shape", "grads")
 
     def __init__(self, check: tuple[Any, ...], fwd: Any, args: tuple[Any, ...], fmt: torch.memory_format,
                  bias_shape: Any) -> None:  # fmt: skip
@@ -79,6 +100,10 @@ class ConvSite:
         self.fwd = fwd
         self.fwd_count = torch_served(fwd)
         """Counts one call of a torch-served forward entry (None: our kernel serves it)."""
+        margin = vendor_margin_of(fwd)
+        self.fwd_margin = math.inf if margin is None else margin
+        """How much our forward entry's call costs less than torch's by its vendor record (ms;
+        infinite without one: nothing says torch's is faster)."""
         self.args = args
         """(stride, padding, dilation, groups) as the forward entry takes them."""
         self.fmt = fmt
@@ -146,7 +171,11 @@ class ConvHits:
                 d._n.memo_hits += 1
                 recording = needs[0] or needs[1] or needs[2]
                 count = site.fwd_count
-                if count is not None and (not recording or site.grads.torch_backward):
+                if recording and site.grads.torch_backward and (count is not None or site.fwd_margin < NODE_HOST_MS):
+                    if count is not None:
+                        count()
+                    return F.conv2d(x, w, b, stride, padding, dilation, groups)
+                if count is not None and not recording:
                     count()
                     return F.conv2d(x, w, b, stride, padding, dilation, groups)
                 if not recording:

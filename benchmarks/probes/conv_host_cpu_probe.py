@@ -5,7 +5,11 @@ Two cases, each bf16 channels_last, batch 1, 4x4 pixels (the convolution itself 
 
 * ``kernel``: a 1x1 conv with 64 channels, which the rig's fake family serves in all three
   directions (pointwise GEMM lowerings) with a runner that launches nothing: our route's host cost;
-* ``torch``: a 3x3 conv, which no fake family serves: every direction falls back to torch.
+* ``torch``: a 3x3 conv, which no fake family serves: every direction falls back to torch;
+* ``mixed``: the 1x1 conv with the fake family serving the forward only (torch computes the
+  backward), timed with our forward kept in the site's Python autograd Function (``site``: a
+  vendor margin above ``conv_site.NODE_HOST_MS``) and run as ``F.conv2d`` (``site-torch``: below
+  it): what the site's node costs the host beyond torch's own, the basis of ``NODE_HOST_MS``.
 
 Each is timed through the module (its conv site, ``autocutlass.nn.conv_site``) and through
 ``autocutlass.conv2d`` (the call the module made before conv sites), interleaved with
@@ -49,7 +53,19 @@ def main() -> int:
     rig.family.compile = compile_nop
     api._default = rig.dispatcher
     cl = torch.channels_last
-    for case, (c, r) in {"kernel": (64, 1), "torch": (8, 3)}.items():
+    from autocutlass.nn import conv_site
+    from autocutlass.ops.conv.problem import ConvDirection
+
+    serves_all = rig.family.supports
+
+    def fprop_only(problem: Any) -> str | None:
+        if getattr(problem, "direction", ConvDirection.FPROP) is not ConvDirection.FPROP:
+            return "fprop only (the probe's mixed case)"
+        return serves_all(problem)
+
+    for case, (c, r) in {"kernel": (64, 1), "torch": (8, 3), "mixed": (64, 1)}.items():
+        rig.family.supports = fprop_only if case == "mixed" else serves_all
+        rig.dispatcher.clear()
         torch.manual_seed(0)
         ref = nn.Conv2d(c, c, r, padding=r // 2, bias=True).to(torch.bfloat16).to(memory_format=cl)
         mod = autocutlass.nn.Conv2d.from_conv2d(copy.deepcopy(ref))
@@ -59,7 +75,19 @@ def main() -> int:
         def via_api(x: Any, m: Any = mod) -> Any:
             return autocutlass.conv2d(x, m.weight, m.bias, m.stride, m.padding, m.dilation, m.groups)
 
-        sides = {"nn.Conv2d": ref, "site": mod, "conv2d": via_api}
+        sides: dict[str, Any] = {"nn.Conv2d": ref, "site": mod, "conv2d": via_api}
+        if case == "mixed":
+            twin = autocutlass.nn.Conv2d.from_conv2d(copy.deepcopy(ref))
+            margins = {id(mod): 1.0, id(twin): 0.0}  # ms: above and below NODE_HOST_MS
+
+            def sided(m: Any, margin: float) -> Any:
+                def call(x: Any) -> Any:
+                    conv_site.vendor_margin_of = lambda entry: margin  # read when the site is made
+                    return m(x)
+
+                return call
+
+            sides = {"nn.Conv2d": ref, "site": sided(mod, margins[id(mod)]), "site-torch": sided(twin, margins[id(twin)])}
         for label, grad in (("train", True), ("infer", False)):
             res: dict[str, list[float]] = {k: [] for k in sides}
 

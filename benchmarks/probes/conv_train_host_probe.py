@@ -30,6 +30,10 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=0, help="default 128 (resnet50) / 8 (unet)")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--top", type=int, default=35)
+    ap.add_argument("--mixed-sites", choices=["ours", "torch"], default=None,
+                    help="as conv_train_probe's: 'ours' keeps our forward at sites whose backward torch computes, "
+                         "'torch' runs F.conv2d there; default: the library's rule (conv_site.NODE_HOST_MS)")
+    ap.add_argument("--no-cprofile", action="store_true", help="only the host and wall times per step")
     ns = ap.parse_args()
     os.environ.setdefault("AUTOCUTLASS_POLICY", "cached")
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -39,6 +43,13 @@ def main() -> int:
     from torch.profiler import ProfilerActivity, profile
 
     import autocutlass
+
+    if ns.mixed_sites is not None:
+        import math
+
+        from autocutlass.nn import conv_site
+
+        conv_site.NODE_HOST_MS = -math.inf if ns.mixed_sites == "ours" else math.inf
 
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
@@ -72,6 +83,9 @@ def main() -> int:
         wall = time.perf_counter() - t0
         print(f"{k}: host {host / ns.steps * 1e3:.1f} ms per step (until the last launch), wall {wall / ns.steps * 1e3:.1f} ms")
 
+    if ns.no_cprofile:
+        print(autocutlass.stats().as_dict())
+        return 0
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(ns.steps):

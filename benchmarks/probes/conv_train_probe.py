@@ -94,6 +94,12 @@ def _unet(nn: Any) -> Any:
     )  # fmt: skip
 
 
+def _node_host_ms() -> float:
+    from autocutlass.nn import conv_site
+
+    return conv_site.NODE_HOST_MS
+
+
 def _profile(torch: Any, run: Any, top: int, steps: int) -> list[dict[str, Any]]:
     """One call of ``run`` (``--steps`` training steps) under torch.profiler: the GPU time per kernel
     name, per step, costliest first, after a TOTAL row."""
@@ -128,6 +134,10 @@ def main() -> int:
     ap.add_argument("--torch-wgrad-layers", choices=["torch", "split"], default="torch",
                     help="a site whose forward and wgrad torch serves: 'torch' runs F.conv2d (the default since "
                          "session 21); 'split' keeps our dgrad beside torch's wgrad (before)")
+    ap.add_argument("--mixed-sites", choices=["ours", "torch"], default=None,
+                    help="a site whose forward we serve and whose backward torch computes, in training: 'ours' "
+                         "keeps our forward in the site's autograd Function, 'torch' runs F.conv2d; default: "
+                         "the library's rule (autocutlass.nn.conv_site.NODE_HOST_MS against the forward's margin)")
     ap.add_argument("--no-gc", action="store_true", help="disable Python's garbage collector during the timed rounds")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="after timing, profile one step per side and print its N costliest GPU kernels")
@@ -149,15 +159,20 @@ def main() -> int:
             return autocutlass.conv2d(x, w, b, *conv)
 
         conv_site.ConvHits.conv2d = plain  # type: ignore[method-assign]
+    if ns.mixed_sites is not None:
+        import math
+
+        from autocutlass.nn import conv_site as _site
+
+        _site.NODE_HOST_MS = -math.inf if ns.mixed_sites == "ours" else math.inf
     if ns.torch_wgrad_layers == "split":
         from autocutlass import torch_ops
         from autocutlass.dispatch import torch_served
 
-        def every_direction(self: Any) -> bool:  # the rule before session 21: torch serves every wanted direction
-            st = self.state
-            return st is not None and all(torch_served(e) is not None for e in st[1:] if e is not None)
+        def every_direction(dgrad: Any, wgrad: Any) -> bool:  # the rule before session 21: torch serves every wanted direction
+            return all(torch_served(e) is not None for e in (dgrad, wgrad) if e is not None)
 
-        torch_ops.GradEntries.torch_backward = property(every_direction)  # type: ignore[method-assign,assignment]
+        torch_ops.torch_computes_backward = every_direction  # type: ignore[assignment]
     messages: list[str] = []
 
     class Collect(logging.Handler):
@@ -170,7 +185,7 @@ def main() -> int:
         "device": torch.cuda.get_device_name(), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
         "policy": s.policy.value, "db": str(s.db_url), "conv_wgrad_kernel": s.conv_wgrad_kernel,
         "kernel_source_hashes": source_hashes(), "swap": ns.swap, "sites": ns.sites,
-        "torch_wgrad_layers": ns.torch_wgrad_layers, "models": {},
+        "torch_wgrad_layers": ns.torch_wgrad_layers, "site_node_host_ms": _node_host_ms(), "models": {},
     }  # fmt: skip
 
     def keep(m: Any, fqn: str) -> bool:
