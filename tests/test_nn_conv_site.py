@@ -111,15 +111,15 @@ def test_torch_served_sites_run_torch_conv_with_its_own_autograd(keys: list) -> 
     assert len(keys) == built
 
 
-def _dgrad_only(rig: Any) -> None:
-    """The rig's fake family serves the dgrad direction only (torch: the forward and the wgrad)."""
+def _serves_only(rig: Any, direction: str) -> None:
+    """The rig's fake family serves one conv direction ('fprop', 'dgrad' or 'wgrad'); torch the others."""
     from autocutlass.ops.conv.problem import ConvDirection
 
-    real = rig.family.supports
+    real, only = rig.family.supports, ConvDirection(direction)
 
     def supports(problem: Any) -> str | None:
-        if getattr(problem, "direction", ConvDirection.DGRAD) is not ConvDirection.DGRAD:
-            return "the test serves dgrad only"
+        if getattr(problem, "direction", only) is not only:
+            return f"the test serves {direction} only"
         return real(problem)
 
     rig.family.supports = supports
@@ -131,7 +131,7 @@ def test_a_layer_whose_forward_and_wgrad_torch_serves_runs_torch_conv(monkeypatc
     backward showed it, training calls are ``F.conv2d`` under torch's autograd (its one backward call
     computes dX with dW), right, and launch nothing of ours."""
     rig = _rig(monkeypatch)
-    _dgrad_only(rig)
+    _serves_only(rig, "dgrad")
     ref, mod = _pair(32, 16, 1)
     x = torch.randn(2, 32, 4, 4, dtype=BF).contiguous(memory_format=CL).requires_grad_()
     dy = torch.randn(2, 16, 4, 4, dtype=BF).contiguous(memory_format=CL)
@@ -146,20 +146,6 @@ def test_a_layer_whose_forward_and_wgrad_torch_serves_runs_torch_conv(monkeypatc
     assert len(rig.family.launches) == launched
 
 
-def _fprop_only(rig: Any) -> None:
-    """The rig's fake family serves the forward only (torch: the dgrad and the wgrad)."""
-    from autocutlass.ops.conv.problem import ConvDirection
-
-    real = rig.family.supports
-
-    def supports(problem: Any) -> str | None:
-        if getattr(problem, "direction", ConvDirection.FPROP) is not ConvDirection.FPROP:
-            return "the test serves fprop only"
-        return real(problem)
-
-    rig.family.supports = supports
-
-
 @pytest.mark.parametrize("margin_ms, ours", [(None, True), (0.001, False), (1.0, True)])
 def test_a_forward_whose_backward_torch_computes_runs_torch_conv_unless_its_margin_pays_our_node(
         monkeypatch: pytest.MonkeyPatch, margin_ms: float | None, ours: bool) -> None:  # fmt: skip
@@ -170,7 +156,7 @@ def test_a_forward_whose_backward_torch_computes_runs_torch_conv_unless_its_marg
     from autocutlass.nn import conv_site
 
     rig = _rig(monkeypatch)
-    _fprop_only(rig)
+    _serves_only(rig, "fprop")
     monkeypatch.setattr(conv_site, "vendor_margin_of", lambda entry: margin_ms)
     ref, mod = _pair(32, 16, 1)
     x = torch.randn(2, 32, 4, 4, dtype=BF).contiguous(memory_format=CL).requires_grad_()
@@ -192,7 +178,7 @@ def test_a_dgrad_wanted_alone_stays_on_our_kernel(monkeypatch: pytest.MonkeyPatc
     """The same layer with a frozen weight and no bias gradient (only dX wanted): our dgrad serves
     every step through the site's Function."""
     rig = _rig(monkeypatch)
-    _dgrad_only(rig)
+    _serves_only(rig, "dgrad")
     ref, mod = _pair(32, 16, 1)
     for m in (ref, mod):
         m.requires_grad_(False)

@@ -22,39 +22,23 @@ import pstats
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--model", choices=["resnet50", "unet"], default="resnet50")
-    ap.add_argument("--batch", type=int, default=0, help="default 128 (resnet50) / 8 (unet)")
-    ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--top", type=int, default=35)
-    ap.add_argument("--mixed-sites", choices=["ours", "torch"], default=None,
-                    help="as conv_train_probe's: 'ours' keeps our forward at sites whose backward torch computes, "
-                         "'torch' runs F.conv2d there; default: the library's rule (conv_site.NODE_HOST_MS)")
-    ap.add_argument("--no-cprofile", action="store_true", help="only the host and wall times per step")
-    ns = ap.parse_args()
-    os.environ.setdefault("AUTOCUTLASS_POLICY", "cached")
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+def training_pair(model: str, batch: int = 0) -> tuple[Any, int]:
+    """(step, batch): ``step(side)`` runs one SGD training step of ``model`` ('resnet50' or 'unet',
+    conv_train_probe's, bf16 channels_last, ``batch`` 0: 128 / 8) on side 'autocutlass' (every conv
+    of 16-byte channel rows swapped) or 'torch' (cudnn.benchmark on), each side warmed up by three."""
     import torch
     from conv_train_probe import _resnet50, _unet  # type: ignore[import-not-found]
     from torch import nn
-    from torch.profiler import ProfilerActivity, profile
 
     import autocutlass
 
-    if ns.mixed_sites is not None:
-        import math
-
-        from autocutlass.nn import conv_site
-
-        conv_site.NODE_HOST_MS = -math.inf if ns.mixed_sites == "ours" else math.inf
-
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
-    build, shape = (_resnet50, (3, 224, 224)) if ns.model == "resnet50" else (_unet, (8, 64, 64))
-    batch = ns.batch or (128 if ns.model == "resnet50" else 8)
+    build, shape = (_resnet50, (3, 224, 224)) if model == "resnet50" else (_unet, (8, 64, 64))
+    batch = batch or (128 if model == "resnet50" else 8)
     ref = build(nn).to(device="cuda", dtype=torch.bfloat16, memory_format=torch.channels_last)
 
     def keep(m: object, fqn: str) -> bool:
@@ -73,6 +57,36 @@ def main() -> int:
     for k in sides:
         for _ in range(3):
             step(k)
+    return step, batch
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", choices=["resnet50", "unet"], default="resnet50")
+    ap.add_argument("--batch", type=int, default=0, help="default 128 (resnet50) / 8 (unet)")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--top", type=int, default=35)
+    ap.add_argument("--mixed-sites", choices=["ours", "torch"], default=None,
+                    help="as conv_train_probe's: 'ours' keeps our forward at sites whose backward torch computes, "
+                         "'torch' runs F.conv2d there; default: the library's rule (conv_site.NODE_HOST_MS)")
+    ap.add_argument("--no-cprofile", action="store_true", help="only the host and wall times per step")
+    ns = ap.parse_args()
+    os.environ.setdefault("AUTOCUTLASS_POLICY", "cached")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    import autocutlass
+
+    if ns.mixed_sites is not None:
+        import math
+
+        from autocutlass.nn import conv_site
+
+        conv_site.NODE_HOST_MS = -math.inf if ns.mixed_sites == "ours" else math.inf
+
+    step, _ = training_pair(ns.model, ns.batch)
+    sides = ("autocutlass", "torch")
     torch.cuda.synchronize()
     for k in sides:
         t0 = time.perf_counter()

@@ -15,7 +15,6 @@ GPU machine: python benchmarks/probes/conv_train_jitter_probe.py [--model resnet
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import statistics
@@ -74,34 +73,10 @@ def main() -> int:
     os.environ.setdefault("AUTOCUTLASS_POLICY", "cached")
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import torch
-    from conv_train_probe import _resnet50, _unet  # type: ignore[import-not-found]
-    from torch import nn
+    from conv_train_host_probe import training_pair  # type: ignore[import-not-found]
     from torch.profiler import ProfilerActivity, profile
 
-    import autocutlass
-
-    torch.backends.cudnn.benchmark = True
-    torch.manual_seed(0)
-    build, shape = (_resnet50, (3, 224, 224)) if ns.model == "resnet50" else (_unet, (8, 64, 64))
-    batch = ns.batch or (128 if ns.model == "resnet50" else 8)
-    ref = build(nn).to(device="cuda", dtype=torch.bfloat16, memory_format=torch.channels_last)
-
-    def keep(m: object, fqn: str) -> bool:
-        return isinstance(m, nn.Conv2d) and m.groups == 1 and m.in_channels % 8 == 0 and m.out_channels % 8 == 0
-
-    ours = autocutlass.swap_conv2d_(copy.deepcopy(ref), keep)
-    x = torch.randn(batch, *shape, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
-    sides = {"autocutlass": ours, "torch": ref}
-    opts = {k: torch.optim.SGD(m.parameters(), lr=1e-3, momentum=0.9) for k, m in sides.items()}
-
-    def step(k: str) -> None:
-        opts[k].zero_grad(set_to_none=True)
-        sides[k](x).float().square().mean().backward()
-        opts[k].step()
-
-    for k in sides:
-        for _ in range(3):
-            step(k)
+    step, batch = training_pair(ns.model, ns.batch)
     torch.cuda.synchronize()
     out: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "model": ns.model,
                            "batch": batch, "steps": ns.steps, "sides": {}}  # fmt: skip
