@@ -106,6 +106,7 @@ cast with the other inputs (as ``addmm`` casts its C), so the result has the aut
 ``scaled_mm`` are not cast (torch casts neither ``out=`` calls nor ``_scaled_mm``).
 """
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -115,7 +116,7 @@ from torch import Tensor
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from autocutlass import api
-from autocutlass.dispatch import POLICY_OVERRIDE, torch_served
+from autocutlass.dispatch import POLICY_OVERRIDE, torch_served, vendor_margin_of
 from autocutlass.ops.conv import frontend as conv_fe
 from autocutlass.ops.conv.backward import CONV2D_DGRAD, CONV2D_WGRAD, grad_output_format
 from autocutlass.ops.conv.frontend import CONV2D, ConvCall
@@ -526,7 +527,7 @@ class GradEntries:
     backward runs them without building their memo keys. Made per ``autocutlass.nn.Conv2d``
     forward signature (``autocutlass.nn.conv_site``)."""
 
-    __slots__ = ("state", "torch_backward")
+    __slots__ = ("state", "torch_backward", "ours_margin")
 
     def __init__(self) -> None:
         self.state: tuple[Any, ...] | None = None
@@ -535,13 +536,32 @@ class GradEntries:
         self.torch_backward = False
         """Entries are kept and torch computes the backward in one ``aten.convolution_backward``:
         it serves the wgrad (dX then comes with dW in that call, ``nn.conv_site``) or every wanted
-        direction (``torch_computes_backward``). Set with ``state`` (``keep``); read by every
-        recording call of a conv site."""
+        direction (``torch_computes_backward``). Set with ``state`` (``keep``)."""
+        self.ours_margin = math.inf
+        """What the kept entries of our kernels save against torch's per backward, in ms: the sum
+        of their vendor margins (``dispatch.vendor_margin_of``; infinite where one has none); 0
+        where ``torch_backward`` (torch's one call computes the backward, our dgrad beside torch's
+        wgrad included); infinite while nothing is kept. Set with ``state``."""
 
     def keep(self, state: tuple[Any, ...] | None) -> None:
         """Keep ``state`` (``(key, dgrad entry, wgrad entry)``, or None: nothing kept)."""
-        self.torch_backward = state is not None and torch_computes_backward(state[1], state[2])
+        if state is None:
+            self.torch_backward, self.ours_margin = False, math.inf
+        else:
+            self.torch_backward = torch_computes_backward(state[1], state[2])
+            self.ours_margin = 0.0 if self.torch_backward else _ours_margin(state[1], state[2])
         self.state = state
+
+
+def _ours_margin(*entries: Callable[..., Any] | None) -> float:
+    """The summed vendor margins of the entries that run our kernels (None: not wanted; a
+    torch-served entry counts 0, one of ours without a margin makes it infinite)."""
+    total = 0.0
+    for e in entries:
+        if e is not None and torch_served(e) is None:
+            m = vendor_margin_of(e)
+            total += math.inf if m is None else m
+    return total
 
 
 def torch_computes_backward(dgrad: Callable[..., Any] | None, wgrad: Callable[..., Any] | None) -> bool:

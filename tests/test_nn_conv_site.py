@@ -174,6 +174,33 @@ def test_a_forward_whose_backward_torch_computes_runs_torch_conv_unless_its_marg
     assert len(rig.family.launches) == (6 if ours else 3)
 
 
+@pytest.mark.parametrize("margin_ms, ours", [(None, True), (0.005, False), (0.02, True)])
+def test_a_site_of_our_kernels_trains_on_them_only_where_their_margins_pay_our_node(
+        monkeypatch: pytest.MonkeyPatch, margin_ms: float | None, ours: bool) -> None:  # fmt: skip
+    """Our kernel serves all three directions, each beating torch's by ``margin_ms`` per call: once
+    the first backward kept the entries, training calls run them in the site's Function only where
+    the three margins together exceed ``NODE_HOST_MS`` (0.015 ms does not, 0.06 does; no vendor
+    record: ours); otherwise ``F.conv2d`` under torch's autograd, launching nothing of ours."""
+    from autocutlass import torch_ops
+    from autocutlass.nn import conv_site
+
+    rig = _rig(monkeypatch)
+    for mod_ in (conv_site, torch_ops):
+        monkeypatch.setattr(mod_, "vendor_margin_of", lambda entry: margin_ms)
+    assert conv_site.NODE_HOST_MS == 0.03
+    ref, mod = _pair(32, 16, 1)
+    x = torch.randn(2, 32, 4, 4, dtype=BF).contiguous(memory_format=CL).requires_grad_()
+    dy = torch.randn(2, 16, 4, 4, dtype=BF).contiguous(memory_format=CL)
+    want = _step(ref, x, dy)
+    for _ in range(2):
+        _same(_step(mod, x, dy), want)
+    assert len(rig.family.launches) == 6  # forward, dgrad and wgrad, twice
+    for _ in range(2):
+        _same(_step(mod, x, dy), want)
+    assert len(rig.family.launches) == (12 if ours else 6)
+    assert type(mod(x).grad_fn).__name__ == ("_SiteConv2dBackward" if ours else "ConvolutionBackward0")
+
+
 def test_a_dgrad_wanted_alone_stays_on_our_kernel(monkeypatch: pytest.MonkeyPatch, keys: list) -> None:
     """The same layer with a frozen weight and no bias gradient (only dX wanted): our dgrad serves
     every step through the site's Function."""

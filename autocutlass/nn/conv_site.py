@@ -21,24 +21,26 @@ the signature:
 
 * with autograd not recording (inference): runs the forward entry (``F.conv2d`` itself when torch
   serves it);
-* recording, when torch serves the forward and every wanted backward direction (fallbacks, vendor
-  verdicts), or the forward and the wgrad: runs ``F.conv2d`` itself, so torch's own autograd records
-  it and its backward costs what ``nn.Conv2d``'s does (``stats()`` then counts the forward, not the
-  backward's directions). Where torch computes dW anyway, one ``aten.convolution_backward`` gives
-  dX with it: our dgrad beside it would add a launch, a Python autograd node and, each step the
-  weight changes, the flipped and transposed copy of the filter that the dgrad kernel reads (two
-  copies). The common case is an
-  NCHW input (a GroupNorm's output: Stable Diffusion's resnet blocks), whose forward and wgrad run
-  cuDNN. A dgrad wanted alone (a frozen weight) stays on our kernel, its filter copy kept;
-* recording, when torch computes the backward (as above) and our kernel serves the forward: runs
-  ``F.conv2d`` too unless the forward's tuning measured ours faster than torch's by more than
-  ``NODE_HOST_MS`` (the entry's ``dispatch.vendor_margin_of``: GPU plus host time), what our
-  Python autograd node costs the host beyond torch's C++ one (``stats()`` counts such a call as a
-  memo hit only). On an H100 a ResNet-50 b128 training step on our kernels kept the GPU as busy
-  as torch's (32.4 against 32.6 ms of kernels per step) but left it idle 6.7-9.4 ms per step in
-  about 57 gaps over 50 us, against 2.0 ms for torch: the GPU waited on our host, and a ResNet-50
-  forward gains a few microseconds at most (``benchmarks/results/2026-11-27-h100-s22-jitter.*``).
-  A forward without a vendor record keeps our kernel;
+* recording, once the backward's entries are kept: runs ``F.conv2d`` itself, so that torch's own
+  autograd records it and its backward costs what ``nn.Conv2d``'s does, unless what our kernels
+  save there pays for our Python autograd node: the forward's and the kept backward entries' vendor
+  margins (``dispatch.vendor_margin_of``: how much a call of ours costs less than torch's, GPU plus
+  host time, by the tuning's vendor record; torch-served directions count 0, a kernel entry without
+  a vendor record counts as infinite) must sum to more than ``NODE_HOST_MS``, what the node costs
+  the host beyond torch's C++ one. So a layer torch serves in every direction runs ``F.conv2d``
+  (``stats()`` then counts the forward, not the backward's directions), and so does one of our
+  kernels that gain a few microseconds (``stats()`` counts such a call as a memo hit only). Where
+  torch computes dW, one ``aten.convolution_backward`` gives dX with it: our dgrad beside it would
+  add a launch, a Python autograd node and, each step the weight changes, the flipped and
+  transposed copy of the filter that the dgrad kernel reads (two copies), so the backward then
+  counts 0 whatever serves the dgrad (``GradEntries.ours_margin``). The common case is an NCHW
+  input (a GroupNorm's output: Stable Diffusion's resnet blocks), whose forward and wgrad run
+  cuDNN. A dgrad wanted alone (a frozen weight) on our kernel without a vendor margin stays there,
+  its filter copy kept. On an H100 a ResNet-50 b128 training step on our kernels kept the GPU as
+  busy as torch's (32.4 against 32.6 ms of kernels per step) but left it idle 6.7-9.4 ms per step
+  in about 57 gaps over 50 us, against 2.0 ms for torch: the GPU waited on our host
+  (``benchmarks/results/2026-11-27-h100-s22-jitter.*``), and no ResNet-50 b128 layer's kernel
+  saved more than 17.6 us per call (``-s22-verdicts-rn50.json``);
 * recording otherwise: a lean autograd Function (``_SiteConv2d``) runs the forward entry, and its
   backward runs the kept dgrad/wgrad entries for a dZ of the kept metadata
   (``torch_ops.conv2d_grads``).
@@ -70,9 +72,9 @@ Python autograd Function with its forward and backward logic against torch's C++
 of the test rig (``benchmarks/probes/conv_host_cpu_probe.py``, case ``mixed``, 2026-11-27) a call
 keeping our (no-op) forward in the Function took 304 us against 292 for ``F.conv2d`` with its own
 CPU forward of about 40 us inside: about 50 us; a bare Python Function costs 10 us more than a C++
-node. 30 us is the lower end. A site whose backward torch computes (``GradEntries.torch_backward``)
-runs our forward in a recording call only where its tuning measured it faster than torch's by more
-than this (the entry's ``vendor_margin_of``); otherwise ``F.conv2d``, torch's own autograd node."""
+node. 30 us is the lower end. A recording call of a site runs our kernels only where their vendor
+margins (``dispatch.vendor_margin_of``) sum to more than this; otherwise ``F.conv2d``, torch's own
+autograd node (the module docstring)."""
 
 _CUDNN = torch.backends.cudnn
 
@@ -92,7 +94,7 @@ def _param_sig(w: torch.Tensor, b: torch.Tensor | None) -> tuple[Any, ...]:
 class ConvSite:
     """One forward signature of a conv module and what serves it (see the module docstring)."""
 
-    __slots__ = ("check", "fwd", "fwd_count", "fwd_margin", "args", "fmt", "bias_shape", "grads")
+    __slots__ = ("check", "fwd", "fwd_count", "fwd_part", "args", "fmt", "bias_shape", "grads")
 
     def __init__(self, check: tuple[Any, ...], fwd: Any, args: tuple[Any, ...], fmt: torch.memory_format,
                  bias_shape: Any) -> None:  # fmt: skip
@@ -101,9 +103,9 @@ class ConvSite:
         self.fwd_count = torch_served(fwd)
         """Counts one call of a torch-served forward entry (None: our kernel serves it)."""
         margin = vendor_margin_of(fwd)
-        self.fwd_margin = math.inf if margin is None else margin
-        """How much our forward entry's call costs less than torch's by its vendor record (ms;
-        infinite without one: nothing says torch's is faster)."""
+        self.fwd_part = 0.0 if self.fwd_count is not None else math.inf if margin is None else margin
+        """What our forward entry saves against torch's per call, in ms: its vendor margin (infinite
+        without one: nothing says torch's is as fast); 0 where torch serves the forward."""
         self.args = args
         """(stride, padding, dilation, groups) as the forward entry takes them."""
         self.fmt = fmt
@@ -171,7 +173,7 @@ class ConvHits:
                 d._n.memo_hits += 1
                 recording = needs[0] or needs[1] or needs[2]
                 count = site.fwd_count
-                if recording and site.grads.torch_backward and (count is not None or site.fwd_margin < NODE_HOST_MS):
+                if recording and site.fwd_part + site.grads.ours_margin < NODE_HOST_MS:
                     if count is not None:
                         count()
                     return F.conv2d(x, w, b, stride, padding, dilation, groups)

@@ -67,8 +67,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--top", type=int, default=35)
     ap.add_argument("--mixed-sites", choices=["ours", "torch"], default=None,
-                    help="as conv_train_probe's: 'ours' keeps our forward at sites whose backward torch computes, "
-                         "'torch' runs F.conv2d there; default: the library's rule (conv_site.NODE_HOST_MS)")
+                    help="as conv_train_probe's: the conv sites' training rule to compare (default: the library's)")
     ap.add_argument("--no-cprofile", action="store_true", help="only the host and wall times per step")
     ns = ap.parse_args()
     os.environ.setdefault("AUTOCUTLASS_POLICY", "cached")
@@ -79,11 +78,9 @@ def main() -> int:
     import autocutlass
 
     if ns.mixed_sites is not None:
-        import math
+        from conv_train_probe import _site_rule  # type: ignore[import-not-found]
 
-        from autocutlass.nn import conv_site
-
-        conv_site.NODE_HOST_MS = -math.inf if ns.mixed_sites == "ours" else math.inf
+        _site_rule(ns.mixed_sites)
 
     step, _ = training_pair(ns.model, ns.batch)
     sides = ("autocutlass", "torch")

@@ -100,6 +100,22 @@ def _node_host_ms() -> float:
     return conv_site.NODE_HOST_MS
 
 
+def _site_rule(mode: str) -> None:
+    """The conv sites' training rule for a comparison: 'ours' the rule before session 22 (our
+    kernels wherever they serve: no vendor margins read, so only layers torch serves whole run
+    F.conv2d), 'torch' every site whose kernels have vendor margins on F.conv2d (NODE_HOST_MS
+    infinite); otherwise the library's (margins summed against NODE_HOST_MS)."""
+    import math
+
+    from autocutlass import torch_ops
+    from autocutlass.nn import conv_site
+
+    if mode == "ours":
+        conv_site.vendor_margin_of = torch_ops.vendor_margin_of = lambda entry: None  # type: ignore[assignment]
+    elif mode == "torch":
+        conv_site.NODE_HOST_MS = math.inf
+
+
 def _profile(torch: Any, run: Any, top: int, steps: int) -> list[dict[str, Any]]:
     """One call of ``run`` (``--steps`` training steps) under torch.profiler: the GPU time per kernel
     name, per step, costliest first, after a TOTAL row."""
@@ -135,9 +151,9 @@ def main() -> int:
                     help="a site whose forward and wgrad torch serves: 'torch' runs F.conv2d (the default since "
                          "session 21); 'split' keeps our dgrad beside torch's wgrad (before)")
     ap.add_argument("--mixed-sites", choices=["ours", "torch"], default=None,
-                    help="a site whose forward we serve and whose backward torch computes, in training: 'ours' "
-                         "keeps our forward in the site's autograd Function, 'torch' runs F.conv2d; default: "
-                         "the library's rule (autocutlass.nn.conv_site.NODE_HOST_MS against the forward's margin)")
+                    help="conv sites in training: 'ours' runs our kernels wherever they serve (the rule before "
+                         "session 22), 'torch' runs F.conv2d wherever our kernels have vendor margins; default: "
+                         "the library's rule (their margins summed against conv_site.NODE_HOST_MS)")
     ap.add_argument("--no-gc", action="store_true", help="disable Python's garbage collector during the timed rounds")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="after timing, profile one step per side and print its N costliest GPU kernels")
@@ -160,11 +176,7 @@ def main() -> int:
 
         conv_site.ConvHits.conv2d = plain  # type: ignore[method-assign]
     if ns.mixed_sites is not None:
-        import math
-
-        from autocutlass.nn import conv_site as _site
-
-        _site.NODE_HOST_MS = -math.inf if ns.mixed_sites == "ours" else math.inf
+        _site_rule(ns.mixed_sites)
     if ns.torch_wgrad_layers == "split":
         from autocutlass import torch_ops
         from autocutlass.dispatch import torch_served
