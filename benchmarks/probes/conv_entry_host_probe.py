@@ -8,8 +8,9 @@ long GPU sleep so that none waits on the GPU, of
 * ``entry``: the dispatcher's entry as a training step calls it (its output allocated in it);
 * ``torch``: torch's call of the same direction (``F.conv2d``; ``aten.convolution_backward`` with
   only that gradient wanted);
-* inside our entry, where a runner of ours is found in it: the runner alone, and each of its
-  launches (``_fn``, the wgrad's slab sum ``_sum``) timed where the runner calls them.
+* inside our entry, where a runner of ours is found in it: each of its launches (``_fn``, the
+  wgrad's slab sum ``_sum``) and its split-K scratch look-up (``_workspace``: the current stream
+  and the buffers) timed where the runner calls them.
 
 Medians of ``--reps`` rounds of ``--calls`` calls. Prints a table; ``--json`` writes the rows.
 
@@ -67,6 +68,11 @@ def _wrap(r: Any) -> dict[str, list[_Timed]]:
             t = _Timed(getattr(r, k))
             setattr(r, k, t)
             parts[k] = [t]
+    ws = getattr(r, "_workspace", None)
+    if ws is not None and callable(getattr(ws, "get", None)):
+        t = _Timed(ws.get)
+        ws.get = t  # an instance attribute over the method
+        parts["_workspace"] = [t]
     for k, name in (("_fns", "_fn"), ("_reduce", "_sum")):
         table = getattr(r, k, None)
         if isinstance(table, dict):
@@ -78,6 +84,9 @@ def _wrap(r: Any) -> dict[str, list[_Timed]]:
 
 
 def _unwrap(r: Any) -> None:
+    ws = getattr(r, "_workspace", None)
+    if ws is not None and isinstance(ws.__dict__.get("get"), _Timed):
+        del ws.get
     for k in ("_fn", "_sum"):
         if isinstance(getattr(r, k, None), _Timed):
             setattr(r, k, getattr(r, k).f)
@@ -178,10 +187,11 @@ def main() -> int:
                 pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(25)
                 print(f"# cProfile of {c['name']}/{direction}, {ns.reps * ns.calls} calls, by own time")
                 print("\n".join(line[:170] for line in buf.getvalue().splitlines()[4:]))
-    print(f"{'case':28s} {'dir':6s} {'served':6s} {'entry':>7s} {'torch':>7s} {'_fn':>7s} {'_sum':>7s}  runner")
+    print(f"{'case':28s} {'dir':6s} {'served':6s} {'entry':>7s} {'torch':>7s} {'_fn':>7s} {'_sum':>7s} {'_ws':>7s}  runner")
     for r in rows:
         print(f"{r['case']:28s} {r['direction']:6s} {r['served']:6s} {r['entry_us']:7.1f} {r['torch_us']:7.1f} "
-              f"{r.get('_fn_us', float('nan')):7.1f} {r.get('_sum_us', float('nan')):7.1f}  {r.get('runner', '')}")  # fmt: skip
+              f"{r.get('_fn_us', float('nan')):7.1f} {r.get('_sum_us', float('nan')):7.1f} "
+              f"{r.get('_workspace_us', float('nan')):7.1f}  {r.get('runner', '')}")  # fmt: skip
     if ns.json:
         with open(ns.json, "w") as fh:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, fh, indent=1)
