@@ -323,7 +323,10 @@ class Stats:
     this process yet, or because a tuned-only family (``KernelFamily.TUNED_ONLY``) has no record
     of theirs on this GPU (not ``fallbacks``); ``vendor_hits`` those the torch op serves because their
     tuning measured it faster than our best (vendor verdicts; not ``fallbacks``). ``tunes`` counts tunings run (on the caller's thread or
-    the background tuner's), ``background_tunes`` those queued under the ``background`` policy."""
+    the background tuner's), ``background_tunes`` those queued under the ``background`` policy.
+    ``site_torch`` counts training calls of ``autocutlass.nn.Conv2d`` layers that our kernels serve
+    but that ran as ``F.conv2d`` because those kernels' vendor margins did not pay for our autograd
+    node's host time (``nn.conv_site.NODE_HOST_MS``; each is a ``memo_hits`` too)."""
 
     memo_hits: int = 0
     memo_misses: int = 0
@@ -338,6 +341,7 @@ class Stats:
     background_tunes: int = 0
     compiles: int = 0
     fallbacks: int = 0
+    site_torch: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)

@@ -168,6 +168,7 @@ def test_a_forward_whose_backward_torch_computes_runs_torch_conv_unless_its_marg
     for _ in range(2):
         _same(_step(mod, x, dy), want)
     assert len(rig.family.launches) == (4 if ours else 2)
+    assert rig.dispatcher.stats().site_torch == (0 if ours else 2)
     assert type(mod(x).grad_fn).__name__ == ("_SiteConv2dBackward" if ours else "ConvolutionBackward0")
     with torch.no_grad():
         _same((mod(x),), (want[0],))
@@ -195,9 +196,11 @@ def test_a_site_of_our_kernels_trains_on_them_only_where_their_margins_pay_our_n
     for _ in range(2):
         _same(_step(mod, x, dy), want)
     assert len(rig.family.launches) == 6  # forward, dgrad and wgrad, twice
+    before = rig.dispatcher.stats().site_torch
     for _ in range(2):
         _same(_step(mod, x, dy), want)
     assert len(rig.family.launches) == (12 if ours else 6)
+    assert rig.dispatcher.stats().site_torch - before == (0 if ours else 2)
     assert type(mod(x).grad_fn).__name__ == ("_SiteConv2dBackward" if ours else "ConvolutionBackward0")
 
 

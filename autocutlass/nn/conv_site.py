@@ -29,7 +29,7 @@ the signature:
   a vendor record counts as infinite) must sum to more than ``NODE_HOST_MS``, what the node costs
   the host beyond torch's C++ one. So a layer torch serves in every direction runs ``F.conv2d``
   (``stats()`` then counts the forward, not the backward's directions), and so does one of our
-  kernels that gain a few microseconds (``stats()`` counts such a call as a memo hit only). Where
+  kernels that gain a few microseconds (``stats().site_torch`` counts such calls). Where
   torch computes dW, one ``aten.convolution_backward`` gives dX with it: our dgrad beside it would
   add a launch, a Python autograd node and, each step the weight changes, the flipped and
   transposed copy of the filter that the dgrad kernel reads (two copies), so the backward then
@@ -176,6 +176,8 @@ class ConvHits:
                 if recording and site.fwd_part + site.grads.ours_margin < NODE_HOST_MS:
                     if count is not None:
                         count()
+                    else:
+                        d._n.site_torch += 1
                     return F.conv2d(x, w, b, stride, padding, dilation, groups)
                 if count is not None and not recording:
                     count()
