@@ -111,6 +111,17 @@ def test_torch_served_sites_run_torch_conv_with_its_own_autograd(keys: list) -> 
     assert len(keys) == built
 
 
+def _first_two_steps(ref: nn.Module, mod: nn.Module) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+    """(x, dy, torch's step) for a (2, 32, 4, 4) -> (2, 16, 4, 4) layer pair, after two right steps
+    of ``mod``: the site's first call, then its Function, whose backward keeps the entries."""
+    x = torch.randn(2, 32, 4, 4, dtype=BF).contiguous(memory_format=CL).requires_grad_()
+    dy = torch.randn(2, 16, 4, 4, dtype=BF).contiguous(memory_format=CL)
+    want = _step(ref, x, dy)
+    for _ in range(2):
+        _same(_step(mod, x, dy), want)
+    return x, dy, want
+
+
 def _serves_only(rig: Any, direction: str) -> None:
     """The rig's fake family serves one conv direction ('fprop', 'dgrad' or 'wgrad'); torch the others."""
     from autocutlass.ops.conv.problem import ConvDirection
@@ -133,11 +144,7 @@ def test_a_layer_whose_forward_and_wgrad_torch_serves_runs_torch_conv(monkeypatc
     rig = _rig(monkeypatch)
     _serves_only(rig, "dgrad")
     ref, mod = _pair(32, 16, 1)
-    x = torch.randn(2, 32, 4, 4, dtype=BF).contiguous(memory_format=CL).requires_grad_()
-    dy = torch.randn(2, 16, 4, 4, dtype=BF).contiguous(memory_format=CL)
-    want = _step(ref, x, dy)
-    for _ in range(2):  # the site's first call, then its Function, whose backward keeps the entries
-        _same(_step(mod, x, dy), want)
+    x, dy, want = _first_two_steps(ref, mod)
     assert len(rig.family.launches) == 2  # our dgrad beside torch's wgrad, each time
     assert type(mod(x).grad_fn).__name__ == "ConvolutionBackward0"
     launched = len(rig.family.launches)
@@ -159,11 +166,7 @@ def test_a_forward_whose_backward_torch_computes_runs_torch_conv_unless_its_marg
     _serves_only(rig, "fprop")
     monkeypatch.setattr(conv_site, "vendor_margin_of", lambda entry: margin_ms)
     ref, mod = _pair(32, 16, 1)
-    x = torch.randn(2, 32, 4, 4, dtype=BF).contiguous(memory_format=CL).requires_grad_()
-    dy = torch.randn(2, 16, 4, 4, dtype=BF).contiguous(memory_format=CL)
-    want = _step(ref, x, dy)
-    for _ in range(2):  # the site's first call, then its Function, whose backward keeps the entries
-        _same(_step(mod, x, dy), want)
+    x, dy, want = _first_two_steps(ref, mod)
     assert len(rig.family.launches) == 2
     for _ in range(2):
         _same(_step(mod, x, dy), want)
@@ -190,11 +193,7 @@ def test_a_site_of_our_kernels_trains_on_them_only_where_their_margins_pay_our_n
         monkeypatch.setattr(mod_, "vendor_margin_of", lambda entry: margin_ms)
     assert conv_site.NODE_HOST_MS == 0.03
     ref, mod = _pair(32, 16, 1)
-    x = torch.randn(2, 32, 4, 4, dtype=BF).contiguous(memory_format=CL).requires_grad_()
-    dy = torch.randn(2, 16, 4, 4, dtype=BF).contiguous(memory_format=CL)
-    want = _step(ref, x, dy)
-    for _ in range(2):
-        _same(_step(mod, x, dy), want)
+    x, dy, want = _first_two_steps(ref, mod)
     assert len(rig.family.launches) == 6  # forward, dgrad and wgrad, twice
     before = rig.dispatcher.stats().site_torch
     for _ in range(2):
