@@ -91,9 +91,15 @@ def test_kernel_served_training_calls_skip_every_memo_key(monkeypatch: pytest.Mo
     assert type(mod(x).grad_fn).__name__ == "_SiteConv2dBackward"
 
 
-def test_torch_served_sites_run_torch_conv_with_its_own_autograd(keys: list) -> None:
+@pytest.mark.parametrize("vendor_host", [True, False])
+def test_torch_served_sites_run_torch_conv_with_its_own_autograd(keys: list, vendor_host: bool) -> None:
     """CPU tensors: torch serves every direction; once the first backward showed it, the module's
-    training calls are ``F.conv2d`` recorded by torch's autograd (one node, torch's backward)."""
+    training calls are ``F.conv2d`` recorded by torch's autograd (one node, torch's backward),
+    with host times in verdicts or without."""
+    import dataclasses
+
+    d = api.dispatcher()
+    d.settings = dataclasses.replace(d.settings, vendor_host=vendor_host)
     ref, mod = _pair(8, 6, 3, padding=1, stride=2)
     x = torch.randn(2, 8, 9, 7, dtype=BF).contiguous(memory_format=CL).requires_grad_()
     dy = torch.randn(2, 6, 5, 4, dtype=BF).contiguous(memory_format=CL)
@@ -178,17 +184,22 @@ def test_a_forward_whose_backward_torch_computes_runs_torch_conv_unless_its_marg
     assert len(rig.family.launches) == (6 if ours else 3)
 
 
-@pytest.mark.parametrize("margin_ms, ours", [(None, True), (0.005, False), (0.02, True)])
+@pytest.mark.parametrize("margin_ms, vendor_host, ours",
+                         [(None, True, True), (0.005, True, False), (0.02, True, True), (0.005, False, True)])  # fmt: skip
 def test_a_site_of_our_kernels_trains_on_them_only_where_their_margins_pay_our_node(
-        monkeypatch: pytest.MonkeyPatch, margin_ms: float | None, ours: bool) -> None:  # fmt: skip
+        monkeypatch: pytest.MonkeyPatch, margin_ms: float | None, vendor_host: bool, ours: bool) -> None:  # fmt: skip
     """Our kernel serves all three directions, each beating torch's by ``margin_ms`` per call: once
     the first backward kept the entries, training calls run them in the site's Function only where
     the three margins together exceed ``NODE_HOST_MS`` (0.015 ms does not, 0.06 does; no vendor
-    record: ours); otherwise ``F.conv2d`` under torch's autograd, launching nothing of ours."""
+    record: ours), or exceed 0 with ``vendor_host`` off (GPU time alone); otherwise ``F.conv2d``
+    under torch's autograd, launching nothing of ours."""
+    import dataclasses
+
     from autocutlass import torch_ops
     from autocutlass.nn import conv_site
 
     rig = _rig(monkeypatch)
+    rig.dispatcher.settings = dataclasses.replace(rig.dispatcher.settings, vendor_host=vendor_host)
     for mod_ in (conv_site, torch_ops):
         monkeypatch.setattr(mod_, "vendor_margin_of", lambda entry: margin_ms)
     assert conv_site.NODE_HOST_MS == 0.03

@@ -27,7 +27,8 @@ the signature:
   margins (``dispatch.vendor_margin_of``: how much a call of ours costs less than torch's, GPU plus
   host time, by the tuning's vendor record; torch-served directions count 0, a kernel entry without
   a vendor record counts as infinite) must sum to more than ``NODE_HOST_MS``, what the node costs
-  the host beyond torch's C++ one. So a layer torch serves in every direction runs ``F.conv2d``
+  the host beyond torch's C++ one (to more than 0 under ``AUTOCUTLASS_VENDOR_HOST=0``, where
+  verdicts weigh GPU time alone: a workload that keeps the GPU busy). So a layer torch serves in every direction runs ``F.conv2d``
   (``stats()`` then counts the forward, not the backward's directions), and so does one of our
   kernels that gain a few microseconds (``stats().site_torch`` counts such calls). Where
   torch computes dW, one ``aten.convolution_backward`` gives dX with it: our dgrad beside it would
@@ -94,11 +95,15 @@ def _param_sig(w: torch.Tensor, b: torch.Tensor | None) -> tuple[Any, ...]:
 class ConvSite:
     """One forward signature of a conv module and what serves it (see the module docstring)."""
 
-    __slots__ = ("check", "fwd", "fwd_count", "fwd_part", "args", "fmt", "bias_shape", "grads")
+    __slots__ = ("check", "fwd", "fwd_count", "fwd_part", "node_ms", "args", "fmt", "bias_shape", "grads")
 
     def __init__(self, check: tuple[Any, ...], fwd: Any, args: tuple[Any, ...], fmt: torch.memory_format,
-                 bias_shape: Any) -> None:  # fmt: skip
+                 bias_shape: Any, vendor_host: bool = True) -> None:  # fmt: skip
         self.check = check
+        self.node_ms = NODE_HOST_MS if vendor_host else 0.0
+        """What our kernels must save per training call to run (``NODE_HOST_MS``; 0 where the
+        dispatcher's verdicts weigh GPU time alone, ``AUTOCUTLASS_VENDOR_HOST=0``: a workload
+        that keeps the GPU busy whatever the host does)."""
         self.fwd = fwd
         self.fwd_count = torch_served(fwd)
         """Counts one call of a torch-served forward entry (None: our kernel serves it)."""
@@ -173,7 +178,7 @@ class ConvHits:
                 d._n.memo_hits += 1
                 recording = needs[0] or needs[1] or needs[2]
                 count = site.fwd_count
-                if recording and site.fwd_part + site.grads.ours_margin < NODE_HOST_MS:
+                if recording and site.fwd_part + site.grads.ours_margin <= site.node_ms:
                     if count is not None:
                         count()
                     else:
@@ -195,5 +200,6 @@ class ConvHits:
             entry = d.memoised(CONV2D, x, w, b, *args, None, None)
         if entry is not None and d.epoch == epoch:
             check = (d, epoch, pol, w, b, _input_sig(x, needs), _param_sig(w, b))
-            self._site = ConvSite(check, entry, args, conv2d_output_format(x, w), None if b is None else b.shape)
+            self._site = ConvSite(check, entry, args, conv2d_output_format(x, w), None if b is None else b.shape,
+                                  d.settings.vendor_host)  # fmt: skip
         return y
