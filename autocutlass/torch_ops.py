@@ -527,35 +527,31 @@ class GradEntries:
     backward runs them without building their memo keys. Made per ``autocutlass.nn.Conv2d``
     forward signature (``autocutlass.nn.conv_site``)."""
 
-    __slots__ = ("state", "torch_backward", "ours_margin")
+    __slots__ = ("state", "ours_margin")
 
     def __init__(self) -> None:
         self.state: tuple[Any, ...] | None = None
         """(key, dgrad entry, wgrad entry): one tuple, swapped whole, so that a thread never reads
         one backward's entries with another's key."""
-        self.torch_backward = False
-        """Entries are kept and torch computes the backward in one ``aten.convolution_backward``:
-        it serves the wgrad (dX then comes with dW in that call, ``nn.conv_site``) or every wanted
-        direction (``torch_computes_backward``). Set with ``state`` (``keep``)."""
         self.ours_margin = math.inf
         """What the kept entries of our kernels save against torch's per backward, in ms: the sum
-        of their vendor margins (``dispatch.vendor_margin_of``; infinite where one has none); 0
-        where ``torch_backward`` (torch's one call computes the backward, our dgrad beside torch's
-        wgrad included); infinite while nothing is kept. Set with ``state``."""
+        of their vendor margins (``ours_margin``); 0 where torch computes the backward in one
+        ``aten.convolution_backward`` (``torch_computes_backward``: our dgrad beside torch's wgrad
+        included); infinite while nothing is kept. Set with ``state`` (``keep``)."""
 
     def keep(self, state: tuple[Any, ...] | None) -> None:
         """Keep ``state`` (``(key, dgrad entry, wgrad entry)``, or None: nothing kept)."""
         if state is None:
-            self.torch_backward, self.ours_margin = False, math.inf
+            self.ours_margin = math.inf
         else:
-            self.torch_backward = torch_computes_backward(state[1], state[2])
-            self.ours_margin = 0.0 if self.torch_backward else _ours_margin(state[1], state[2])
+            self.ours_margin = 0.0 if torch_computes_backward(state[1], state[2]) else ours_margin(state[1], state[2])
         self.state = state
 
 
-def _ours_margin(*entries: Callable[..., Any] | None) -> float:
-    """The summed vendor margins of the entries that run our kernels (None: not wanted; a
-    torch-served entry counts 0, one of ours without a margin makes it infinite)."""
+def ours_margin(*entries: Callable[..., Any] | None) -> float:
+    """The summed vendor margins (``dispatch.vendor_margin_of``, ms) of the dispatcher entries that
+    run our kernels (None: not wanted; a torch-served entry counts 0, one of ours without a margin
+    makes the sum infinite): what they save per call against torch's."""
     total = 0.0
     for e in entries:
         if e is not None and torch_served(e) is None:

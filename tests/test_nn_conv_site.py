@@ -166,11 +166,11 @@ def test_a_forward_whose_backward_torch_computes_runs_torch_conv_unless_its_marg
     it, training calls keep our forward (in the site's Function) only where the forward's entry beat
     torch's by more than ``NODE_HOST_MS`` or has no vendor margin; otherwise they are ``F.conv2d``,
     launching nothing of ours. Inference calls run our forward either way."""
-    from autocutlass.nn import conv_site
+    from autocutlass import torch_ops
 
     rig = _rig(monkeypatch)
     _serves_only(rig, "fprop")
-    monkeypatch.setattr(conv_site, "vendor_margin_of", lambda entry: margin_ms)
+    monkeypatch.setattr(torch_ops, "vendor_margin_of", lambda entry: margin_ms)
     ref, mod = _pair(32, 16, 1)
     x, dy, want = _first_two_steps(ref, mod)
     assert len(rig.family.launches) == 2
@@ -200,8 +200,7 @@ def test_a_site_of_our_kernels_trains_on_them_only_where_their_margins_pay_our_n
 
     rig = _rig(monkeypatch)
     rig.dispatcher.settings = dataclasses.replace(rig.dispatcher.settings, vendor_host=vendor_host)
-    for mod_ in (conv_site, torch_ops):
-        monkeypatch.setattr(mod_, "vendor_margin_of", lambda entry: margin_ms)
+    monkeypatch.setattr(torch_ops, "vendor_margin_of", lambda entry: margin_ms)
     assert conv_site.NODE_HOST_MS == 0.03
     ref, mod = _pair(32, 16, 1)
     x, dy, want = _first_two_steps(ref, mod)

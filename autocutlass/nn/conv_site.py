@@ -54,16 +54,15 @@ call. Nothing is remembered across ``copy.deepcopy`` or pickling.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from autocutlass import api
-from autocutlass.dispatch import POLICY_OVERRIDE, torch_served, vendor_margin_of
+from autocutlass.dispatch import POLICY_OVERRIDE, torch_served
 from autocutlass.ops.conv.frontend import CONV2D
-from autocutlass.torch_ops import GradEntries, conv2d_grads, conv2d_output_format, eager_autograd
+from autocutlass.torch_ops import GradEntries, conv2d_grads, conv2d_output_format, eager_autograd, ours_margin
 
 _F32 = torch.float32
 
@@ -107,8 +106,7 @@ class ConvSite:
         self.fwd = fwd
         self.fwd_count = torch_served(fwd)
         """Counts one call of a torch-served forward entry (None: our kernel serves it)."""
-        margin = vendor_margin_of(fwd)
-        self.fwd_part = 0.0 if self.fwd_count is not None else math.inf if margin is None else margin
+        self.fwd_part = ours_margin(fwd)
         """What our forward entry saves against torch's per call, in ms: its vendor margin (infinite
         without one: nothing says torch's is as fast); 0 where torch serves the forward."""
         self.args = args
