@@ -214,6 +214,7 @@ GATED_CONFIGS = {
     "swap_ab split-k": (HopperGemmConfig(128, 16, 128, split_k=2, swap_ab=True),
                         Epilogue(with_c=True, bias=True, activation=Activation.SILU, c_mul=True), 8),
     "stream-k": (HopperGemmConfig(128, 128, 64, stream_k=True), Epilogue(with_c=True, c_mul=True), 256),
+    "fitted width": (HopperGemmConfig(128, 144, 64), Epilogue(with_c=True, activation=Activation.SILU, c_mul=True), 1536),
 }  # fmt: skip
 
 

@@ -50,3 +50,24 @@ def test_other_streams_get_fresh_zeroed_buffers_every_call(on: list[FakeStream])
     assert not ws.get(dev, 64, 8)[1].any()
     on[0] = DEFAULT
     assert ws.get(dev, 64, 8)[0] is kept[0]  # the default stream's cache is untouched
+
+
+def test_the_raw_stream_binding_is_asked_when_torch_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where torch has ``_cuda_getCurrentRawStream`` (CUDA builds) the stream handle comes from it,
+    never from a ``torch.cuda.Stream`` object (5-12 us per call); side streams still get fresh
+    buffers and the default stream its kept ones."""
+    current = [0]
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: current[0], raising=False)
+    monkeypatch.setattr(torch.cuda, "default_stream", lambda device=None: DEFAULT)
+
+    def no_stream_objects(device=None):  # noqa: ANN001, ANN202
+        raise AssertionError("torch.cuda.current_stream asked although the raw binding exists")
+
+    monkeypatch.setattr(torch.cuda, "current_stream", no_stream_objects)
+    ws, dev = SplitKWorkspace(), torch.device("cpu")
+    kept = ws.get(dev, 64, 8)
+    assert ws.get(dev, 64, 8)[0] is kept[0]
+    current[0] = SIDE.cuda_stream
+    assert ws.get(dev, 64, 8)[0] is not kept[0]
+    current[0] = DEFAULT.cuda_stream
+    assert ws.get(dev, 64, 8)[0] is kept[0]

@@ -80,6 +80,12 @@ def test_gemm_seeds_start_with_the_tiles_that_fill_whole_waves() -> None:
     (pick,) = model_picks(residue)
     full, fill = waves_of(pick, residue)
     assert (pick.tile_m, pick.tile_n) != (128, 256) and fill / full > 0.9 and fam.seeds(residue)[1] == pick
+    for few in (GemmProblem(m=1536, n=1536, k=8192), GemmProblem(m=6144, n=2304, k=4096)):
+        # 12 x 12 (48 x 18) tiles of 128x128 leave a last wave 9% (55%) full; 128x144 tiles (a
+        # fitted width) make 132 (48 x 16 = 768: 5.8 waves), and no width of config.TILE_N does
+        (pick,) = model_picks(few)
+        assert (pick.tile_m, pick.tile_n) == (128, 144) and fam.seeds(few)[1] == pick, pick.short()
+    assert waves_of(model_picks(GemmProblem(m=1536, n=1536, k=8192))[0], GemmProblem(m=1536, n=1536, k=8192)) == (1, 1.0)
     for p in (GemmProblem(m=4096, n=4096, k=4096), GemmProblem(m=8192, n=8192, k=8192)):
         assert [(c.tile_m, c.tile_n, c.split_k) for c in model_picks(p)] in ([(128, 256, 1)], [(256, 128, 1)])
     assert model_picks(GemmProblem(m=16, n=6144, k=4096)) == []  # decode: its own swapped split seeds

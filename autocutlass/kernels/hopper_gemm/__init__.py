@@ -27,6 +27,7 @@ from autocutlass.kernels import budgets, waves
 from autocutlass.kernels.base import KernelFamily
 from autocutlass.kernels.hopper_gemm import sources
 from autocutlass.kernels.hopper_gemm.check import (
+    TILE_N_ALL,
     check,
     copied_operands,
     problem_supported,
@@ -37,7 +38,6 @@ from autocutlass.kernels.hopper_gemm.config import (
     SPLIT_K,
     SWIZZLE,
     TILE_M,
-    TILE_N,
     TUNED_SPLIT_K,
     HopperGemmConfig,
     Raster,
@@ -53,8 +53,8 @@ SMALL_M_DIRECT_STORE = 256
 SPLIT_K_MAX_OUTPUT = 4096 * 4096
 """Output elements (M * N * L) up to which the space offers split-K."""
 SPLIT_K_MIN_K = 1024
-TILE_N_WIDE = tuple(t for t in TILE_N if t >= 64)
-TILE_N_NARROW = tuple(t for t in TILE_N if t < 64)
+TILE_N_WIDE = tuple(t for t in TILE_N_ALL if t >= 64)
+TILE_N_NARROW = tuple(t for t in TILE_N_ALL if t < 64)
 NARROW_N = 64
 """Problems with N up to this also get the narrow tiles (TILE_N_NARROW)."""
 SWAP_AB_MAX_M = 128
@@ -130,12 +130,16 @@ GEMM_TILE_RATES: dict[tuple[int, int], float] = {
     (64, 64): 0.42, (64, 128): 0.61, (64, 192): 0.63, (64, 208): 0.71, (64, 224): 0.74, (64, 256): 0.86,
     (128, 64): 0.73, (128, 96): 0.78, (128, 128): 0.91, (128, 160): 0.92, (128, 192): 0.91, (128, 208): 0.96,
     (128, 224): 0.92, (128, 256): 1.0, (256, 96): 0.86, (256, 128): 1.0,
+    # the fitted widths (check.TILE_N_FITTED), interpolated between their neighbours
+    (128, 112): 0.84, (128, 144): 0.91, (128, 176): 0.91, (128, 240): 0.96,
 }  # fmt: skip
 """This family's main-loop efficiency per (tile_m, tile_n), for the cost model: the best bf16
 TFLOP/s any config of the tile shape reached on the shipped H100 database's problems of M, N, K
 >= 4096 (no split, no stream-K, no swap), over the best tile's (773 TFLOP/s, 128x256 and 256x128;
 2026-11-25). Higher than the conv wgrad table of ``kernels.waves`` for the narrow tiles (64x256:
-0.86 here, 0.6 there)."""
+0.86 here, 0.6 there). The 128-row tiles of the fitted widths (``check.TILE_N_FITTED``) are
+interpolated from their neighbours, not measured; 128x80 and the fitted 64- and 256-row tiles are
+left out, so the model never picks them (the search space still has them)."""
 
 
 def modelled_configs(problem: GemmProblem) -> list[tuple[float, HopperGemmConfig]]:

@@ -27,10 +27,22 @@ from autocutlass.kernels.hopper_gemm.plan import MAX_AUTO_STAGES, max_stages, sm
 from autocutlass.kernels.rules import first_broken, tile_domain
 from autocutlass.ops.gemm.problem import DType, GemmProblem, Major
 
+TILE_N_FITTED = (80, 112, 144, 176, 240)
+"""Tile widths between ``config.TILE_N``'s wide ones (multiples of 16), so that an N which no
+width of TILE_N divides into whole waves gets one that does: 1536 columns in 11 tiles of 144 next
+to 12 row tiles of 128 make 132 tiles, one wave of an H100's SMs (in 128x128 tiles: 144, a second
+wave 9% full). The kernel builds any multiple of 16 (its epilogue stores 16-column chunks where
+32 does not divide); the widths live here, not in ``config.py``, because that file is hashed into
+every record and a new feasible width changes no existing config's code."""
+TILE_N_ALL = tuple(sorted(TILE_N + TILE_N_FITTED))
+"""Every tile_n the family builds: ``config.TILE_N`` and ``TILE_N_FITTED``."""
 INPUT_DTYPES = (DType.BF16, DType.FP16, DType.TF32, DType.E4M3)
 OUTPUT_DTYPES = (DType.BF16, DType.FP16, DType.FP32)
-TF32_BAD_TILE_N = (208,)
-"""tf32 tile widths the DSL's compiler cannot build (checked for every TILE_N on 4.8.1)."""
+TF32_TILE_N_STEP = 32
+"""tf32 tile widths past 16 must be multiples of this: nvidia-cutlass-dsl 4.8.1's compiler cannot
+build the shared-memory descriptor of a tf32 operand tile of an odd number (above one) of 16-row
+groups (208 aborted with SIGABRT, 2026-11-21; 80, 112, 144, 176 and 240 fail to legalize
+``make_gmma_smem_desc``, 2026-11-27); 16 (the swapped decode kernel's) builds and runs."""
 TILE_K_32BIT = (32, 64)
 """tile_k for tf32 inputs: 32 elements are one 128-byte swizzle row, as 64 are for 16-bit types."""
 TILE_K_16BIT = (64, 128)
@@ -134,7 +146,7 @@ def problem_supported(problem: GemmProblem) -> str | None:
 
 
 def _domain(config: HopperGemmConfig, problem: GemmProblem, split_k: tuple[int, ...] = SPLIT_K) -> str | None:
-    why = tile_domain(config, (TILE_M, TILE_N, TILE_K), swizzle=SWIZZLE, split_k=split_k, clusters=CLUSTERS)
+    why = tile_domain(config, (TILE_M, TILE_N_ALL, TILE_K), swizzle=SWIZZLE, split_k=split_k, clusters=CLUSTERS)
     if why is not None:
         return why
     allowed_k = tile_ks(problem.a_dtype)
@@ -148,10 +160,10 @@ def _domain(config: HopperGemmConfig, problem: GemmProblem, split_k: tuple[int, 
 def _wgmma_shape(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
     if config.tile_n % 8:
         return f"tile_n={config.tile_n} is not a multiple of 8 (WGMMA N step for 16-bit types)"
-    if problem.a_dtype is DType.TF32 and config.tile_n in TF32_BAD_TILE_N:
+    if problem.a_dtype is DType.TF32 and config.tile_n > 16 and config.tile_n % TF32_TILE_N_STEP:
         return (
-            f"tile_n={config.tile_n} with tf32: nvidia-cutlass-dsl 4.8.1's compiler aborts on it "
-            f"(SIGABRT, no message; seen 2026-11-21); use 192 or 224"
+            f"tile_n={config.tile_n} with tf32 is not a multiple of {TF32_TILE_N_STEP}: nvidia-cutlass-dsl 4.8.1's "
+            f"compiler cannot build it; use 192 or 224"
         )
     if config.wg_tile_m % budgets.WGMMA_M:
         return f"each consumer's tile_m={config.wg_tile_m} is not a multiple of {budgets.WGMMA_M} (WGMMA M)"
