@@ -26,22 +26,23 @@ CASES = [
     (C(128, 208, 64), GemmProblem(m=300, n=416, k=96, l=3, b_major=T)),
     (C(128, 224, 64), GemmProblem(m=129, n=448, k=64)),
     (C(128, 192, 128), GemmProblem(m=512, n=960, k=1024, l=4, a_major=T)),
-    # the fitted widths (check.TILE_N_FITTED, multiples of 16 that 32 does not divide, and 240):
-    # every layout, residues, batched, 64/256-row tiles, B multicast, ping-pong, direct store,
-    # workspace and serial split-K, stream-K, epilogues, fp16, fp8
+    # the fitted widths (check.TILE_N_FITTED: 16-column multiples that 32 does not divide, and 240;
+    # K-major B only): layouts of A, residues, batched, 64/256-row tiles, B multicast, ping-pong,
+    # direct store, workspace and serial split-K, stream-K, epilogues, fp16, fp8
     (C(128, 144, 64), GemmProblem(m=1536, n=1536, k=520, b_major=T)),
-    (C(128, 144, 64, cluster_n=2), GemmProblem(m=300, n=1000, k=200, a_major=R, b_major=R, l=2)),
-    (C(64, 176, 64, schedule="pingpong"), GemmProblem(m=520, n=360, k=264, a_major=T, b_major=R)),
-    (C(64, 112, 64), GemmProblem(m=100, n=230, k=136, a_major=T, b_major=T)),
-    (C(256, 112, 64), GemmProblem(m=600, n=700, k=300, b_major=T)),
-    (C(128, 80, 128, store="direct"), GemmProblem(m=200, n=250, k=256, b_major=T,
+    (C(128, 144, 64, cluster_n=2), GemmProblem(m=300, n=1000, k=200, a_major=R, b_major=T, l=2)),
+    (C(64, 176, 64, schedule="pingpong"), GemmProblem(m=520, n=360, k=264, a_major=T, b_major=T)),
+    (C(64, 112, 64), GemmProblem(m=104, n=232, k=136, a_major=T, b_major=T)),
+    (C(256, 112, 64), GemmProblem(m=600, n=704, k=304, b_major=T)),
+    (C(128, 80, 128, store="direct"), GemmProblem(m=200, n=248, k=256, b_major=T,
                                               epilogue=Epilogue(bias=True, activation=Activation.SILU))),
-    (C(128, 240, 64, raster="along_n", swizzle=2), GemmProblem(m=700, n=1000, k=400, c_dtype=DType.BF16,
-                                                              epilogue=Epilogue(with_c=True, bias=True))),
-    (C(128, 144, 64, split_k=4, split_mode="workspace"), GemmProblem(m=256, n=300, k=8192)),
+    (C(128, 240, 64, cluster_m=2, raster="along_n", swizzle=2), GemmProblem(
+        m=700, n=1000, k=400, b_major=T, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True, bias=True))),
+    (C(128, 144, 64, split_k=4, split_mode="workspace"), GemmProblem(m=256, n=296, k=8192, b_major=T)),
     (C(128, 176, 64, split_k=3), GemmProblem(m=257, n=392, k=3000, b_major=T)),
-    (C(128, 144, 64, stream_k=True), GemmProblem(m=1000, n=700, k=3000)),
-    (C(128, 112, 64), GemmProblem(m=300, n=300, k=300, a_dtype=DType.FP16, b_dtype=DType.FP16, d_dtype=DType.FP16)),
+    (C(128, 144, 64, stream_k=True), GemmProblem(m=1000, n=704, k=3000, b_major=T)),
+    (C(128, 112, 64), GemmProblem(m=296, n=296, k=296, b_major=T, a_dtype=DType.FP16, b_dtype=DType.FP16,
+                                  d_dtype=DType.FP16)),
     (C(128, 144, 128), GemmProblem(m=1000, n=1000, k=1008, a_dtype=DType.E4M3, b_dtype=DType.E4M3,
                                    d_dtype=DType.BF16, b_major=T)),
     # clusters (multicast), explicit stages
@@ -197,6 +198,44 @@ def test_split_k_is_bitwise_deterministic(mode: str) -> None:
     torch.cuda.synchronize()
     assert all(torch.equal(outs[0], o) for o in outs[1:])
     assert not torch.isnan(outs[0]).any()
+
+
+@pytest.mark.parametrize("mode", ["serial", "workspace"])
+def test_split_k_scratch_follows_the_current_stream(mode: str) -> None:
+    """The scratch look-up reads the raw stream handle (``runner.current_raw_stream``): the handle of
+    torch's own Stream object on the default stream and inside a side stream. On the side stream a
+    captured split-K GEMM gets scratch of its own (the graph's), the default stream keeps its
+    buffers, and replays with new operands give the right products."""
+    import torch
+
+    from autocutlass.kernels.hopper_gemm.runner import current_raw_stream
+    from autocutlass.ops.gemm.evaluation import make_inputs
+
+    assert current_raw_stream(0) == torch.cuda.current_stream().cuda_stream == torch.cuda.default_stream().cuda_stream
+    prob = GemmProblem(m=64, n=1024, k=8192, b_major=T)
+    runner = HopperGemmFamily(cache_dir=None).compile(C(64, 128, 64, split_k=4, split_mode=mode), prob)
+    x = make_inputs(prob, device="cuda", seed=3)
+    x.run(runner)  # the default stream's scratch
+    kept = {k: v[0] for k, v in runner._workspace._bufs.items()}
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        assert current_raw_stream(0) == s.cuda_stream != torch.cuda.default_stream().cuda_stream
+        x.run(runner)  # warm-up on the side stream
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        x.run(runner)
+    assert {k: v[0] for k, v in runner._workspace._bufs.items()} == kept  # nothing kept from the capture
+    for seed in (4, 5):
+        fresh = make_inputs(prob, device="cuda", seed=seed)
+        x.a.copy_(fresh.a)
+        x.b.copy_(fresh.b)
+        x.d.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        want = (x.a.float() @ x.b.float()).to(x.d.dtype)
+        assert torch.allclose(x.d.float(), want.float(), rtol=2e-2, atol=2e-2), (x.d - want).abs().max()
 
 
 def test_fp8_runner_without_scales_raises() -> None:

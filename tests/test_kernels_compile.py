@@ -88,8 +88,9 @@ def test_epilogue_variants_and_batched_compile() -> None:
             m=16, n=6144, k=4096, b_major=Major.COL)),
         # fitted widths (16-column epilogue chunks): 144 in B multicast with an epilogue, 176 split
         (HopperGemmConfig(128, 144, 64, cluster_n=2), GemmProblem(
-            m=1536, n=1536, k=8192, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True, bias=True))),
-        (HopperGemmConfig(128, 176, 64, split_k=3, split_mode="workspace"), GemmProblem(m=512, n=704, k=16384)),
+            m=1536, n=1536, k=8192, b_major=Major.COL, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True, bias=True))),
+        (HopperGemmConfig(128, 176, 64, split_k=3, split_mode="workspace"), GemmProblem(m=512, n=704, k=16384,
+                                                                                       b_major=Major.COL)),
     ],
     ids=["tf32-nn", "tf32-nt-pingpong", "splitk-workspace", "swap-ab-splitk-epilogue", "fp8", "fp8-swap-ab",
          "tf32-nn-swap-a-regs", "tf32-col-a-regs-pingpong", "stream-k-c2x2-epilogue", "stream-k-swap-direct",

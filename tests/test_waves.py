@@ -80,14 +80,26 @@ def test_gemm_seeds_start_with_the_tiles_that_fill_whole_waves() -> None:
     (pick,) = model_picks(residue)
     full, fill = waves_of(pick, residue)
     assert (pick.tile_m, pick.tile_n) != (128, 256) and fill / full > 0.9 and fam.seeds(residue)[1] == pick
-    for few in (GemmProblem(m=1536, n=1536, k=8192), GemmProblem(m=6144, n=2304, k=4096)):
+    from autocutlass.kernels.hopper_gemm.check import TILE_N_FITTED
+    from autocutlass.ops.gemm.problem import Major
+
+    for m, n, k in ((1536, 1536, 8192), (6144, 2304, 4096)):
         # 12 x 12 (48 x 18) tiles of 128x128 leave a last wave 9% (55%) full; 128x144 tiles (a
-        # fitted width) make 132 (48 x 16 = 768: 5.8 waves), and no width of config.TILE_N does
-        (pick,) = model_picks(few)
-        assert (pick.tile_m, pick.tile_n) == (128, 144) and fam.seeds(few)[1] == pick, pick.short()
-    assert waves_of(model_picks(GemmProblem(m=1536, n=1536, k=8192))[0], GemmProblem(m=1536, n=1536, k=8192)) == (1, 1.0)
+        # fitted width) make 132 (48 x 16 = 768: 5.8 waves), and no width of config.TILE_N does.
+        # K-major B ('nt'): the fitted pick in a 2x1 cluster, alone, then the best of TILE_N's widths
+        # in a 2x1 cluster, right after the first guess
+        few = GemmProblem(m=m, n=n, k=k, b_major=Major.COL)
+        picks = model_picks(few)
+        assert [(c.tile_n, c.cluster_m) for c in picks[:2]] == [(144, 2), (144, 1)], [c.short() for c in picks]
+        assert picks[2].tile_n not in TILE_N_FITTED and picks[2].cluster_m == 2 and fam.seeds(few)[1:4] == picks
+        # N-contiguous B ('nn'): fitted widths are infeasible (measured 1.5-2.3x slower), never picked
+        nn = GemmProblem(m=m, n=n, k=k)
+        assert all(c.tile_n not in TILE_N_FITTED for c in model_picks(nn)) and model_picks(nn)
+        assert "fitted width" in (check(picks[1], nn) or "")
+    few = GemmProblem(m=1536, n=1536, k=8192, b_major=Major.COL)
+    assert waves_of(model_picks(few)[0], few) == (1, 1.0)
     for p in (GemmProblem(m=4096, n=4096, k=4096), GemmProblem(m=8192, n=8192, k=8192)):
-        assert [(c.tile_m, c.tile_n, c.split_k) for c in model_picks(p)] in ([(128, 256, 1)], [(256, 128, 1)])
+        assert {(c.tile_m, c.tile_n, c.split_k) for c in model_picks(p)} in ({(128, 256, 1)}, {(256, 128, 1)})
     assert model_picks(GemmProblem(m=16, n=6144, k=4096)) == []  # decode: its own swapped split seeds
     assert all((c.tile_m, c.tile_n) in GEMM_TILE_RATES and not c.stream_k
                for p in (GemmProblem(m=1024, n=2048, k=8192), GemmProblem(m=256, n=64, k=100352))

@@ -28,6 +28,7 @@ from autocutlass.kernels.base import KernelFamily
 from autocutlass.kernels.hopper_gemm import sources
 from autocutlass.kernels.hopper_gemm.check import (
     TILE_N_ALL,
+    TILE_N_FITTED,
     check,
     copied_operands,
     problem_supported,
@@ -171,16 +172,32 @@ def modelled_configs(problem: GemmProblem) -> list[tuple[float, HopperGemmConfig
 
 
 def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
-    """The cost model's cheapest data-parallel config (``modelled_configs``), preceded by its
-    cheapest split when a split ranks cheapest of all: which tile shape fills the SMs in whole
+    """The cost model's cheapest feasible data-parallel config (``modelled_configs``), preceded by
+    its cheapest split when a split ranks cheapest of all: which tile shape fills the SMs in whole
     waves (2049 rows: 33 tiles of 64 rows, not 17 of 128 that leave a fourth wave 9% full) and
     which split count fills them when the tiles are few (256x256x65536: 8 tiles of 128x64, 16
-    ways), what a 16-trial search rarely samples."""
-    ranked = [cfg for _, cfg in modelled_configs(problem)]
+    ways), what a 16-trial search rarely samples. The data-parallel pick comes first in a 2x1
+    cluster (A's tile multicast to two CTAs: 8-45% faster than no cluster on five few-tile 'nt'
+    GEMMs, H100, benchmarks/results/2026-11-27-h100-s23-fitted-widths-probe.txt), then alone;
+    when it has a fitted width (``check.TILE_N_FITTED``), the cheapest of ``config.TILE_N``'s
+    widths follows in a 2x1 cluster (the fitted width won 3 of those 5 by 2-6% and lost one by 8%:
+    the search measures both)."""
+    ranked = [cfg for _, cfg in modelled_configs(problem) if check(cfg, problem) is None]
     if not ranked:
         return []
-    data = next(cfg for cfg in ranked if cfg.split_k == 1)
-    return [data] if ranked[0] is data else [ranked[0], data]
+    data = next((cfg for cfg in ranked if cfg.split_k == 1), None)
+    if data is None:
+        return [ranked[0]]
+    out = [ranked[0]] if ranked[0] is not data else []
+    out += [_pair(data), data]
+    if data.tile_n in TILE_N_FITTED:
+        out.append(_pair(next(cfg for cfg in ranked if cfg.split_k == 1 and cfg.tile_n not in TILE_N_FITTED)))
+    return [cfg for cfg in dict.fromkeys(out) if check(cfg, problem) is None]
+
+
+def _pair(cfg: HopperGemmConfig) -> HopperGemmConfig:
+    """``cfg`` in a 2x1 cluster."""
+    return dataclasses.replace(cfg, cluster_m=2)
 
 
 TUNED_STAGES = (0,)

@@ -239,6 +239,11 @@ def _smem_layout(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
     # must be a multiple of 16 elements (the narrowest 32-byte swizzle atom of 16-bit types).
     if problem.b_major is Major.ROW and config.tile_n % 16:
         return f"tile_n={config.tile_n} with N-contiguous B is not a multiple of 16 (smem swizzle atom)"
+    if problem.b_major is Major.ROW and config.tile_n in TILE_N_FITTED:
+        # measured: 1.5-2.3x slower than the 64-multiple widths on 'nn' and 'tn' GEMMs (H100,
+        # benchmarks/results/2026-11-27-h100-s23-fitted-widths-probe.txt), 1.0-1.06x faster on 'nt'
+        return (f"tile_n={config.tile_n} (a fitted width) with N-contiguous B: its tile rows are not whole 128-byte "
+                f"swizzle atoms, measured 1.5-2.3x slower; use 128, 192 or 256")
     return None
 
 
