@@ -60,8 +60,8 @@ def test_gemm_seeds_start_with_the_tiles_that_fill_whole_waves() -> None:
     preceded, for few tiles and a long K loop, by a split whose work units fill most SMs; never
     stream-K (measured slower than the data-parallel tiles in this family); none for decode."""
     from autocutlass.kernels.hopper_gemm import GEMM_TILE_RATES, HopperGemmFamily, model_picks
-    from autocutlass.kernels.hopper_gemm.check import check
-    from autocutlass.ops.gemm.problem import GemmProblem
+    from autocutlass.kernels.hopper_gemm.check import TILE_N_FITTED, check
+    from autocutlass.ops.gemm.problem import GemmProblem, Major
 
     fam = HopperGemmFamily()
     sms = 132
@@ -77,12 +77,14 @@ def test_gemm_seeds_start_with_the_tiles_that_fill_whole_waves() -> None:
         assert split.split_k > 1 and waves_of(split, p)[1] >= 0.9 and data.split_k == 1, p.describe()
         assert seeds[1:3] == [split, data], (p.describe(), [s.short() for s in seeds[:4]])
     residue = GemmProblem(m=2049, n=6144, k=4096)  # 17 x 24 tiles of 128x256: 4 waves for 3.1 of work
-    (pick,) = model_picks(residue)
+    pick = model_picks(residue)[0]
     full, fill = waves_of(pick, residue)
     assert (pick.tile_m, pick.tile_n) != (128, 256) and fill / full > 0.9 and fam.seeds(residue)[1] == pick
-    from autocutlass.kernels.hopper_gemm.check import TILE_N_FITTED
-    from autocutlass.ops.gemm.problem import Major
-
+    # N-contiguous B ('nn'): only whole 128-byte swizzle atoms (tile_n a multiple of 64) are ranked,
+    # 33 x 24 tiles of 64x256 (6 waves exactly), not 17 x 30 of 128x208 (x0.83 on the H100)
+    assert all(c.tile_n % 64 == 0 for c in model_picks(residue)) and (pick.tile_m, pick.tile_n) == (64, 256)
+    nt = GemmProblem(m=2049, n=6144, k=4096, b_major=Major.COL)
+    assert model_picks(nt)[0].tile_n == 208  # K-major B: any width the table rates
     for m, n, k in ((1536, 1536, 8192), (6144, 2304, 4096)):
         # 12 x 12 (48 x 18) tiles of 128x128 leave a last wave 9% (55%) full; 128x144 tiles (a
         # fitted width) make 132 (48 x 16 = 768: 5.8 waves), and no width of config.TILE_N does.

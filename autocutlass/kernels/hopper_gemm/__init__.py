@@ -31,6 +31,7 @@ from autocutlass.kernels.hopper_gemm.check import (
     TILE_N_FITTED,
     check,
     copied_operands,
+    kernel_problem,
     problem_supported,
     tile_ks,
 )
@@ -46,7 +47,7 @@ from autocutlass.kernels.hopper_gemm.config import (
     SplitMode,
     Store,
 )
-from autocutlass.ops.gemm.problem import DType, GemmProblem
+from autocutlass.ops.gemm.problem import DType, GemmProblem, Major
 
 __all__ = ["HopperGemmConfig", "HopperGemmFamily", "Raster", "Schedule", "SplitMode", "Store", "check"]
 
@@ -143,6 +144,15 @@ interpolated from their neighbours, not measured; 128x80 and the fitted 64- and 
 left out, so the model never picks them (the search space still has them)."""
 
 
+N_MAJOR_B_TILE_N = 64
+"""With an N-contiguous B the model ranks only tile widths of whole 128-byte swizzle atoms (64
+16-bit elements): the table's rates were measured on any layout, and on 'nn' GEMMs narrower atoms
+ran far below them (H100, 2026-11-27, benchmarks/results/2026-11-27-h100-s23-fitted-widths-probe.txt:
+6144x2304x4096 in 128x224 tiles x0.75 of torch, in 128x144 x0.51-0.57, where 128x256 in a 2x1
+cluster reached x0.88; 2049x6144x4096's 16-trial search, seeded with the model's 128x208, found
+x0.83 where the shipped 64x256 record reads x0.97)."""
+
+
 def modelled_configs(problem: GemmProblem) -> list[tuple[float, HopperGemmConfig]]:
     """The configs the cost model ranks (``kernels.waves.predicted_cost`` with ``GEMM_TILE_RATES``),
     cheapest first (ties: the simpler): every tile shape of the table, data-parallel, and where
@@ -159,13 +169,17 @@ def modelled_configs(problem: GemmProblem) -> list[tuple[float, HopperGemmConfig
     mode = SplitMode.SERIAL if problem.a_dtype is DType.E4M3 else SplitMode.WORKSPACE
     k_blocks = -(-problem.k // MODEL_TILE_K)
     splitting = problem.m * problem.n * problem.l <= SPLIT_K_MAX_OUTPUT and problem.k >= SPLIT_K_MIN_K
+    n_major_b = kernel_problem(problem, c()).b_major is Major.ROW
     out: list[tuple[float, HopperGemmConfig]] = []
     for (tm, tn), rate in GEMM_TILE_RATES.items():
+        if n_major_b and tn % N_MAJOR_B_TILE_N:
+            continue
         tiles = -(-problem.m // tm) * -(-problem.n // tn) * problem.l
         out.append((waves.predicted_cost(tiles, k_blocks, tm, tn, MODEL_TILE_K, rate=rate), c(tm, tn, MODEL_TILE_K)))
         for split in split_counts(problem.m, problem.n, problem.l, tm, tn) if splitting else ():
             if k_blocks >= 4 * split:
-                cost = waves.predicted_cost(tiles, k_blocks, tm, tn, MODEL_TILE_K, split=split, rate=rate)
+                cost = waves.predicted_cost(tiles, k_blocks, tm, tn, MODEL_TILE_K, split=split, rate=rate,
+                                            workspace=mode is SplitMode.WORKSPACE)
                 out.append((cost, c(tm, tn, MODEL_TILE_K, split_k=split, split_mode=mode)))
     out.sort(key=lambda pair: (pair[0], pair[1].split_k))
     return out
