@@ -88,12 +88,13 @@ def test_gemm_seeds_start_with_the_tiles_that_fill_whole_waves() -> None:
     for m, n, k in ((1536, 1536, 8192), (6144, 2304, 4096)):
         # 12 x 12 (48 x 18) tiles of 128x128 leave a last wave 9% (55%) full; 128x144 tiles (a
         # fitted width) make 132 (48 x 16 = 768: 5.8 waves), and no width of config.TILE_N does.
-        # K-major B ('nt'): the fitted pick in a 2x1 cluster, alone, then the best of TILE_N's widths
-        # in a 2x1 cluster, right after the first guess
+        # K-major B ('nt'): the fitted pick in 2x1 and 1x2 clusters, then the best of TILE_N's
+        # widths in both clusters, right after the first guess
         few = GemmProblem(m=m, n=n, k=k, b_major=Major.COL)
         picks = model_picks(few)
-        assert [(c.tile_n, c.cluster_m) for c in picks[:2]] == [(144, 2), (144, 1)], [c.short() for c in picks]
-        assert picks[2].tile_n not in TILE_N_FITTED and picks[2].cluster_m == 2 and fam.seeds(few)[1:4] == picks
+        assert [(c.tile_n, c.cluster_m, c.cluster_n) for c in picks[:2]] == [(144, 2, 1), (144, 1, 2)], picks
+        assert len(picks) == 4 and picks[2].tile_n == picks[3].tile_n and picks[2].tile_n not in TILE_N_FITTED
+        assert [(c.cluster_m, c.cluster_n) for c in picks[2:]] == [(2, 1), (1, 2)] and fam.seeds(few)[1:5] == picks
         # N-contiguous B ('nn'): fitted widths are infeasible (measured 1.5-2.3x slower), never picked
         nn = GemmProblem(m=m, n=n, k=k)
         assert all(c.tile_n not in TILE_N_FITTED for c in model_picks(nn)) and model_picks(nn)

@@ -190,11 +190,10 @@ def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
     its cheapest split when a split ranks cheapest of all: which tile shape fills the SMs in whole
     waves (2049 rows: 33 tiles of 64 rows, not 17 of 128 that leave a fourth wave 9% full) and
     which split count fills them when the tiles are few (256x256x65536: 8 tiles of 128x64, 16
-    ways), what a 16-trial search rarely samples. The data-parallel pick comes first in a 2x1
-    cluster (A's tile multicast to two CTAs: 8-45% faster than no cluster on five few-tile 'nt'
-    GEMMs, H100, benchmarks/results/2026-11-27-h100-s23-fitted-widths-probe.txt), then alone;
-    when it has a fitted width (``check.TILE_N_FITTED``), the cheapest of ``config.TILE_N``'s
-    widths follows in a 2x1 cluster (the fitted width won 3 of those 5 by 2-6% and lost one by 8%:
+    ways), what a 16-trial search rarely samples. The data-parallel pick comes in 2-CTA clusters
+    (``_clustered``); when it has a fitted width (``check.TILE_N_FITTED``), the cheapest of
+    ``config.TILE_N``'s widths follows, clustered too (the fitted width won 3 of 5 few-tile 'nt'
+    GEMMs by 2-6% and lost one by 8%, H100, benchmarks/results/2026-11-27-h100-s23-fitted-widths-probe.txt:
     the search measures both)."""
     ranked = [cfg for _, cfg in modelled_configs(problem) if check(cfg, problem) is None]
     if not ranked:
@@ -203,15 +202,20 @@ def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
     if data is None:
         return [ranked[0]]
     out = [ranked[0]] if ranked[0] is not data else []
-    out += [_pair(data), data]
+    out += _clustered(data, problem)
     if data.tile_n in TILE_N_FITTED:
-        out.append(_pair(next(cfg for cfg in ranked if cfg.split_k == 1 and cfg.tile_n not in TILE_N_FITTED)))
-    return [cfg for cfg in dict.fromkeys(out) if check(cfg, problem) is None]
+        out += _clustered(next(cfg for cfg in ranked if cfg.split_k == 1 and cfg.tile_n not in TILE_N_FITTED), problem)
+    return list(dict.fromkeys(out))
 
 
-def _pair(cfg: HopperGemmConfig) -> HopperGemmConfig:
-    """``cfg`` in a 2x1 cluster."""
-    return dataclasses.replace(cfg, cluster_m=2)
+def _clustered(cfg: HopperGemmConfig, problem: GemmProblem) -> list[HopperGemmConfig]:
+    """``cfg`` in a 2x1 and a 1x2 cluster, those that are feasible; ``cfg`` itself when neither is.
+    On the H100 (benchmarks/results/2026-11-27-h100-s23-fitted-widths-probe.txt and the session-23
+    tunings) a 2-CTA cluster beat no cluster by 8-45% on five few-tile 'nt' GEMMs; which of the two
+    shapes wins depends on the layout (2x1 on 'nt' and 'tn', 1x2 on 'nn': 2049x6144x4096 in 64x256
+    tiles 0.147 ms in 1x2, 0.205 in 2x1, 0.220 alone)."""
+    both = [dataclasses.replace(cfg, cluster_m=2), dataclasses.replace(cfg, cluster_n=2)]
+    return [c for c in both if check(c, problem) is None] or [cfg]
 
 
 TUNED_STAGES = (0,)
