@@ -73,9 +73,9 @@ def test_gemm_seeds_start_with_the_tiles_that_fill_whole_waves() -> None:
     for p in (GemmProblem(m=256, n=256, k=65536), GemmProblem(m=512, n=384, k=32768)):
         seeds = fam.seeds(p)
         assert all(check(s, p) is None for s in seeds)
-        split, data = model_picks(p)
+        split, data, *more = model_picks(p)
         assert split.split_k > 1 and waves_of(split, p)[1] >= 0.9 and data.split_k == 1, p.describe()
-        assert seeds[1:3] == [split, data], (p.describe(), [s.short() for s in seeds[:4]])
+        assert seeds[1:3] == [split, data] and all(c.split_k == 1 for c in more), (p.describe(), [s.short() for s in seeds[:4]])
     residue = GemmProblem(m=2049, n=6144, k=4096)  # 17 x 24 tiles of 128x256: 4 waves for 3.1 of work
     pick = model_picks(residue)[0]
     full, fill = waves_of(pick, residue)
@@ -88,13 +88,13 @@ def test_gemm_seeds_start_with_the_tiles_that_fill_whole_waves() -> None:
     for m, n, k in ((1536, 1536, 8192), (6144, 2304, 4096)):
         # 12 x 12 (48 x 18) tiles of 128x128 leave a last wave 9% (55%) full; 128x144 tiles (a
         # fitted width) make 132 (48 x 16 = 768: 5.8 waves), and no width of config.TILE_N does.
-        # K-major B ('nt'): the fitted pick in 2x1 and 1x2 clusters, then the best of TILE_N's
-        # widths in both clusters, right after the first guess
+        # K-major B ('nt'): the fitted pick in 2x1 and 1x2 clusters and alone, then the best of
+        # TILE_N's widths in both clusters, right after the first guess
         few = GemmProblem(m=m, n=n, k=k, b_major=Major.COL)
         picks = model_picks(few)
-        assert [(c.tile_n, c.cluster_m, c.cluster_n) for c in picks[:2]] == [(144, 2, 1), (144, 1, 2)], picks
-        assert len(picks) == 4 and picks[2].tile_n == picks[3].tile_n and picks[2].tile_n not in TILE_N_FITTED
-        assert [(c.cluster_m, c.cluster_n) for c in picks[2:]] == [(2, 1), (1, 2)] and fam.seeds(few)[1:5] == picks
+        assert [(c.tile_n, c.cluster_m, c.cluster_n) for c in picks[:3]] == [(144, 2, 1), (144, 1, 2), (144, 1, 1)], picks
+        assert len(picks) == 5 and picks[3].tile_n == picks[4].tile_n and picks[3].tile_n not in TILE_N_FITTED
+        assert [(c.cluster_m, c.cluster_n) for c in picks[3:]] == [(2, 1), (1, 2)] and fam.seeds(few)[1:6] == picks
         # N-contiguous B ('nn'): fitted widths are infeasible (measured 1.5-2.3x slower), never picked
         nn = GemmProblem(m=m, n=n, k=k)
         assert all(c.tile_n not in TILE_N_FITTED for c in model_picks(nn)) and model_picks(nn)
@@ -107,3 +107,20 @@ def test_gemm_seeds_start_with_the_tiles_that_fill_whole_waves() -> None:
     assert all((c.tile_m, c.tile_n) in GEMM_TILE_RATES and not c.stream_k
                for p in (GemmProblem(m=1024, n=2048, k=8192), GemmProblem(m=256, n=64, k=100352))
                for c in model_picks(p))  # fmt: skip
+
+
+def test_gemm_model_picks_walk_along_n_on_tall_tile_grids() -> None:
+    """A data-parallel pick whose tiles along M are at least RASTER_ALONG_N_RATIO times those along N
+    walks along N (a wave then reads each A tile once for the few tile columns; raster along M
+    read x0.80 of torch on the H100 where along N read x0.99-1.03), swizzle 1; short, wide and
+    square grids keep raster along M."""
+    from autocutlass.kernels.hopper_gemm import RASTER_ALONG_N_RATIO, Raster, model_picks
+    from autocutlass.ops.gemm.problem import GemmProblem, Major
+
+    for tall in (GemmProblem(m=16896, n=512, k=4096, b_major=Major.COL), GemmProblem(m=32768, n=768, k=2048)):
+        picks = [c for c in model_picks(tall) if c.split_k == 1]
+        assert picks and all(c.raster is Raster.ALONG_N and c.swizzle == 1 for c in picks), picks
+        c = picks[0]
+        assert -(-tall.m // c.tile_m) >= RASTER_ALONG_N_RATIO * -(-tall.n // c.tile_n)
+    for other in (GemmProblem(m=512, n=16896, k=4096, b_major=Major.COL), GemmProblem(m=4096, n=4096, k=4096)):
+        assert all(c.raster is Raster.ALONG_M for c in model_picks(other)), model_picks(other)

@@ -191,7 +191,8 @@ def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
     waves (2049 rows: 33 tiles of 64 rows, not 17 of 128 that leave a fourth wave 9% full) and
     which split count fills them when the tiles are few (256x256x65536: 8 tiles of 128x64, 16
     ways), what a 16-trial search rarely samples. The data-parallel pick comes in 2-CTA clusters
-    (``_clustered``); when it has a fitted width (``check.TILE_N_FITTED``), the cheapest of
+    and alone (``_clustered``), walking along N on a tall tile grid (``_rastered``); when it has a
+    fitted width (``check.TILE_N_FITTED``), the cheapest of
     ``config.TILE_N``'s widths follows, clustered too (the fitted width won 3 of 5 few-tile 'nt'
     GEMMs by 2-6% and lost one by 8%, H100, benchmarks/results/2026-11-27-h100-s23-fitted-widths-probe.txt:
     the search measures both)."""
@@ -202,20 +203,39 @@ def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
     if data is None:
         return [ranked[0]]
     out = [ranked[0]] if ranked[0] is not data else []
-    out += _clustered(data, problem)
+    out += _clustered(_rastered(data, problem), problem)
     if data.tile_n in TILE_N_FITTED:
-        out += _clustered(next(cfg for cfg in ranked if cfg.split_k == 1 and cfg.tile_n not in TILE_N_FITTED), problem)
+        old = next(cfg for cfg in ranked if cfg.split_k == 1 and cfg.tile_n not in TILE_N_FITTED)
+        out += _clustered(_rastered(old, problem), problem)[:2]
     return list(dict.fromkeys(out))
 
 
+RASTER_ALONG_N_RATIO = 4
+"""A data-parallel pick whose tiles along M number at least this many times those along N walks
+along N (``_rastered``)."""
+
+
+def _rastered(cfg: HopperGemmConfig, problem: GemmProblem) -> HopperGemmConfig:
+    """``cfg`` walking along N where the tile grid is tall (``RASTER_ALONG_N_RATIO``), so that a
+    wave reads each A tile once for the few tile columns, not all of A once per column. On the H100
+    (benchmarks/results/2026-11-27-h100-s23-raster-probe.txt) 128x256 tiles in raster along M read
+    x0.80-0.82 of torch on 16896x512/1024x4096 and 32768x768x2048, along N x0.99-1.03; swizzle 8
+    there x0.11-0.36. Short, wide grids keep raster along M (x0.98-1.07 against x0.79-0.89)."""
+    tiles_m, tiles_n = -(-problem.m // cfg.tile_m), -(-problem.n // cfg.tile_n)
+    if tiles_m >= RASTER_ALONG_N_RATIO * tiles_n:
+        return dataclasses.replace(cfg, raster=Raster.ALONG_N)
+    return cfg
+
+
 def _clustered(cfg: HopperGemmConfig, problem: GemmProblem) -> list[HopperGemmConfig]:
-    """``cfg`` in a 2x1 and a 1x2 cluster, those that are feasible; ``cfg`` itself when neither is.
-    On the H100 (benchmarks/results/2026-11-27-h100-s23-fitted-widths-probe.txt and the session-23
-    tunings) a 2-CTA cluster beat no cluster by 8-45% on five few-tile 'nt' GEMMs; which of the two
-    shapes wins depends on the layout (2x1 on 'nt' and 'tn', 1x2 on 'nn': 2049x6144x4096 in 64x256
-    tiles 0.147 ms in 1x2, 0.205 in 2x1, 0.220 alone)."""
+    """``cfg`` in a 2x1 and a 1x2 cluster, those that are feasible, then alone. On the H100
+    (benchmarks/results/2026-11-27-h100-s23-fitted-widths-probe.txt and the session-23 tunings) a
+    2-CTA cluster beat no cluster by 8-45% on five few-tile 'nt' GEMMs; which of the two shapes
+    wins depends on the layout (2x1 on 'nt' and 'tn', 1x2 on 'nn': 2049x6144x4096 in 64x256 tiles
+    0.147 ms in 1x2, 0.205 in 2x1, 0.220 alone); on tall grids walked along N no cluster won two of
+    three (-raster-probe.txt)."""
     both = [dataclasses.replace(cfg, cluster_m=2), dataclasses.replace(cfg, cluster_n=2)]
-    return [c for c in both if check(c, problem) is None] or [cfg]
+    return [c for c in both if check(c, problem) is None] + [cfg]
 
 
 TUNED_STAGES = (0,)
