@@ -4,10 +4,10 @@
 # 5-12 us cheaper per call, so the host times in their vendor records are stale; OUT/db.sqlite comes
 # back: merge it with `db merge tuning_dbs/<gpu>.sqlite OUT/db.sqlite -o NEW --replace`); (2)
 # ResNet-50 b128 training from the re-timed database against the shipped one, alternating
-# processes, 2 pairs; (3) raster_probe.py: raster order, swizzle and clusters on tall, narrow and
-# short, wide GEMMs (session 23 saw 16896 x 512-1024 x 4096 at x0.38-0.78 of torch in raster
-# along M). 6 files come back.
-#   bash benchmarks/device/s24_a.sh OUT    (about 8 minutes)
+# processes, 2 pairs; (3) session 23's last seed change (the wave model's picks walk along N on
+# tall tile grids, in 2x1, 1x2 and no cluster), CPU-tested only: benchmarks/shapes-tall.json and
+# shapes-online.json tuned at 16 trials into a fresh database (OUT/tuned.sqlite). 8 files come back.
+#   bash benchmarks/device/s24_a.sh OUT    (about 9 minutes)
 set -u
 out=${1:?OUT}; mkdir -p "$out"
 stamp() { echo "[$(date +%T)] $*" >&2; }
@@ -28,5 +28,11 @@ for i in 1 2; do
     stamp "resnet50 $which run $i: $(tail -1 "$out/train.jsonl" | cut -c1-140)"
   done
 done
-timeout 150 python benchmarks/probes/raster_probe.py --json "$out/raster.json" >"$out/raster.txt" 2>>"$out/log.txt"
-stamp "raster probe: rc $?"; grep "^best" "$out/raster.txt" >&2
+tuned="$out/tuned.sqlite"
+for f in tall online; do
+  timeout 200 python -m autocutlass.cli tune --shapes "benchmarks/shapes-$f.json" --trials 16 --db "$tuned" \
+      --json "$out/tune-$f.json" 2>>"$out/log.txt" | tail -13 >&2
+  stamp "tune $f done"
+done
+python -c "import sqlite3; c = sqlite3.connect('$tuned'); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.execute('PRAGMA journal_mode=DELETE'); c.close()"
+rm -f "$tuned-wal" "$tuned-shm"
