@@ -25,6 +25,7 @@ import argparse
 import dataclasses
 import json
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,7 @@ def clustered(cfg: C) -> list[C]:
     return [cfg, dataclasses.replace(cfg, cluster_m=2), dataclasses.replace(cfg, cluster_n=2)]
 
 
-def plan() -> list[tuple[str, str, GemmProblem, dict[str, C]]]:
+def plan() -> list[tuple[str, str, GemmProblem, dict[str, C]]]:  # a Plan
     """(part, case, problem, {side: config}) of the whole run."""
     out: list[tuple[str, str, GemmProblem, dict[str, C]]] = []
     for w in RATE_WIDTHS:
@@ -76,17 +77,23 @@ def feasible(fam: HopperGemmFamily, p: GemmProblem, sides: dict[str, C]) -> dict
     return {k: c for k, c in sides.items() if fam.check(c, p) is None}
 
 
-def compile_only(cache: Path) -> None:
+Plan = list[tuple[str, str, GemmProblem, dict[str, C]]]
+
+
+def compile_only(cache: Path, cases: Plan) -> None:
+    """Every feasible config of ``cases`` compiled into ``cache`` (no GPU; CUTE_DSL_ARCH=sm_90a)."""
     from autocutlass.kernels.hopper_gemm.compile import get_compiled
 
     fam = HopperGemmFamily(cache_dir=cache)
-    for _, case, p, sides in plan():
+    for _, case, p, sides in cases:
         for side, cfg in feasible(fam, p, sides).items():
             get_compiled(cfg, p, 2, cache)
             print(f"compiled {case} {side}", flush=True)
 
 
-def run(cache: Path | None, rounds: int) -> list[dict[str, Any]]:
+def run(cache: Path | None, rounds: int, cases: Plan) -> list[dict[str, Any]]:
+    """Each case's feasible configs verified, then timed side by side with torch.matmul (protocol
+    in the module docstring); one row per (case, side), printed as it comes."""
     import torch
 
     from autocutlass.ops.gemm.evaluation import make_inputs, reference, torch_baseline, verify
@@ -96,7 +103,7 @@ def run(cache: Path | None, rounds: int) -> list[dict[str, Any]]:
     fam = HopperGemmFamily(cache_dir=cache)
     flush = 2 * torch.cuda.get_device_properties(0).L2_cache_size
     rows: list[dict[str, Any]] = []
-    for part, case, p, sides in plan():
+    for part, case, p, sides in cases:
         x = make_inputs(p, device="cuda", seed=0)
         ref = reference(p, x)
         calls = {"torch": torch_baseline(p, x)}
@@ -135,20 +142,26 @@ def summary(rows: list[dict[str, Any]]) -> None:
         print(f"{case:20s} {best['old']:10.3f} {best['fitted']:12.3f}")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def cli(doc: str, cases: Callable[[], Plan], summarise: Callable[[list[dict[str, Any]]], None], rounds: int,
+        default_cache: str) -> None:
+    """The command line of a probe built on this one's ``compile_only`` and ``run``."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--cache", type=Path)
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=rounds)
     ap.add_argument("--compile-only", action="store_true")
     args = ap.parse_args()
     if args.compile_only:
-        compile_only(args.cache or Path(".fitted-cache"))
+        compile_only(args.cache or Path(default_cache), cases())
         return
-    rows = run(args.cache, args.rounds)
+    rows = run(args.cache, args.rounds, cases())
     if args.json:
         args.json.write_text(json.dumps({"rows": rows}, indent=1))
-    summary(rows)
+    summarise(rows)
+
+
+def main() -> None:
+    cli(__doc__ or "", plan, summary, 7, ".fitted-cache")
 
 
 if __name__ == "__main__":

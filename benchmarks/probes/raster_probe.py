@@ -7,7 +7,7 @@ no swizzle, where torch.matmul took 81-189 us: a wave of 132 CTAs walking one ti
 of A, so A is streamed once per tile column. Walking along N (or in swizzle groups) reads each A
 tile once for all columns. This probe times, per problem, the data-parallel tile the wave model
 picks (``model_picks``) in raster along M and along N, swizzle 1 and 8, no cluster and 2-CTA
-clusters, verified against the fp32 reference first. Protocol as ``fitted_widths_probe.py``;
+clusters, verified against the fp32 reference first. Protocol and timing loop: ``fitted_widths_probe.py``'s;
 ``--compile-only`` builds every kernel into ``--cache`` without a GPU.
 
     python benchmarks/probes/raster_probe.py [--json OUT] [--cache DIR] [--compile-only]
@@ -15,12 +15,10 @@ clusters, verified against the fp32 reference first. Protocol as ``fitted_widths
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
-import statistics
-from pathlib import Path
 from typing import Any
+
+from fitted_widths_probe import Plan, cli  # benchmarks/probes is the script's directory
 
 from autocutlass.kernels.hopper_gemm import HopperGemmConfig as C, HopperGemmFamily, model_picks
 from autocutlass.ops.gemm.problem import GemmProblem, Major
@@ -51,65 +49,18 @@ def variants(p: GemmProblem) -> dict[str, C]:
     return out
 
 
-def compile_only(cache: Path) -> None:
-    from autocutlass.kernels.hopper_gemm.compile import get_compiled
-
-    for case, p in SHAPES:
-        for side, cfg in variants(p).items():
-            get_compiled(cfg, p, 2, cache)
-            print(f"compiled {case} {side}", flush=True)
+def cases() -> Plan:
+    return [("raster", case, p, variants(p)) for case, p in SHAPES]
 
 
-def run(cache: Path | None, rounds: int) -> list[dict[str, Any]]:
-    import torch
-
-    from autocutlass.ops.gemm.evaluation import make_inputs, reference, torch_baseline, verify
-    from autocutlass.search.handlers import interleaved_rounds
-    from autocutlass.search.timing import time_callable
-
-    fam = HopperGemmFamily(cache_dir=cache)
-    flush = 2 * torch.cuda.get_device_properties(0).L2_cache_size
-    rows: list[dict[str, Any]] = []
-    for case, p in SHAPES:
-        x = make_inputs(p, device="cuda", seed=0)
-        ref = reference(p, x)
-        calls = {"torch": torch_baseline(p, x)}
-        configs = variants(p)
-        for side, cfg in configs.items():
-            runner = fam.compile(cfg, p)
-            ok, why = verify(runner, p, x, ref)
-            assert ok, (case, side, why)
-            calls[side] = lambda r=runner: x.run(r)
-        per = dict(zip(calls, interleaved_rounds(
-            [lambda f=f: time_callable(f, flush_bytes=flush).median_ms for f in calls.values()], rounds)))  # fmt: skip
-        t_torch = statistics.median(per["torch"])
-        flops = 2 * p.m * p.n * p.k * p.l
-        for side, v in per.items():
-            ms = statistics.median(v)
-            cfg = configs.get(side)
-            rows.append({"case": case, "problem": p.describe(), "side": side, "config": cfg.as_dict() if cfg else None,
-                         "ms": ms, "tflops": flops / ms / 1e9, "ratio_vs_torch": t_torch / ms, "rounds_ms": v})  # fmt: skip
-            print(f"{case:20s} {side:40s} {ms * 1e3:8.1f} us {flops / ms / 1e9:6.0f} TFLOP/s  x{t_torch / ms:.3f}", flush=True)
-        del x, ref
-    return rows
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--json", type=Path)
-    ap.add_argument("--cache", type=Path)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--compile-only", action="store_true")
-    args = ap.parse_args()
-    if args.compile_only:
-        compile_only(args.cache or Path(".raster-cache"))
-        return
-    rows = run(args.cache, args.rounds)
-    if args.json:
-        args.json.write_text(json.dumps({"rows": rows}, indent=1))
+def best_per_case(rows: list[dict[str, Any]]) -> None:
     for case in dict.fromkeys(r["case"] for r in rows):
         best = max((r for r in rows if r["case"] == case and r["config"]), key=lambda r: r["ratio_vs_torch"])
         print(f"best {case:20s} {best['side']:40s} x{best['ratio_vs_torch']:.3f}")
+
+
+def main() -> None:
+    cli(__doc__ or "", cases, best_per_case, 5, ".raster-cache")
 
 
 if __name__ == "__main__":
