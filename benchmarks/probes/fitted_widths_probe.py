@@ -81,13 +81,12 @@ Plan = list[tuple[str, str, GemmProblem, dict[str, C]]]
 
 
 def compile_only(cache: Path, cases: Plan) -> None:
-    """Every feasible config of ``cases`` compiled into ``cache`` (no GPU; CUTE_DSL_ARCH=sm_90a)."""
-    from autocutlass.kernels.hopper_gemm.compile import get_compiled
-
+    """Every feasible config of ``cases`` compiled into ``cache`` with the helper kernels its
+    runner loads (split-K reduce passes, transposes) (no GPU; CUTE_DSL_ARCH=sm_90a)."""
     fam = HopperGemmFamily(cache_dir=cache)
     for _, case, p, sides in cases:
         for side, cfg in feasible(fam, p, sides).items():
-            get_compiled(cfg, p, 2, cache)
+            fam.compile(cfg, p)
             print(f"compiled {case} {side}", flush=True)
 
 
@@ -150,11 +149,13 @@ def cli(doc: str, cases: Callable[[], Plan], summarise: Callable[[list[dict[str,
     ap.add_argument("--cache", type=Path)
     ap.add_argument("--rounds", type=int, default=rounds)
     ap.add_argument("--compile-only", action="store_true")
+    ap.add_argument("--only", nargs="*", default=None, metavar="CASE", help="run only these cases")
     args = ap.parse_args()
+    plan = [c for c in cases() if args.only is None or c[1] in args.only]
     if args.compile_only:
-        compile_only(args.cache or Path(default_cache), cases())
+        compile_only(args.cache or Path(default_cache), plan)
         return
-    rows = run(args.cache, args.rounds, cases())
+    rows = run(args.cache, args.rounds, plan)
     if args.json:
         args.json.write_text(json.dumps({"rows": rows}, indent=1))
     summarise(rows)
