@@ -84,14 +84,6 @@ CASES = [
         epilogue=Epilogue(with_c=True, bias=True, activation=Activation.GELU_TANH))),
     (C(128, 256, 64, split_k=2, cluster_m=2, split_mode="workspace"), GemmProblem(
         m=500, n=516, k=2048, b_major=T, d_dtype=DType.FP32, c_dtype=DType.FP32, epilogue=Epilogue(with_c=True))),
-    # wide workspace split-K (check.WORKSPACE_SPLIT_MAX): 33 and 66 splits, residues in M, N and K
-    # (1000 K blocks of 64 in 33 splits of 31: the last split has 8), the last splits empty
-    # (4104 = 65 blocks of 64 in 66 splits of 1: the 66th has none), clusters, epilogue
-    (C(128, 128, 64, split_k=33, split_mode="workspace"), GemmProblem(m=256, n=256, k=64000)),
-    (C(128, 256, 64, split_k=66, cluster_m=2, split_mode="workspace"), GemmProblem(
-        m=200, n=264, k=4104, b_major=T, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True, bias=True,
-                                                                            activation=Activation.RELU))),
-    (C(128, 128, 128, split_k=40, cluster_n=2, split_mode="workspace"), GemmProblem(m=384, n=392, k=49160, b_major=T)),
     # swap_ab (D^T = B^T A^T, D written column-major): narrow tiles, residues, every layout,
     # batched, clusters, ping-pong, direct store, serial split-K, C / bias (along D's columns) / activation
     (C(128, 16, 128, swap_ab=True), GemmProblem(m=16, n=6144, k=4096, b_major=T)),

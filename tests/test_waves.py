@@ -57,7 +57,8 @@ def test_gemm_seeds_start_with_the_tiles_that_fill_whole_waves() -> None:
     """The GEMM family's seeds put the cost model's picks (``model_picks``) right after the first
     guess: the data-parallel tile shape that fills whole waves of the SMs (M just above a tile
     multiple: 64-row or 208-wide tiles, not 17 rows of 128 that leave a fourth wave nearly empty),
-    preceded, for few tiles and a long K loop, by a split whose work units fill most SMs; never
+    preceded, for few tiles and a long K loop, by the splits of the three cheapest tile shapes (the
+    cheapest's work units fill most SMs), each in 2-CTA clusters and alone; never
     stream-K (measured slower than the data-parallel tiles in this family); none for decode."""
     from autocutlass.kernels.hopper_gemm import GEMM_TILE_RATES, HopperGemmFamily, model_picks
     from autocutlass.kernels.hopper_gemm.check import TILE_N_FITTED, check
@@ -73,9 +74,18 @@ def test_gemm_seeds_start_with_the_tiles_that_fill_whole_waves() -> None:
     for p in (GemmProblem(m=256, n=256, k=65536), GemmProblem(m=512, n=384, k=32768)):
         seeds = fam.seeds(p)
         assert all(check(s, p) is None for s in seeds)
-        split, data, *more = model_picks(p)
-        assert split.split_k > 1 and waves_of(split, p)[1] >= 0.9 and data.split_k == 1, p.describe()
-        assert seeds[1:3] == [split, data] and all(c.split_k == 1 for c in more), (p.describe(), [s.short() for s in seeds[:4]])
+        picks = model_picks(p)
+        splits = [c for c in picks if c.split_k > 1]
+        split, data = splits[0], picks[len(splits)]
+        assert picks[: len(splits)] == splits and all(c.split_k == 1 for c in picks[len(splits):]), p.describe()
+        assert waves_of(split, p)[1] >= 0.9 and (split.cluster_m, split.cluster_n) != (1, 1), p.describe()
+        # the three cheapest split tile shapes, each in the 2-CTA clusters check allows and alone
+        shapes = list(dict.fromkeys((c.tile_m, c.tile_n) for c in splits))
+        assert len(shapes) == 3, p.describe()
+        for shape in shapes:
+            group = [(c.cluster_m, c.cluster_n) for c in splits if (c.tile_m, c.tile_n) == shape]
+            assert len(group) >= 2 and group[-1] == (1, 1) and len(set(group)) == len(group), (shape, group)
+        assert seeds[1 : 1 + len(picks)] == picks, (p.describe(), [s.short() for s in seeds[:4]])
     residue = GemmProblem(m=2049, n=6144, k=4096)  # 17 x 24 tiles of 128x256: 4 waves for 3.1 of work
     pick = model_picks(residue)[0]
     full, fill = waves_of(pick, residue)

@@ -1,6 +1,11 @@
-"""Probe: wide workspace split-K (``hopper_gemm.check.WORKSPACE_SPLIT_MAX``: up to 128 splits, where
-``config.SPLIT_K`` stops at 16) on GEMMs of few output tiles and a very long K, against torch.matmul
-(GPU machine).
+"""Probe: wide workspace split-K (up to 128 splits, where ``config.SPLIT_K`` stops at 16) on GEMMs of
+few output tiles and a very long K, against torch.matmul (GPU machine).
+
+**Runs at commit b1c3728**, which had the wide splits (``hopper_gemm.check.WORKSPACE_SPLIT_MAX``, the
+reduce kernel in two passes beyond 16 splits). They measured slower than 16 splits or fewer on all
+eight GEMMs (H100, benchmarks/results/2026-11-27-h100-s24-split-probe{,-2}.txt) and were removed
+in the next commit; at later commits ``check`` refuses the wide configs and the probe times only
+the rest (the model's picks, 16 splits or fewer, clusters).
 
 Session 24's 16-trial tunes (H100, ``benchmarks/results/2026-11-27-h100-s24-tune-online.json``)
 left 256x256x65536 at x0.870 in 128x64 tiles split 16 ways and 512x384x32768 at x0.923 in 128x128
@@ -24,7 +29,12 @@ from typing import Any
 from fitted_widths_probe import Plan, cli  # benchmarks/probes is the script's directory
 
 from autocutlass.kernels.hopper_gemm import HopperGemmConfig as C, HopperGemmFamily, model_picks
-from autocutlass.kernels.hopper_gemm.check import reduce_passes
+try:
+    from autocutlass.kernels.hopper_gemm.check import reduce_passes
+except ImportError:  # after commit b1c3728: no wide splits
+
+    def reduce_passes(split_k: int) -> tuple[int, ...]:
+        return (split_k,) if split_k <= 16 else ()
 from autocutlass.kernels.hopper_gemm.config import SplitMode
 from autocutlass.ops.gemm.problem import GemmProblem, Major
 

@@ -185,9 +185,20 @@ def modelled_configs(problem: GemmProblem) -> list[tuple[float, HopperGemmConfig
     return out
 
 
+SPLIT_PICKS = 3
+"""Tile shapes whose cheapest split ``model_picks`` offers when a split ranks cheapest of all: the
+model ranks them by the waves their work units fill and the tile's main-loop rate, not by the
+operand traffic and partial sums that also decide a long-K GEMM, so the search measures the
+three cheapest (H100, benchmarks/results/2026-11-27-h100-s24-split-probe.txt: the best of six
+few-tile, long-K GEMMs was the model's first split shape on three, its fourth on one)."""
+
+
 def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
     """The cost model's cheapest feasible data-parallel config (``modelled_configs``), preceded by
-    its cheapest split when a split ranks cheapest of all: which tile shape fills the SMs in whole
+    its cheapest split when a split ranks cheapest of all (in 2-CTA clusters and alone, as the
+    data-parallel pick: on the H100 a cluster made the model's split 4-7% faster on five of six
+    few-tile, long-K GEMMs, 256x256x65536 x0.870 -> x0.931 of torch in 128x64 tiles split 16
+    ways, benchmarks/results/2026-11-27-h100-s24-split-probe.txt): which tile shape fills the SMs in whole
     waves (2049 rows: 33 tiles of 64 rows, not 17 of 128 that leave a fourth wave 9% full) and
     which split count fills them when the tiles are few (256x256x65536: 8 tiles of 128x64, 16
     ways), what a 16-trial search rarely samples. The data-parallel pick comes in 2-CTA clusters
@@ -202,7 +213,13 @@ def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
     data = next((cfg for cfg in ranked if cfg.split_k == 1), None)
     if data is None:
         return [ranked[0]]
-    out = [ranked[0]] if ranked[0] is not data else []
+    out: list[HopperGemmConfig] = []
+    if ranked[0] is not data:
+        shapes: dict[tuple[int, int], HopperGemmConfig] = {}
+        for cfg in ranked:
+            if cfg.split_k > 1 and len(shapes) < SPLIT_PICKS:
+                shapes.setdefault((cfg.tile_m, cfg.tile_n), cfg)
+        out = [c for cfg in shapes.values() for c in _clustered(cfg, problem)]
     out += _clustered(_rastered(data, problem), problem)
     if data.tile_n in TILE_N_FITTED:
         old = next(cfg for cfg in ranked if cfg.split_k == 1 and cfg.tile_n not in TILE_N_FITTED)

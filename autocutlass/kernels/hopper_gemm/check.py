@@ -36,40 +36,6 @@ wave 9% full). The kernel builds any multiple of 16 (its epilogue stores 16-colu
 every record and a new feasible width changes no existing config's code."""
 TILE_N_ALL = tuple(sorted(TILE_N + TILE_N_FITTED))
 """Every tile_n the family builds: ``config.TILE_N`` and ``TILE_N_FITTED``."""
-WORKSPACE_SPLIT_MAX = 128
-"""The most K splits a workspace split-K config may have (``config.SPLIT_K`` stops at 16, the
-most a serial turnstile chains). A GEMM of few output tiles and a very long K (256 x 256 x 65536:
-4 tiles of 128 x 128) fills the GPU only with 33 splits per tile; 16 force tiles of 128 x 64 whose
-operands are read from L2 twice as often. The GEMM kernel takes any count (the conv wgrad family
-has run it with up to 64 since session 20); the reduce kernel sums more than 16 slabs in two
-passes (``reduce_passes``, run by ``runner.HopperGemmRunner``). It lives here, not in the hashed
-``config.py``, for the reason ``TILE_N_FITTED`` does."""
-REDUCE_PASS_MAX = 16
-"""The most slabs one pass of the reduce kernel sums (``reduce.MAX_SPLITS``: each is a register
-load; not imported, that module loads the DSL)."""
-
-
-def reduce_passes(split_k: int) -> tuple[int, ...]:
-    """The split counts of the reduce kernel's passes over ``split_k`` workspace slabs: one pass of
-    all of them up to ``REDUCE_PASS_MAX``; beyond, two, (g, h) with g * h = split_k, both at most
-    ``REDUCE_PASS_MAX`` and h (the slabs the first pass leaves) as small as possible: the first
-    sums slabs s1 * h + s2 over s1 into h slabs, the second sums those in order and runs the
-    epilogue (a fixed order: bitwise deterministic). Empty when no such pair exists (a prime
-    above 16, or more than 16 * 16)."""
-    if split_k <= REDUCE_PASS_MAX:
-        return (split_k,)
-    for h in range(2, REDUCE_PASS_MAX + 1):
-        if split_k % h == 0 and split_k // h <= REDUCE_PASS_MAX:
-            return (split_k // h, h)
-    return ()
-
-
-SPLIT_K_ALL = tuple(range(1, WORKSPACE_SPLIT_MAX + 1))
-"""The split_k domain: serial up to ``max(config.SPLIT_K)``, workspace up to ``WORKSPACE_SPLIT_MAX``
-where ``reduce_passes`` can sum the slabs (``_split_k`` says which)."""
-WORKSPACE_SLAB_BYTES = 64 * 2**20
-"""The most scratch a workspace split-K config beyond ``config.SPLIT_K`` may take (S x L x M x N
-fp32 partials): the slabs stay allocated with the runner, per device and stream."""
 INPUT_DTYPES = (DType.BF16, DType.FP16, DType.TF32, DType.E4M3)
 OUTPUT_DTYPES = (DType.BF16, DType.FP16, DType.FP32)
 TF32_TILE_N_STEP = 32
@@ -179,7 +145,7 @@ def problem_supported(problem: GemmProblem) -> str | None:
     return None
 
 
-def _domain(config: HopperGemmConfig, problem: GemmProblem, split_k: tuple[int, ...] = SPLIT_K_ALL) -> str | None:
+def _domain(config: HopperGemmConfig, problem: GemmProblem, split_k: tuple[int, ...] = SPLIT_K) -> str | None:
     why = tile_domain(config, (TILE_M, TILE_N_ALL, TILE_K), swizzle=SWIZZLE, split_k=split_k, clusters=CLUSTERS)
     if why is not None:
         return why
@@ -231,13 +197,7 @@ def _swap_ab(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
 def _split_k(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
     if config.split_k > 1 and config.schedule is Schedule.PINGPONG:
         return "split_k > 1 needs the cooperative schedule (ping-pong consumers cannot skip uneven K splits)"
-    if config.split_k > max(SPLIT_K) and config.split_mode is not SplitMode.WORKSPACE:
-        return (f"split_k={config.split_k}: serial split-K chains at most {max(SPLIT_K)} splits; "
-                f"use split_mode=workspace")  # fmt: skip
     if config.split_mode is SplitMode.WORKSPACE:
-        if not reduce_passes(config.split_k):
-            return (f"split_k={config.split_k}: the reduce kernel sums at most {REDUCE_PASS_MAX} slabs a pass, in two "
-                    f"passes a product of two counts up to {REDUCE_PASS_MAX}; use a count that factors so")  # fmt: skip
         if problem.a_dtype is DType.E4M3 and config.split_k > 1:
             return "workspace split-K: the reduce kernel does not apply fp8 scales; use split_mode=serial"
         if config.split_k == 1:
@@ -245,11 +205,6 @@ def _split_k(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
         if config.store is Store.DIRECT:
             return "store=direct has no effect in workspace split-K (partials are stored directly); use store=tma"
         n_pad = -(-problem.n // 4) * 4
-        slab_bytes = config.split_k * problem.l * problem.m * n_pad * 4
-        if config.split_k > max(SPLIT_K) and slab_bytes > WORKSPACE_SLAB_BYTES:
-            return (f"workspace split-K: {config.split_k} slabs of D in fp32 take {slab_bytes / 2**20:.0f} MiB, "
-                    f"more than the {WORKSPACE_SLAB_BYTES // 2**20} MiB allowed beyond {max(SPLIT_K)} splits; "
-                    f"use fewer splits")  # fmt: skip
         if config.split_k * problem.l * problem.m * n_pad > WORKSPACE_MAX_ELEMS:
             return (
                 f"workspace split-K needs {config.split_k} x {problem.l} x {problem.m} x {n_pad} fp32 partials, "
@@ -336,15 +291,15 @@ def _shared_memory(config: HopperGemmConfig, problem: GemmProblem) -> str | None
 RULES: tuple[Rule, ...] = (_domain, _swap_ab, _wgmma_shape, _registers, _split_k, _stream_k, _smem_layout, _multicast, _shared_memory)
 
 
-def check(config: HopperGemmConfig, problem: GemmProblem, *, split_k: tuple[int, ...] = SPLIT_K_ALL) -> str | None:
+def check(config: HopperGemmConfig, problem: GemmProblem, *, split_k: tuple[int, ...] = SPLIT_K) -> str | None:
     """None if ``config`` can run ``problem``, else the first broken rule's reason. The rules
     judge the problem the kernel runs (``kernel_problem``: swapped for ``swap_ab``, K-major
     operands for tf32). ``split_k``: the split counts allowed (a family running this kernel on a
-    longer reduction allows other counts than the GEMM family's own ``SPLIT_K_ALL``)."""
+    longer reduction allows more than the GEMM family's own ``SPLIT_K``)."""
     reason = problem_supported(problem)
     if reason is not None:
         return reason
-    rules = RULES if split_k == SPLIT_K_ALL else tuple(
+    rules = RULES if split_k == SPLIT_K else tuple(
         functools.partial(_domain, split_k=split_k) if rule is _domain else rule for rule in RULES
     )
     return first_broken(rules, config, kernel_problem(problem, config))

@@ -14,10 +14,10 @@ from typing import Any
 
 from autocutlass.kernels import budgets, occupancy
 from autocutlass.kernels.helper_kernels import get_reduce, get_transpose
-from autocutlass.kernels.hopper_gemm.check import copied_operands, kernel_problem, reduce_passes
+from autocutlass.kernels.hopper_gemm.check import copied_operands, kernel_problem
 from autocutlass.kernels.hopper_gemm.compile import get_compiled
 from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig, SplitMode
-from autocutlass.ops.gemm.problem import Activation, DType, GemmProblem
+from autocutlass.ops.gemm.problem import DType, GemmProblem
 
 log = logging.getLogger("autocutlass")
 
@@ -223,9 +223,7 @@ class HopperGemmRunner:
         self._clusters: dict[int, int] = {}
         self._workspace = SplitKWorkspace() if config.split_k > 1 or config.stream_k else None
         self._slabs = config.split_k > 1 and config.split_mode is SplitMode.WORKSPACE
-        self._passes = reduce_passes(config.split_k) if self._slabs else ()
         self._reduce: dict[int, Any] = {}
-        self._reduce_first: Any = None
         self._transpose: dict[int, Any] = {}
         self.prepare(3 if problem.l > 1 else 2)
 
@@ -242,13 +240,9 @@ class HopperGemmRunner:
             if self._slabs:
                 p = self.problem
                 self._reduce[rank] = get_reduce(
-                    self._passes[-1], p.d_dtype, p.c_dtype if p.epilogue.with_c else None, p.epilogue.bias,
+                    self.config.split_k, p.d_dtype, p.c_dtype if p.epilogue.with_c else None, p.epilogue.bias,
                     p.epilogue.activation, rank, self._cache_dir,
                 )
-                if len(self._passes) == 2 and self._reduce_first is None:
-                    # the first of two passes: fp32 sums into (h * L, M, n_pad) slabs, no epilogue
-                    self._reduce_first = get_reduce(self._passes[0], DType.FP32, None, False, Activation.NONE, 3,
-                                                    self._cache_dir)  # fmt: skip
             if self._copy_a or self._copy_b:
                 self._transpose[rank] = get_transpose(rank, self._cache_dir)
         return fn
@@ -336,23 +330,10 @@ class HopperGemmRunner:
             if m * n * l == 0:
                 return
             n_pad = -(-n // 4) * 4
-            size = cfg.split_k * l * m * n_pad
-            if len(self._passes) == 1:
-                work, _ = self._workspace.get(d.device, size, 0)
-                slabs = work[:size].view(cfg.split_k, l, m, n_pad)
-                fn(a, b, d, c, bias, work, None, scale_a, scale_b, alpha, beta, clusters)  # C, bias: unused here
-                self._reduce[d.dim()](slabs, d, c, bias, alpha, beta)
-                return
-            # More slabs than one reduce pass sums (``check.reduce_passes``): slab s = s1 * h + s2
-            # of the (S, L, M, n_pad) workspace is viewed as (g, h * L, M, n_pad); the first pass
-            # sums over s1 into h slabs of (L, M, n_pad) behind the workspace, the second sums
-            # those and runs the epilogue.
-            g, h = self._passes
-            work, _ = self._workspace.get(d.device, size + h * l * m * n_pad, 0)
-            mid = work[size : size + h * l * m * n_pad].view(h * l, m, n_pad)
-            fn(a, b, d, c, bias, work, None, scale_a, scale_b, alpha, beta, clusters)
-            self._reduce_first(work[:size].view(g, h * l, m, n_pad), mid, None, None, 1.0, 0.0)
-            self._reduce[d.dim()](mid.view(h, l, m, n_pad), d, c, bias, alpha, beta)
+            work, _ = self._workspace.get(d.device, cfg.split_k * l * m * n_pad, 0)
+            slabs = work[: cfg.split_k * l * m * n_pad].view(cfg.split_k, l, m, n_pad)
+            fn(a, b, d, c, bias, work, None, scale_a, scale_b, alpha, beta, clusters)  # C, bias: unused here
+            self._reduce[d.dim()](slabs, d, c, bias, alpha, beta)
             return
         if cfg.stream_k and m * n * l == 0:
             return  # no tiles: the kernel's grid would be empty
