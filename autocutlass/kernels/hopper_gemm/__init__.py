@@ -194,11 +194,12 @@ few-tile, long-K GEMMs was the model's first split shape on three, its fourth on
 
 
 def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
-    """The cost model's cheapest feasible data-parallel config (``modelled_configs``), preceded by
-    its cheapest split when a split ranks cheapest of all (in 2-CTA clusters and alone, as the
-    data-parallel pick: on the H100 a cluster made the model's split 4-7% faster on five of six
-    few-tile, long-K GEMMs, 256x256x65536 x0.870 -> x0.931 of torch in 128x64 tiles split 16
-    ways, benchmarks/results/2026-11-27-h100-s24-split-probe.txt): which tile shape fills the SMs in whole
+    """The cost model's cheapest feasible data-parallel config (``modelled_configs``), preceded,
+    when a split ranks cheapest of all, by the cheapest splits of ``SPLIT_PICKS`` tile shapes, each
+    in 2-CTA clusters and alone like the data-parallel pick (on the H100 a cluster made the model's
+    split 4-7% faster on four of five few-tile, long-K GEMMs and 20% slower on one; 256x256x65536
+    x0.870 -> x0.931 of torch in 128x64 tiles split 16 ways,
+    benchmarks/results/2026-11-27-h100-s24-split-probe.txt): which tile shape fills the SMs in whole
     waves (2049 rows: 33 tiles of 64 rows, not 17 of 128 that leave a fourth wave 9% full) and
     which split count fills them when the tiles are few (256x256x65536: 8 tiles of 128x64, 16
     ways), what a 16-trial search rarely samples. The data-parallel pick comes in 2-CTA clusters
