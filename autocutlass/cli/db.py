@@ -1,7 +1,7 @@
 """``autocutlass db ...``: thin over ``autocutlass.db``.
 
 ``add_db_parser(subparsers)`` registers ``db`` with the subcommands ``show``, ``export``,
-``import``, ``merge``, ``upgrade`` and ``readme``. Each sets ``func`` to its handler: a function
+``import``, ``merge``, ``upgrade``, ``readme`` and ``rekey`` (``autocutlass.cli.db_rekey``). Each sets ``func`` to its handler: a function
 of the parsed namespace returning the exit code. ``show`` and ``export`` only read (every
 database opened read-only); ``import``, ``merge`` and ``upgrade`` write the database or file they
 name; ``readme`` writes the shipped databases' README. A ``DatabaseError`` propagates to
@@ -87,6 +87,10 @@ def add_db_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argum
                          "package's tuning_dbs/)")  # fmt: skip
     rd.add_argument("-o", "--output", metavar="FILE", default=None, help="where to write it (default DIR/README.md; - for stdout)")
     rd.set_defaults(func=cmd_readme)
+
+    from autocutlass.cli.db_rekey import add_rekey_parser
+
+    add_rekey_parser(sub)
     return db
 
 

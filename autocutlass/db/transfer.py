@@ -558,6 +558,27 @@ def only_gpu(snap: Snapshot, gpu_name: str) -> Snapshot:
     return Snapshot(devices, tuple(trials), bests, ())
 
 
+def rekeyed(snap: Snapshot, picks: dict[int, str]) -> Snapshot:
+    """Copies of the best records ``picks`` names (index into ``snap.bests`` -> a kernel-source
+    hash), each with its trial, under its hard key with that kernel hash, and the devices of the
+    new keys (their informative data copied): ``autocutlass db rekey``'s records of a config whose
+    generated code the new sources leave as it was. Nothing else of ``snap``."""
+    info = {d.hard_key: d.info for d in snap.devices}
+    devices: dict[HardKey, _Device] = {}
+    trials: list[_Trial] = []
+    bests: list[_Best] = []
+    for i, kernel_hash in sorted(picks.items()):
+        b = snap.bests[i]
+        hk = dataclasses.replace(b.hard_key, kernel_hash=kernel_hash)
+        devices.setdefault(hk, _Device(hk, info.get(b.hard_key, {})))
+        trial = None
+        if b.trial is not None:
+            trials.append(dataclasses.replace(snap.trials[b.trial], hard_key=hk))
+            trial = len(trials) - 1
+        bests.append(dataclasses.replace(b, hard_key=hk, trial=trial))
+    return Snapshot(tuple(devices.values()), tuple(trials), tuple(bests), ())
+
+
 def shipped_name(gpu_name: str) -> str:
     """The file name of a shipped database of GPU model ``gpu_name`` (``NVIDIA H200`` ->
     ``NVIDIA-H200.sqlite``)."""
@@ -593,7 +614,11 @@ def merge(
 
     The stats describe merging ``b`` into ``a``'s content.
     """
-    a, b = read_file(a_path), read_file(b_path)
+    return merge_snapshots(read_file(a_path), read_file(b_path), out_path, replace=replace)
+
+
+def merge_snapshots(a: Snapshot, b: Snapshot, out_path: str | os.PathLike[str], *, replace: bool = False) -> TransferStats:
+    """``merge`` of two snapshots (``read_file``, ``rekeyed``) into a new file ``out``."""
     out = Path(out_path).expanduser().resolve()
     with tempfile.TemporaryDirectory(prefix=".merge-", dir=out.parent if out.parent.is_dir() else None) as d:
         work = TuningStore(Path(d) / "merge.sqlite")
