@@ -113,3 +113,19 @@ def test_rekey_carries_only_records_whose_code_is_unchanged(tmp_path: Path) -> N
                         "--old-src", str(old_tree), "-o", str(tmp_path / "again.sqlite"), "--workers", "2"],
                        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
     assert r.returncode == 0 and "1 best record(s) of other kernel sources" in r.stdout, (r.stdout, r.stderr[-2000:])
+
+
+def test_rekey_refuses_a_tree_without_the_package_and_an_existing_output(tmp_path: Path) -> None:
+    store_with(tmp_path / "in.sqlite", [(GemmProblem(m=256, n=256, k=4096), hard_key("0000000000000old"), "hopper_gemm",
+                                         PLAIN, 0.05)])  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": ""}
+
+    def rekey(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "autocutlass.cli", "db", "rekey", str(tmp_path / "in.sqlite"), *args],
+                              env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+
+    r = rekey("--old-src", str(tmp_path), "-o", str(tmp_path / "out.sqlite"))
+    assert r.returncode == 2 and "no autocutlass package" in r.stderr, r.stderr
+    (tmp_path / "out.sqlite").write_text("")
+    r = rekey("--old-src", str(REPO), "-o", str(tmp_path / "out.sqlite"))
+    assert r.returncode == 2 and "exists" in r.stderr and (tmp_path / "out.sqlite").read_text() == "", r.stderr
