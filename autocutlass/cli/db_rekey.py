@@ -101,26 +101,25 @@ def cmd_rekey(ns: argparse.Namespace) -> int:
     stale = [i for i, b in enumerate(snap.bests)
              if b.family in installed and b.hard_key.kernel_hash != installed[b.family]
              and b.hard_key.dsl_version == dsl_version() and carried_key(b) not in have]  # fmt: skip
-    jobs: dict[str, list[Any]] = {}
+    jobs: dict[str, list[Any]] = {}  # one compile per (family, config, problem), keyed by its JSON
+    job_of: dict[int, str] = {}
     for i in stale:
         b = snap.bests[i]
         job = [b.family, b.config, b.problem.as_dict()]
-        jobs.setdefault(json.dumps(job, sort_keys=True), job)
-    keys = list(jobs)
-    olds, news = ({}, {}) if not keys else (
-        dict(zip(keys, digests(old_tree, [jobs[k] for k in keys], ns.workers))),
-        dict(zip(keys, digests(Path(__file__).resolve().parents[2], [jobs[k] for k in keys], ns.workers))),
-    )  # fmt: skip
+        job_of[i] = json.dumps(job, sort_keys=True)
+        jobs.setdefault(job_of[i], job)
+    olds: dict[str, dict[str, Any]] = {}
+    news: dict[str, dict[str, Any]] = {}
+    if jobs:
+        olds = dict(zip(jobs, digests(old_tree, list(jobs.values()), ns.workers)))
+        news = dict(zip(jobs, digests(Path(__file__).resolve().parents[2], list(jobs.values()), ns.workers)))
     picks: dict[int, str] = {}
-    kept: dict[str, int] = {}
     for i in stale:
         b = snap.bests[i]
-        key = json.dumps([b.family, b.config, b.problem.as_dict()], sort_keys=True)
-        why = decide(b.hard_key.kernel_hash, installed[b.family], olds[key], news[key])
+        why = decide(b.hard_key.kernel_hash, installed[b.family], olds[job_of[i]], news[job_of[i]])
         if why is None:
             picks[i] = installed[b.family]
         else:
-            kept[why] = kept.get(why, 0) + 1
             print(f"  left retired: {b.family} {b.problem.describe()} on {b.hard_key.gpu_name}: {why}")
     stats = merge_snapshots(snap, rekeyed(snap, picks), out)
     print(f"rekeyed {ns.input} into {out}: {len(stale)} best record(s) of other kernel sources without one of the "

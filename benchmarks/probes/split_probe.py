@@ -1,19 +1,18 @@
 """Probe: wide workspace split-K (up to 128 splits, where ``config.SPLIT_K`` stops at 16) on GEMMs of
 few output tiles and a very long K, against torch.matmul (GPU machine).
 
-**Runs at commit b1c3728**, which had the wide splits (``hopper_gemm.check.WORKSPACE_SPLIT_MAX``, the
-reduce kernel in two passes beyond 16 splits). They measured slower than 16 splits or fewer on all
-eight GEMMs (H100, benchmarks/results/2026-11-27-h100-s24-split-probe{,-2}.txt) and were removed
-in the next commit; at later commits ``check`` refuses the wide configs and the probe times only
-the rest (the model's picks, 16 splits or fewer, clusters).
+**The results ran at commit b1c3728**, which had the wide splits (``hopper_gemm.check.WORKSPACE_SPLIT_MAX``,
+the reduce kernel in two passes beyond 16 splits). They measured slower than 16 splits or fewer on
+all eight GEMMs (H100, benchmarks/results/2026-11-27-h100-s24-split-probe{,-2}.txt) and were
+removed in the next commit; since then the probe's counts stop at ``max(config.SPLIT_K)``.
 
 Session 24's 16-trial tunes (H100, ``benchmarks/results/2026-11-27-h100-s24-tune-online.json``)
 left 256x256x65536 at x0.870 in 128x64 tiles split 16 ways and 512x384x32768 at x0.923 in 128x128
 split 11 ways. Such a GEMM is bound by operand traffic, not by the tensor cores (256x256x65536 reads
 64 MB for 8.6 GFLOP): a 128x64 tile reads its operands from L2 four times over, 128x128 three, but
 at 16 splits the larger tiles leave most SMs idle. This probe times, per problem, tiles of 128x64,
-128x128, 128x256 and 256x128 with the split counts that fill one or two waves of 132 CTAs (up to
-128; beyond 16 a count the reduce kernel sums in two passes, ``check.reduce_passes``), tile_k 64 (alone and in 2-CTA clusters: multicast halves one operand's L2 reads) and 128 (alone),
+128x128, 128x256 and 256x128 with the split counts that fill one or two waves of 132 CTAs, tile_k
+64 (alone and in 2-CTA clusters: multicast halves one operand's L2 reads) and 128 (alone),
 next to the configs the wave model picks today (``model_picks``). Every config is verified against
 the fp32 reference first. Protocol and timing loop: ``fitted_widths_probe.py``'s; ``--compile-only``
 builds every kernel into ``--cache`` without a GPU.
@@ -29,13 +28,7 @@ from typing import Any
 from fitted_widths_probe import Plan, cli  # benchmarks/probes is the script's directory
 
 from autocutlass.kernels.hopper_gemm import HopperGemmConfig as C, HopperGemmFamily, model_picks
-try:
-    from autocutlass.kernels.hopper_gemm.check import reduce_passes
-except ImportError:  # after commit b1c3728: no wide splits
-
-    def reduce_passes(split_k: int) -> tuple[int, ...]:
-        return (split_k,) if split_k <= 16 else ()
-from autocutlass.kernels.hopper_gemm.config import SplitMode
+from autocutlass.kernels.hopper_gemm.config import SPLIT_K, SplitMode
 from autocutlass.ops.gemm.problem import GemmProblem, Major
 
 T = Major.COL
@@ -55,13 +48,12 @@ TILES = ((128, 64), (128, 128), (128, 256), (256, 128))
 
 
 def wave_splits(tiles: int, k_blocks: int) -> list[int]:
-    """Split counts whose work units fill one or two waves of ``SMS`` CTAs best (at most 128, at
-    least 4 K blocks each)."""
+    """Split counts whose work units fill one or two waves of ``SMS`` CTAs best (at least 4 K blocks
+    each; at most ``max(config.SPLIT_K)``; at commit b1c3728, up to 128 where the reduce kernel's
+    two passes could sum them)."""
     out = []
     for waves in (1, 2):
-        s = min(128, waves * SMS // tiles, k_blocks // 4)
-        while s > 16 and not reduce_passes(s):  # a count the reduce kernel sums in two passes
-            s -= 1
+        s = min(max(SPLIT_K), waves * SMS // tiles, k_blocks // 4)
         if s >= 2 and s not in out:
             out.append(s)
     return out
