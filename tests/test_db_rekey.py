@@ -83,8 +83,8 @@ def test_rekey_carries_only_records_whose_code_is_unchanged(tmp_path: Path) -> N
     kernel.write_text(kernel.read_text() + "\n# an edit that changes the source hash, not the code\n")
     reduce = old_tree / "autocutlass/kernels/hopper_gemm/reduce.py"
     text = reduce.read_text()
-    assert "\nTHREADS = 256\n" in text
-    reduce.write_text(text.replace("\nTHREADS = 256\n", "\nTHREADS = 128\n"))
+    assert "\nTHREADS = 128\n" in text
+    reduce.write_text(text.replace("\nTHREADS = 128\n", "\nTHREADS = 64\n"))
     env = {**os.environ, "PYTHONPATH": str(old_tree), "CUDA_VISIBLE_DEVICES": ""}
     r = subprocess.run([sys.executable, "-c", "from autocutlass.kernels import get_family; "
                         "print(get_family('hopper_gemm').source_hash())"],
@@ -113,6 +113,21 @@ def test_rekey_carries_only_records_whose_code_is_unchanged(tmp_path: Path) -> N
                         "--old-src", str(old_tree), "-o", str(tmp_path / "again.sqlite"), "--workers", "2"],
                        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
     assert r.returncode == 0 and "1 best record(s) of other kernel sources" in r.stdout, (r.stdout, r.stderr[-2000:])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cutlass") is None, reason="needs the CuTe DSL (compiles, no GPU)")
+def test_digests_of_one_kernel_class_in_one_process_are_both_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two problems whose kernel is one compile (shapes are symbolic) digested by one worker: the
+    second must compile again into its own directory, not be served from the process's memory
+    (which left 50 records of the shipped H100 file unrekeyed: "no object was compiled")."""
+    for name, value in code_digest.environment().items():
+        monkeypatch.setenv(name, value)
+    first = GemmProblem(m=256, n=256, k=4096)
+    second = dataclasses.replace(first, m=512, k=8192)
+    jobs = [["hopper_gemm", PLAIN, first.as_dict()], ["hopper_gemm", PLAIN, second.as_dict()]]
+    a, b = (code_digest.digest_job(j) for j in jobs)
+    assert a["error"] is None and b["error"] is None, (a, b)
+    assert a["digests"] and a["digests"] == b["digests"]
 
 
 def test_rekey_refuses_a_tree_without_the_package_and_an_existing_output(tmp_path: Path) -> None:

@@ -47,6 +47,18 @@ def environment() -> dict[str, str]:
     return env
 
 
+def forget_compiled() -> None:
+    """Empty the process's in-memory kernel caches, so that the next compile writes its objects:
+    a job whose compile key an earlier job of the same process built (another problem of the
+    same kernel class) would else be served from memory and leave its cache directory empty."""
+    try:
+        from autocutlass.kernels import object_cache
+    except ImportError:  # a tree from before the shared caches: nothing to forget
+        return
+    for state in getattr(object_cache, "_STATES", {}).values():
+        state.memory.clear()
+
+
 def digest_job(job: list[Any]) -> dict[str, Any]:
     """Compile one (family, config, problem) job into a fresh cache; its objects' digests."""
     family, config, problem = job
@@ -54,6 +66,7 @@ def digest_job(job: list[Any]) -> dict[str, Any]:
     from autocutlass.kernels import get_family
     from autocutlass.ops.registry import problem_from_dict
 
+    forget_compiled()
     with tempfile.TemporaryDirectory(prefix="autocutlass-digest-") as tmp:
         try:
             fam = type(get_family(family))(cache_dir=Path(tmp))

@@ -14,8 +14,14 @@ epilogue, and its narrow layers want many splits (a 64x64x3x3 filter is 5 or 9 o
 reduce kernel, ``hopper_gemm.reduce``, keeps every split of its at most 16 in registers and applies
 the GEMM epilogue; its sources are the GEMM family's, so it stays as it is).
 
-One thread per 16 bytes of a dw row (``16 // dtype`` columns: 8 for bf16 / fp16), a flat 1-D grid
-with a row's vectors fastest (a warp reads and writes contiguous memory). dw is (M, N) row-major
+One thread per 4 columns of a dw row (one 16-byte fp32 load per slab, an 8-byte store), in blocks of
+128 on a flat 1-D grid with a row's vectors fastest (a warp reads and writes contiguous memory). The
+kernel launches as a programmatic dependent (PDL) of the wgrad kernel before it and first waits on
+``griddepcontrol.wait``, so its launch overlaps that kernel's last CTAs. Until session 25 a thread
+covered 16 bytes of dw in blocks of 256, without PDL: a 64x64x3x3 filter's slab sum ran 18 blocks.
+The new build measured x1.038-1.041 against cuDNN over the conv suite's 15 wgrad layers with the
+shipped H100 configs, against x0.994-1.011 with the old (``benchmarks/probes/conv_wgrad_probe.py
+--shipped-only``, alternating, 2026-11-27); rn50-l1-3x3 38.3 -> 35.1 us. dw is (M, N) row-major
 (``rank`` 2) or (L, M, N) with any 16-byte-aligned batch and row strides (``rank`` 3: the tap-major
 view (R*S, K, C) of a channels_last filter). N is a multiple of the vector (16-byte rows); M, N, L
 and n_pad are symbolic, S, the dtype and the rank compile-time.
@@ -65,7 +71,8 @@ class SlabSum:
 
     @property
     def vec(self) -> int:
-        """dw columns per thread: 16 bytes of dw."""
+        """dw columns in 16 bytes: dw's rows are whole multiples of it (the compiled signature's
+        alignment); a thread sums ``slab_sum_kernel.COLUMNS`` of them."""
         return 16 // self.dtype.bytes
 
 

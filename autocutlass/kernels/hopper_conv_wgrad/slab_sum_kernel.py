@@ -5,8 +5,10 @@ import cuda.bindings.driver as cuda
 import cutlass
 from cutlass import cute
 
-THREADS = 256
+THREADS = 128
 """Threads per block of the flat 1-D grid."""
+COLUMNS = 4
+"""dw columns per thread: one 16-byte load of fp32 per slab."""
 
 
 class SlabSumKernel:
@@ -17,7 +19,7 @@ class SlabSumKernel:
         self.splits = splits
         self.dtype = dtype
         self.rank = rank
-        self.vec = vec
+        self.vec = COLUMNS  # ``vec`` (16 bytes of dw) is the alignment of dw's rows, not the work split
         # split order in groups: [1, 1 + in_flight), [1 + in_flight, ...), ..., split 0 first
         self.groups = [(a, min(a + in_flight, splits)) for a in range(1, splits, in_flight)]
 
@@ -26,13 +28,17 @@ class SlabSumKernel:
         vecs = d.shape[self.rank - 1] // self.vec
         total = ws.shape[1] * ws.shape[2] * vecs
         blocks = cutlass.max((total + THREADS - 1) // THREADS, 1)
-        self.kernel(ws, d, vecs, total).launch(grid=[blocks, 1, 1], block=[THREADS, 1, 1], stream=stream)
+        self.kernel(ws, d, vecs, total).launch(grid=[blocks, 1, 1], block=[THREADS, 1, 1], stream=stream,
+                                               use_pdl=True)
 
     @cute.kernel
     def kernel(self, mWs: cute.Tensor, mD: cute.Tensor, vecs: cutlass.Int32, total: cutlass.Int32):
         tidx, _, _ = cute.arch.thread_idx()
         bidx, _, _ = cute.arch.block_idx()
         g = bidx * THREADS + tidx
+        # Launched as a programmatic dependent of the wgrad kernel before it: wait until that grid
+        # has finished and its slabs are visible.
+        cute.arch.griddepcontrol_wait()
         if g < total:
             v = g % vecs
             row = g // vecs

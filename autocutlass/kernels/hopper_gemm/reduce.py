@@ -10,28 +10,41 @@ multiple of 4 (16-byte rows). This kernel then computes, for every (l, m, n)::
 with the C and bias terms only when compiled in, evaluated by the same helper as the GEMM
 epilogue (``autocutlass.kernels.epilogue_math``).
 
-**Work split.** One thread per *vector* of ``VEC = 16 / sizeof(D)`` consecutive columns of one
-row (8 for bf16/fp16 D, 4 for fp32 D), on a flat 1-D grid of ``L * M * N / VEC`` threads with a
-row's vectors fastest, so a warp reads and writes contiguous memory. Each thread issues all S
-workspace loads first (16-byte vectors: VEC fp32 is one or two ``ld.global.v4``), sums them in
-split order, applies the epilogue in registers and writes D with one 16-byte store. C and bias are
+**Work split.** One thread per *vector* of ``COLUMNS = 4`` consecutive columns of one row, on a
+flat 1-D grid of ``L * M * N / 4`` threads in blocks of 128, with a row's vectors fastest, so a
+warp reads and writes contiguous memory. Each thread issues all S workspace loads first (one
+16-byte ``ld.global.v4`` each), sums them in split order, applies the epilogue in registers and
+writes its 4 elements of D with one store (8 bytes for bf16/fp16 D, 16 for fp32). C and bias are
 read with 4-byte vectors, the alignment the GEMM itself asks of them. No shared memory, no
-synchronisation: the kernel is bound by memory bandwidth. Measured on an H200 (2026-11-22, S in
-{2, 4, 8, 16}, 4096-column outputs of 16-64 MiB of workspace): 4.1-4.3 TB/s of bytes read and
-written, the rate of a device-to-device copy there (4.2 TB/s).
+synchronisation. Until session 25 a thread covered 16 bytes of D (8 columns for bf16) in blocks of
+256: the few-tile, long-K GEMMs whose outputs are a few hundred by a few hundred (256 x 256: 32
+blocks) left most SMs idle while the loads were in flight (ncu on an H100, session 14: 6.5 us
+against cuBLAS's 4.4 us). Four times the blocks fill the GPU there.
+
+**Programmatic dependent launch.** The kernel is launched with PDL (``use_pdl``) and its threads
+first wait on ``griddepcontrol.wait``, which returns once the grid before it on the stream (the
+split-K GEMM) has finished and its writes are visible. The launch itself then overlaps the
+GEMM's last CTAs. The GEMM issues no early trigger (``griddepcontrol.launch_dependents``): one at
+its start measured slower (why was not looked into). Measured on an H100
+(``benchmarks/probes/splitk_reduce_probe.py``, 2026-11-27, each build against torch.matmul in its
+own process): over 27 few-tile, long-K configs, geomean x0.808 with the old reduce, x0.818 with the
+new work split, x0.843 with PDL as well, x0.813-0.814 with the GEMM's early trigger; on two large
+outputs (32 and 16 MiB of fp32 per split) every build read x0.76-0.81 and x0.63-0.68, run-to-run
+noise included.
 
 **What it relies on** (``*``: declared in the compiled signature, so that TVM-FFI's argument
 checks refuse a call that breaks it; tests/test_gpu_reduce.py sees N and M mismatches refused):
 
 * D: row-major with unit column stride*, base and row/batch strides 16-byte aligned*, and N a
-  multiple of VEC* (implied by 16-byte rows): no vector straddles the end of a row, so there is no
-  column tail to predicate. The last block is predicated on the thread count.
+  multiple of ``16 / sizeof(D)``* (implied by 16-byte rows, so a multiple of 4): no vector
+  straddles the end of a row, so there is no column tail to predicate. The last block is
+  predicated on the thread count.
 * ws: shape (S, L, M, n_pad) with S the class's split count*, L and M equal to D's* (L = 1 for
   rank-2 D*); unit last stride*, base and other strides 16-byte aligned*, n_pad a multiple of 4*.
   Not checked: n_pad >= N (the runner owns the buffer).
 * C (when compiled in): D's shape*, unit column stride*, base and strides 4-byte aligned*.
 * bias (when compiled in): shape (N,)*, contiguous*, D's dtype*, 4-byte aligned*.
-* L * M * N / VEC < 2**31 (32-bit thread index).
+* L * M * N / 4 < 2**31 (32-bit thread index).
 
 Shapes are symbolic: one compile serves every (L, M, N) of a class (split count, D dtype,
 C dtype or no C, bias or not, activation, rank of D). The compile and cache functions mirror
@@ -69,8 +82,10 @@ from autocutlass.kernels.object_cache import ObjectCache
 from autocutlass.ops.gemm.problem import Activation, DType
 
 FUNCTION_NAME = "autocutlass_splitk_reduce"
-THREADS = 256
+THREADS = 128
 """Threads per block, one vector of D each."""
+COLUMNS = 4
+"""Columns of D per thread: one 16-byte load of fp32 per split."""
 MAX_SPLITS = 16
 """Most splits a class may have: every split's load is unrolled and kept in registers."""
 WS_ALIGN = 4
@@ -116,7 +131,7 @@ class ReduceClass:
 
     @property
     def vec(self) -> int:
-        return vector_width(self.d_dtype)
+        return COLUMNS
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -154,7 +169,7 @@ class SplitKReduceKernel:
         total = ws.shape[1] * m * vecs_per_row
         blocks = cutlass.max((total + THREADS - 1) // THREADS, 1)
         self.kernel(ws, d, c, bias, alpha, beta, vecs_per_row, total).launch(
-            grid=[blocks, 1, 1], block=[THREADS, 1, 1], stream=stream
+            grid=[blocks, 1, 1], block=[THREADS, 1, 1], stream=stream, use_pdl=True
         )
 
     @cute.kernel
@@ -172,6 +187,9 @@ class SplitKReduceKernel:
         tidx, _, _ = cute.arch.thread_idx()
         bidx, _, _ = cute.arch.block_idx()
         g = bidx * THREADS + tidx
+        # Launched as a programmatic dependent of the GEMM before it: this wait holds every
+        # thread until that grid has finished and its writes are visible.
+        cute.arch.griddepcontrol_wait()
         if g < total:
             v = g % vecs_per_row
             row = g // vecs_per_row
@@ -198,7 +216,7 @@ class SplitKReduceKernel:
 
     @cute.jit
     def _load(self, row: cute.Tensor, v) -> cute.Tensor:
-        """Vector ``v`` (VEC consecutive elements) of a 1-D tensor, copied into registers with the
+        """Vector ``v`` (``COLUMNS`` consecutive elements) of a 1-D tensor, copied into registers with the
         widest loads its alignment allows."""
         frag = cute.make_rmem_tensor((self.vec,), row.element_type)
         cute.autovec_copy(cute.local_tile(row, (self.vec,), (v,)), frag)
@@ -270,7 +288,7 @@ def _compile(cls: ReduceClass) -> Any:
 
     dd = CUTLASS_DTYPES[cls.d_dtype]
     m = cute.sym_int32()
-    n = cute.sym_int32(divisibility=cls.vec)
+    n = cute.sym_int32(divisibility=vector_width(cls.d_dtype))
     l = cute.sym_int32() if cls.rank == 3 else 1
     n_pad = cute.sym_int32(divisibility=WS_ALIGN)
     ws_strides = (cute.sym_int64(divisibility=WS_ALIGN), cute.sym_int64(divisibility=WS_ALIGN),
