@@ -22,7 +22,7 @@ import pytest
 from autocutlass.cli.db_rekey import decide
 from autocutlass.db import TuningStore
 from autocutlass.db.engine import release
-from autocutlass.db.transfer import merge_snapshots, read_file, rekeyed
+from autocutlass.db.transfer import merge_snapshots, pruned, read_file, rekeyed
 from autocutlass.device import HardKey, dsl_version
 from autocutlass.kernels import ALL_GATES
 from autocutlass.kernels import code_digest
@@ -65,6 +65,41 @@ def test_rekeyed_copies_the_picked_records_and_their_trials(tmp_path: Path) -> N
     assert len(new) == 1 and new[0].problem.key() == p1.key() and new[0].config == PLAIN and new[0].median_ms == 0.05
     assert new[0].trial is not None and out.trials[new[0].trial].hard_key == new[0].hard_key
     assert any(b.family == "torch" and b.hard_key == vendor for b in out.bests)
+
+
+def test_pruned_drops_only_records_the_installed_sources_replace(tmp_path: Path) -> None:
+    """p1 has a record of old sources and one of the installed: the old goes. p2 has only the old
+    one: it stays (its problem's last record of ours), and so do its hard key's trials, p1's old
+    trial included. A third hard key whose only best is replaced loses its trials and device. The
+    vendor verdict stays. ``db prune`` writes the same and refuses to overwrite without --force."""
+    from autocutlass.kernels import get_family
+
+    installed = get_family("hopper_gemm").source_hash()
+    p1, p2, p3 = (GemmProblem(m=256 * i, n=256, k=4096) for i in (1, 2, 3))
+    old, older, new = hard_key("0000000000000old"), hard_key("00000000000older"), hard_key(installed)
+    vendor = hard_key("torch-000000000000")
+    store_with(tmp_path / "in.sqlite", [
+        (p1, old, "hopper_gemm", PLAIN, 0.05), (p1, new, "hopper_gemm", SPLIT, 0.04), (p1, vendor, "torch", {}, 0.03),
+        (p2, old, "hopper_gemm", SPLIT, 0.07), (p3, older, "hopper_gemm", PLAIN, 0.09), (p3, new, "hopper_gemm", PLAIN, 0.08),
+    ])  # fmt: skip
+    want = {(p1.key(), installed, "hopper_gemm"), (p1.key(), vendor.kernel_hash, "torch"),
+            (p2.key(), "0000000000000old", "hopper_gemm"), (p3.key(), installed, "hopper_gemm")}  # fmt: skip
+    snap, bests, trials = pruned(read_file(tmp_path / "in.sqlite"), {"hopper_gemm": installed})
+    assert (bests, trials) == (2, 1)
+    assert {(b.problem.key(), b.hard_key.kernel_hash, b.family) for b in snap.bests} == want
+    assert sorted(t.hard_key.kernel_hash for t in snap.trials) == sorted(["0000000000000old"] * 2 + [installed] * 2 + [vendor.kernel_hash])
+    assert {d.hard_key for d in snap.devices} == {old, new, vendor}
+    for b in snap.bests:  # each best still points at its own trial
+        t = snap.trials[b.trial] if b.trial is not None else None
+        assert t is not None and t.hard_key == b.hard_key and t.problem.key() == b.problem.key()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "autocutlass.cli", "db", "prune", str(tmp_path / "in.sqlite"), "-o", str(tmp_path / "out.sqlite")]
+    r = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0 and "2 best record(s)" in r.stdout, (r.stdout, r.stderr[-2000:])
+    out = read_file(tmp_path / "out.sqlite")
+    assert {(b.problem.key(), b.hard_key.kernel_hash, b.family) for b in out.bests} == want
+    r = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 2 and "--force" in r.stderr
 
 
 def test_decide_names_why_a_record_stays_retired() -> None:

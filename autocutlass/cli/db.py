@@ -1,7 +1,7 @@
 """``autocutlass db ...``: thin over ``autocutlass.db``.
 
 ``add_db_parser(subparsers)`` registers ``db`` with the subcommands ``show``, ``export``,
-``import``, ``merge``, ``upgrade``, ``readme`` and ``rekey`` (``autocutlass.cli.db_rekey``). Each sets ``func`` to its handler: a function
+``import``, ``merge``, ``prune``, ``upgrade``, ``readme`` and ``rekey`` (``autocutlass.cli.db_rekey``). Each sets ``func`` to its handler: a function
 of the parsed namespace returning the exit code. ``show`` and ``export`` only read (every
 database opened read-only); ``import``, ``merge`` and ``upgrade`` write the database or file they
 name; ``readme`` writes the shipped databases' README. A ``DatabaseError`` propagates to
@@ -77,6 +77,13 @@ def add_db_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argum
                      help="B's best records replace A's whatever their times (B re-times A's records: "
                           "`tune --verdicts` on a copy of A), torch's times with them")  # fmt: skip
     mrg.set_defaults(func=cmd_merge)
+
+    prn = sub.add_parser("prune", help="write a copy of FILE without the best records of older kernel sources that a "
+                                       "record of the installed sources replaces")  # fmt: skip
+    prn.add_argument("file", metavar="FILE", help="the database file to read (never written)")
+    prn.add_argument("-o", "--output", dest="output", metavar="OUT", required=True)
+    prn.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    prn.set_defaults(func=cmd_prune)
 
     upg = sub.add_parser("upgrade", parents=[with_db], help="upgrade the database to this autocutlass's schema")
     upg.set_defaults(func=cmd_upgrade)
@@ -298,6 +305,24 @@ def cmd_merge(ns: argparse.Namespace) -> int:
     if len(counts) > 1:
         print("\n".join(_count_text(counts, "  ")))
     print(f"  (B's records merged into A's: {stats.describe()})")
+    return 0
+
+
+def cmd_prune(ns: argparse.Namespace) -> int:
+    """``db prune FILE -o OUT [--force]``: OUT, a new file, holds FILE less the best records of
+    older kernel sources that a record of the installed sources replaces (``transfer.pruned``; after
+    ``db rekey`` and a re-tune, the shipped files keep one record of ours per problem and family)."""
+    from autocutlass.db.transfer import pruned, read_file, write_snapshot
+    from autocutlass.kernels import family_names, get_family
+
+    out = Path(ns.output).expanduser().resolve()
+    if out.exists() and not ns.force:
+        raise UsageError(f"{out} exists; db prune writes a new file: choose another -o, or add --force to replace it")
+    installed = {name: get_family(name).source_hash() for name in family_names()}
+    snap, bests, trials = pruned(read_file(ns.file), installed)
+    write_snapshot(snap, out)
+    print(f"pruned {ns.file} into {out}: {bests} best record(s) of older kernel sources replaced by one of the "
+          f"installed sources dropped, {trials} trial(s) of kernel sources left without a best dropped")  # fmt: skip
     return 0
 
 

@@ -579,6 +579,41 @@ def rekeyed(snap: Snapshot, picks: dict[int, str]) -> Snapshot:
     return Snapshot(tuple(devices.values()), tuple(trials), tuple(bests), ())
 
 
+def pruned(snap: Snapshot, installed: dict[str, str]) -> tuple[Snapshot, int, int]:
+    """``snap`` without the best records that a record of the installed kernel sources replaces:
+    a best of family ``f`` whose kernel hash is not ``installed[f]`` goes where a best of the same
+    problem and family exists under the same hard key with ``installed[f]`` (``db rekey`` carried it,
+    or a tuning measured it again). A best with no such replacement stays (it is the problem's last
+    record of ours: retired, but the history of what won), as do vendor verdicts and the bests of
+    families not in ``installed``. Trials go with their hard key once it holds no best; devices
+    with them; misses stay. Returns (snapshot, bests dropped, trials dropped)."""
+
+    def current_key(b: _Best) -> tuple[str, str, HardKey]:
+        return b.problem.key(), b.family, dataclasses.replace(b.hard_key, kernel_hash=installed[b.family])
+
+    replaced = {current_key(b) for b in snap.bests if b.family in installed and b.hard_key.kernel_hash == installed[b.family]}
+    drop = {i for i, b in enumerate(snap.bests)
+            if b.family in installed and b.hard_key.kernel_hash != installed[b.family] and current_key(b) in replaced}  # fmt: skip
+    kept_bests = [b for i, b in enumerate(snap.bests) if i not in drop]
+    live = {b.hard_key for b in kept_bests}
+    trials: list[_Trial] = []
+    new_index: dict[int, int] = {}
+    for i, t in enumerate(snap.trials):
+        if t.hard_key in live:
+            new_index[i] = len(trials)
+            trials.append(t)
+    bests = tuple(dataclasses.replace(b, trial=new_index.get(b.trial) if b.trial is not None else None) for b in kept_bests)
+    devices = tuple(d for d in snap.devices if d.hard_key in live)
+    return Snapshot(devices, tuple(trials), bests, snap.misses), len(drop), len(snap.trials) - len(trials)
+
+
+def write_snapshot(snap: Snapshot, path: str | os.PathLike[str]) -> Path:
+    """Write ``snap`` to a new file ``path`` (JSON if it ends with .json, else SQLite), atomically."""
+    out = Path(path).expanduser().resolve()
+    _write_snapshot(snap, out)
+    return out
+
+
 def shipped_name(gpu_name: str) -> str:
     """The file name of a shipped database of GPU model ``gpu_name`` (``NVIDIA H200`` ->
     ``NVIDIA-H200.sqlite``)."""
