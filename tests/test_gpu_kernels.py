@@ -84,6 +84,14 @@ CASES = [
         epilogue=Epilogue(with_c=True, bias=True, activation=Activation.GELU_TANH))),
     (C(128, 256, 64, split_k=2, cluster_m=2, split_mode="workspace"), GemmProblem(
         m=500, n=516, k=2048, b_major=T, d_dtype=DType.FP32, c_dtype=DType.FP32, epilogue=Epilogue(with_c=True))),
+    # swap_ab with workspace split-K (the reduce's transposed class writes D' column-major): an M
+    # residue in tile_n 160, 112 and 96, batched with C, bias and activation, a cluster, fp32 D
+    (C(128, 160, 64, split_k=4, split_mode="workspace", swap_ab=True), GemmProblem(m=320, n=640, k=4096)),
+    (C(128, 112, 64, split_k=3, cluster_m=2, split_mode="workspace", swap_ab=True), GemmProblem(
+        m=200, n=512, k=3000, b_major=T, l=2, c_dtype=DType.BF16,
+        epilogue=Epilogue(with_c=True, bias=True, activation=Activation.SILU))),
+    (C(64, 96, 64, split_k=5, split_mode="workspace", swap_ab=True), GemmProblem(
+        m=88, n=264, k=5000, a_major=T, d_dtype=DType.FP32, epilogue=Epilogue(bias=True))),
     # swap_ab (D^T = B^T A^T, D written column-major): narrow tiles, residues, every layout,
     # batched, clusters, ping-pong, direct store, serial split-K, C / bias (along D's columns) / activation
     (C(128, 16, 128, swap_ab=True), GemmProblem(m=16, n=6144, k=4096, b_major=T)),

@@ -130,6 +130,47 @@ def test_reduce_matches_reference(cls: tuple[Any, ...]) -> None:
         assert torch.isnan(full[..., n:]).all(), f"{where}: write past N"
 
 
+TRANSPOSED = [(4, DType.BF16, None, False, Activation.NONE), (8, DType.BF16, DType.BF16, True, Activation.SILU),
+              (3, DType.FP32, DType.FP32, True, Activation.GELU), (5, DType.FP16, None, True, Activation.RELU)]
+
+
+@pytest.mark.parametrize("cls", TRANSPOSED, ids=[_ids(c) for c in TRANSPOSED])
+def test_transposed_reduce_writes_the_column_major_view(cls: tuple[Any, ...]) -> None:
+    """The transposed class (``swap_ab``'s D' = D^T): the slabs are (S, L, M', N'_pad) row-major,
+    D' and C' the transposed views of row-major (L, N', M') tensors with padded rows, bias along
+    D''s rows. Every N' residue of the 4-column vectors (1, 7, 130, 257), NaN-poisoned D with its
+    padding left untouched."""
+    import torch
+
+    from autocutlass.kernels.hopper_gemm.reduce import get_reduce
+
+    splits, d_dt, c_dt, bias, act = cls
+    for m, n, l in [(8, 1, 1), (136, 7, 3), (264, 130, 1), (64, 257, 2)]:  # (M', N', L): D is N' x M'
+        gen = torch.Generator(device="cuda").manual_seed(m + n + l)
+        n_pad = -(-n // 4) * 4
+        ws = torch.full((splits, l, m, n_pad), float("nan"), dtype=torch.float32, device="cuda")
+        ws[..., :n] = torch.randn((splits, l, m, n), generator=gen, device="cuda")
+        lead = (n, m) if l == 1 else (l, n, m)  # row-major D (original orientation), rows padded
+        d_row = _rows(lead, _torch_dtype(d_dt), 16 // d_dt.bytes, None)
+        c_row = _rows(lead, _torch_dtype(c_dt), max(1, 4 // c_dt.bytes), gen) if c_dt is not None else None
+        b = torch.randn(m, generator=gen, device="cuda").to(_torch_dtype(d_dt)) if bias else None
+        io = {"ws": ws, "d": d_row.transpose(-1, -2), "c": None if c_row is None else c_row.transpose(-1, -2), "bias": b}
+        fn = get_reduce(splits, d_dt, c_dt, bias, act, 3 if l > 1 else 2, None, transposed=True)
+        _run(fn, io)
+        torch.cuda.synchronize()
+        want = ALPHA * ws[..., :n].double().sum(dim=0).reshape(io["d"].shape)
+        if io["c"] is not None:
+            want = want + BETA * io["c"].double()
+        if b is not None:  # along D''s rows (D's columns)
+            want = want + b.double()[:, None]
+        want = {Activation.NONE: lambda x: x, Activation.RELU: torch.relu, Activation.SILU: torch.nn.functional.silu,
+                Activation.GELU: torch.nn.functional.gelu}[act](want)  # fmt: skip
+        tol = TOL[d_dt]
+        torch.testing.assert_close(io["d"].double(), want, atol=tol, rtol=tol, msg=lambda s, m=m, n=n, l=l: f"M'={m} N'={n} L={l}: {s}")
+        full = torch.as_strided(d_row, (*d_row.shape[:-1], d_row.stride(-2)), d_row.stride())
+        assert torch.isnan(full[..., m:]).all(), f"M'={m} N'={n} L={l}: write past D's rows"
+
+
 def test_reduce_is_bitwise_deterministic() -> None:
     import torch
 

@@ -146,8 +146,11 @@ def test_swap_ab_rules() -> None:
     assert check(HopperGemmConfig(128, 16, 128, swap_ab=True), decode) is None
     # the rules judge the swapped problem: tile_n 16 covers the 16 tokens, tile_m the weight rows
     assert check(HopperGemmConfig(64, 16, 128, split_k=11, swap_ab=True), decode) is None
-    why = check(HopperGemmConfig(64, 16, 128, split_k=2, split_mode="workspace", swap_ab=True), decode)
-    assert why is not None and "serial" in why
+    # workspace split-K too: the reduce kernel writes the column-major D' of its transposed class
+    assert check(HopperGemmConfig(64, 16, 128, split_k=2, split_mode="workspace", swap_ab=True), decode) is None
+    fp8 = GemmProblem(m=16, n=6144, k=4096, a_dtype=DType.E4M3, b_dtype=DType.E4M3, b_major=Major.COL)
+    why = check(HopperGemmConfig(64, 16, 128, split_k=2, split_mode="workspace", swap_ab=True), fp8)
+    assert why is not None and "fp8 scales" in why
     tf = GemmProblem(m=16, n=512, k=512, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32, b_major=Major.COL)
     assert check(HopperGemmConfig(64, 16, 64, swap_ab=True), tf) is None
     # B' multicast over cluster_m splits the narrow tile_n: 16 -> 8-row slices are whole atoms

@@ -91,10 +91,13 @@ def test_epilogue_variants_and_batched_compile() -> None:
             m=1536, n=1536, k=8192, b_major=Major.COL, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True, bias=True))),
         (HopperGemmConfig(128, 176, 64, split_k=3, split_mode="workspace"), GemmProblem(m=512, n=704, k=16384,
                                                                                        b_major=Major.COL)),
+        # swap_ab with workspace split-K (an M residue as tile_n 160; the reduce's transposed class)
+        (HopperGemmConfig(128, 160, 64, cluster_n=2, split_k=13, split_mode="workspace", swap_ab=True),
+         GemmProblem(m=320, n=640, k=40960, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True, bias=True))),
     ],
     ids=["tf32-nn", "tf32-nt-pingpong", "splitk-workspace", "swap-ab-splitk-epilogue", "fp8", "fp8-swap-ab",
          "tf32-nn-swap-a-regs", "tf32-col-a-regs-pingpong", "stream-k-c2x2-epilogue", "stream-k-swap-direct",
-         "fitted-144-c1x2-epilogue", "fitted-176-workspace"],
+         "fitted-144-c1x2-epilogue", "fitted-176-workspace", "swap-ab-workspace-c1x2-epilogue"],
 )
 def test_tf32_workspace_split_k_and_swap_ab_compile(cfg: HopperGemmConfig, prob: GemmProblem) -> None:
     from autocutlass.kernels.hopper_gemm.check import kernel_problem

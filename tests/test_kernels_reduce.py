@@ -67,6 +67,21 @@ def test_compile_key_follows_every_parameter() -> None:
     assert r.reduce_compile_key(*BASE) == r.reduce_compile_key(*BASE)
 
 
+def test_transposed_class_compiles_under_its_own_key(cache_dir: Path) -> None:
+    """``swap_ab``'s reduce (column-major D'): its own key, the row-major classes' keys unchanged
+    (the class dict names ``transposed`` only when set), and the DSL-free look-up finds it."""
+    from autocutlass.kernels.helper_kernels import reduce_key
+
+    r = _reduce()
+    cls = (3, DType.BF16, DType.BF16, True, Activation.SILU, 3)
+    assert r.reduce_compile_key(*cls, transposed=True) != r.reduce_compile_key(*cls)
+    assert r.reduce_compile_key(*cls) == reduce_key(*cls)
+    assert r.reduce_compile_key(*cls, transposed=True) == reduce_key(*cls, transposed=True)
+    assert "transposed" not in r.ReduceClass(*cls).as_dict() and r.ReduceClass(*cls, True).as_dict()["transposed"]
+    assert r.get_reduce(*cls, cache_dir, transposed=True) is not None
+    assert (cache_dir / f"splitk_reduce-{reduce_key(*cls, transposed=True)}.o").is_file()
+
+
 def test_compile_key_follows_sources_and_dsl(monkeypatch: pytest.MonkeyPatch) -> None:
     r = _reduce()
     key = r.reduce_compile_key(*BASE)

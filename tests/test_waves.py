@@ -119,6 +119,31 @@ def test_gemm_seeds_start_with_the_tiles_that_fill_whole_waves() -> None:
                for c in model_picks(p))  # fmt: skip
 
 
+def test_m_residue_long_k_gets_the_swapped_workspace_split() -> None:
+    """320 rows are 2.5 tiles of 128: the space adds swap_ab workspace splits (640 columns on the
+    64-row side, the 320 rows in tile_n 160) and model_picks offers the swapped split, in its
+    clusters, first where the model ranks it cheaper (H100: 128x160 swapped split 13 ways x0.929 of
+    torch against x0.802 unswapped, benchmarks/results/2026-11-27-h100-s25-swap-split-probe.txt).
+    M a multiple of 128, decode GEMMs and fp8 get none."""
+    from autocutlass.kernels.hopper_gemm import HopperGemmFamily, SplitMode, check, model_picks, swap_split_candidate
+    from autocutlass.ops.gemm.problem import DType, GemmProblem
+
+    fam = HopperGemmFamily()
+    p = GemmProblem(m=320, n=640, k=40960)
+    assert swap_split_candidate(p)
+    swaps = [c for c in fam.space(p) if c.swap_ab]
+    assert swaps and all(c.split_k > 1 and c.split_mode is SplitMode.WORKSPACE for c in swaps)
+    assert any(check(c, p) is None and (c.tile_m, c.tile_n) == (128, 160) for c in swaps)
+    picks = model_picks(p)
+    assert [(c.swap_ab, c.tile_n, c.cluster_m, c.cluster_n) for c in picks[:3]] == [(True, 160, 2, 1), (True, 160, 1, 2), (True, 160, 1, 1)]
+    assert any(not c.swap_ab and c.split_k > 1 for c in picks) and all(check(c, p) is None for c in picks)
+    assert picks[0] in fam.seeds(p)
+    for other in (GemmProblem(m=256, n=256, k=65536), GemmProblem(m=16, n=6144, k=4096),
+                  GemmProblem(m=320, n=640, k=40960, a_dtype=DType.E4M3, b_dtype=DType.E4M3)):
+        assert not swap_split_candidate(other)
+        assert not any(c.swap_ab and c.split_mode is SplitMode.WORKSPACE and c.split_k > 1 for c in fam.space(other))
+
+
 def test_gemm_model_picks_walk_along_n_on_tall_tile_grids() -> None:
     """A data-parallel pick whose tiles along M are at least RASTER_ALONG_N_RATIO times those along N
     walks along N (a wave then reads each A tile once for the few tile columns; raster along M

@@ -50,7 +50,8 @@ _TRANSPOSE = ObjectCache(TRANSPOSE_PREFIX, TRANSPOSE_FUNCTION)
 _TAIL_ZERO = ObjectCache(TAIL_ZERO_PREFIX, TAIL_ZERO_FUNCTION)
 
 
-def reduce_key(splits: int, d_dtype: DType, c_dtype: DType | None, bias: bool, activation: Activation, rank: int) -> str:
+def reduce_key(splits: int, d_dtype: DType, c_dtype: DType | None, bias: bool, activation: Activation, rank: int,
+               transposed: bool = False) -> str:
     """``hopper_gemm.reduce.reduce_compile_key`` of a valid class, without the DSL."""
     cls = {
         "splits": splits,
@@ -59,6 +60,7 @@ def reduce_key(splits: int, d_dtype: DType, c_dtype: DType | None, bias: bool, a
         "bias": bool(bias),
         "activation": Activation(activation).value,
         "rank": rank,
+        **({"transposed": True} if transposed else {}),
     }
     return digest({"family": REDUCE_PREFIX, "class": cls, "dsl": dsl_version(), "src": gemm_source_hash(),
                     "arch": target_arch()})  # fmt: skip
@@ -88,14 +90,15 @@ def get_reduce(
     activation: Activation,
     rank: int,
     cache_dir: Path | None,
+    transposed: bool = False,
 ) -> Any:
     """``hopper_gemm.reduce.get_reduce``: from memory or disk without the DSL, else through it."""
-    fn = _REDUCE.find(reduce_key(splits, d_dtype, c_dtype, bias, activation, rank), cache_dir)
+    fn = _REDUCE.find(reduce_key(splits, d_dtype, c_dtype, bias, activation, rank, transposed), cache_dir)
     if fn is not None:
         return fn
     from autocutlass.kernels.hopper_gemm.reduce import get_reduce as compile_reduce
 
-    return compile_reduce(splits, d_dtype, c_dtype, bias, activation, rank, cache_dir)
+    return compile_reduce(splits, d_dtype, c_dtype, bias, activation, rank, cache_dir, transposed)
 
 
 def get_transpose(rank: int, cache_dir: Path | None) -> Any:

@@ -33,6 +33,7 @@ from autocutlass.kernels.hopper_gemm.check import (
     copied_operands,
     kernel_problem,
     problem_supported,
+    swapped,
     tile_ks,
 )
 from autocutlass.kernels.hopper_gemm.config import (
@@ -185,12 +186,54 @@ def modelled_configs(problem: GemmProblem) -> list[tuple[float, HopperGemmConfig
     return out
 
 
+SWAP_SPLIT_ROWS = 128
+"""A split-K GEMM whose M is not a multiple of this many rows (its last 128-row tile partly empty)
+also gets the swapped kernel with workspace split-K (``swap_ab``: N on the 64-row WGMMA side, M as
+tile_n, which fits M's residue in widths of 16): ``swapped_split_configs`` in the space,
+``model_picks``'s swapped split first where the model ranks it cheaper."""
+
+
+def swap_split_candidate(problem: GemmProblem) -> bool:
+    """A 16-bit split-K GEMM (few output tiles, long K) with an M residue (``SWAP_SPLIT_ROWS``)
+    that is not a decode GEMM (those have their own swapped space)."""
+    return (problem.a_dtype in (DType.BF16, DType.FP16) and problem.m % SWAP_SPLIT_ROWS != 0
+            and problem.m > SWAP_AB_MAX_M and problem.m * problem.n * problem.l <= SPLIT_K_MAX_OUTPUT
+            and problem.k >= SPLIT_K_MIN_K)  # fmt: skip
+
+
+def _swapped_split_pick(problem: GemmProblem) -> tuple[float, HopperGemmConfig] | None:
+    """The cost model's cheapest workspace split of the swapped problem, as a ``swap_ab`` config of
+    ``problem`` with its modelled cost, or None."""
+    if not swap_split_candidate(problem):
+        return None
+    for cost, cfg in modelled_configs(swapped(problem)):
+        if cfg.split_k > 1:
+            pick = dataclasses.replace(cfg, swap_ab=True, split_mode=SplitMode.WORKSPACE)
+            if check(pick, problem) is None:
+                return cost, pick
+    return None
+
+
 SPLIT_PICKS = 3
 """Tile shapes whose cheapest split ``model_picks`` offers when a split ranks cheapest of all: the
 model ranks them by the waves their work units fill and the tile's main-loop rate, not by the
 operand traffic and partial sums that also decide a long-K GEMM, so the search measures the
 three cheapest (H100, benchmarks/results/2026-11-27-h100-s24-split-probe.txt: the best of six
 few-tile, long-K GEMMs was the model's first split shape on three, its fourth on one)."""
+
+
+def swapped_split_configs(problem: GemmProblem, tks: tuple[int, ...]) -> list[HopperGemmConfig]:
+    """The ``swap_ab`` workspace split-K configs of a ``swap_split_candidate``: every tile of the
+    swapped problem (N rows on tile_m, M columns on tile_n) with its ``split_counts``, cooperative,
+    TMA store (the slabs go to the workspace either way), swizzle 1."""
+    sp = swapped(problem)
+    tile_ns = TILE_N_WIDE + (TILE_N_NARROW if sp.n <= NARROW_N else ())
+    out = []
+    for tm, tn in itertools.product(TILE_M, tile_ns):
+        for tk, (cm, cn), ras, sk in itertools.product(tks, CLUSTERS, tuple(Raster), split_counts(sp.m, sp.n, sp.l, tm, tn)):
+            out.append(HopperGemmConfig(tm, tn, tk, cm, cn, 0, Schedule.COOPERATIVE, ras, 1, sk, Store.TMA,
+                                        SplitMode.WORKSPACE, swap_ab=True))  # fmt: skip
+    return out
 
 
 def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
@@ -221,6 +264,11 @@ def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
             if cfg.split_k > 1 and len(shapes) < SPLIT_PICKS:
                 shapes.setdefault((cfg.tile_m, cfg.tile_n), cfg)
         out = [c for cfg in shapes.values() for c in _clustered(cfg, problem)]
+        swap = _swapped_split_pick(problem)
+        if swap is not None:
+            best_cost = next(cost for cost, cfg in modelled_configs(problem) if cfg == ranked[0])
+            picks = _clustered(swap[1], problem)
+            out = picks + out if swap[0] < best_cost else out[:3] + picks + out[3:]
     out += _clustered(_rastered(data, problem), problem)
     if data.tile_n in TILE_N_FITTED:
         old = next(cfg for cfg in ranked if cfg.split_k == 1 and cfg.tile_n not in TILE_N_FITTED)
@@ -338,6 +386,8 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
                 ]
         if swap_candidate(problem):
             out += self._swapped_space(problem, stores, tks)
+        if swap_split_candidate(problem):
+            out += swapped_split_configs(problem, tks)
         if problem.m * problem.n * problem.l <= SPLIT_K_MAX_OUTPUT and problem.k >= STREAM_K_MIN_K:
             out += [
                 dataclasses.replace(c, stream_k=True)

@@ -186,14 +186,6 @@ WORKSPACE_MAX_ELEMS = 2**31 - 1
 """The workspace split-K slabs are indexed with 32-bit offsets."""
 
 
-def _swap_ab(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
-    if not config.swap_ab:
-        return None
-    if config.split_mode is SplitMode.WORKSPACE and config.split_k > 1:
-        return "swap_ab writes D column-major; the workspace reduce kernel writes row-major D: use split_mode=serial"
-    return None
-
-
 def _split_k(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
     if config.split_k > 1 and config.schedule is Schedule.PINGPONG:
         return "split_k > 1 needs the cooperative schedule (ping-pong consumers cannot skip uneven K splits)"
@@ -288,7 +280,7 @@ def _shared_memory(config: HopperGemmConfig, problem: GemmProblem) -> str | None
     return None
 
 
-RULES: tuple[Rule, ...] = (_domain, _swap_ab, _wgmma_shape, _registers, _split_k, _stream_k, _smem_layout, _multicast, _shared_memory)
+RULES: tuple[Rule, ...] = (_domain, _wgmma_shape, _registers, _split_k, _stream_k, _smem_layout, _multicast, _shared_memory)
 
 
 def check(config: HopperGemmConfig, problem: GemmProblem, *, split_k: tuple[int, ...] = SPLIT_K) -> str | None:

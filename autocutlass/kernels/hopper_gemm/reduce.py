@@ -32,6 +32,17 @@ new work split, x0.843 with PDL as well, x0.813-0.814 with the GEMM's early trig
 outputs (32 and 16 MiB of fp32 per split) every build read x0.76-0.81 and x0.63-0.68, run-to-run
 noise included.
 
+**The transposed class** (``transposed``, session 25) serves ``swap_ab`` GEMMs: the kernel ran
+D' = D^T, so the slabs are (S, L, M', N'_pad) row-major in D''s coordinates while D' itself is the
+column-major view of the row-major D (and C' of C; bias runs along D''s rows, D's columns). A
+thread still sums 4 columns of one slab row (one 16-byte load per split; the rows' padding to 4
+keeps the last vector inside them), but the threads walk the rows fastest, so a warp's stores of
+one column of D' are 32 consecutive elements of a row of D; it stores the columns below N' one
+element at a time. It lets a few-tile, long-K GEMM whose M leaves a 128-row tile partly empty run
+swapped with workspace split-K: 320x640x40960 in 128x160 tiles split 13 ways x0.929 of torch
+against x0.802 unswapped (H100, ``benchmarks/probes/swap_split_probe.py``). The row-major classes
+compile to the same bytes as before it.
+
 **What it relies on** (``*``: declared in the compiled signature, so that TVM-FFI's argument
 checks refuse a call that breaks it; tests/test_gpu_reduce.py sees N and M mismatches refused):
 
@@ -109,6 +120,8 @@ class ReduceClass:
     bias: bool
     activation: Activation
     rank: int
+    transposed: bool = False
+    """D is the column-major D' = D^T of a ``swap_ab`` GEMM (see the module docstring)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "d_dtype", DType(self.d_dtype))
@@ -141,6 +154,7 @@ class ReduceClass:
             "bias": bool(self.bias),
             "activation": self.activation.value,
             "rank": self.rank,
+            **({"transposed": True} if self.transposed else {}),
         }
 
 
@@ -165,7 +179,10 @@ class SplitKReduceKernel:
         stream: cuda.CUstream,
     ):
         m = ws.shape[2]
-        vecs_per_row = d.shape[self.cls.rank - 1] // self.vec
+        if cutlass.const_expr(self.cls.transposed):
+            vecs_per_row = (d.shape[self.cls.rank - 1] + self.vec - 1) // self.vec
+        else:
+            vecs_per_row = d.shape[self.cls.rank - 1] // self.vec
         total = ws.shape[1] * m * vecs_per_row
         blocks = cutlass.max((total + THREADS - 1) // THREADS, 1)
         self.kernel(ws, d, c, bias, alpha, beta, vecs_per_row, total).launch(
@@ -190,7 +207,10 @@ class SplitKReduceKernel:
         # Launched as a programmatic dependent of the GEMM before it: this wait holds every
         # thread until that grid has finished and its writes are visible.
         cute.arch.griddepcontrol_wait()
-        if g < total:
+        if cutlass.const_expr(self.cls.transposed):
+            if g < total:
+                self._transposed_vector(mWs, mD, mC, mBias, alpha, beta, vecs_per_row, g)
+        elif g < total:
             v = g % vecs_per_row
             row = g // vecs_per_row
             mi = row % mWs.shape[2]
@@ -206,6 +226,32 @@ class SplitKReduceKernel:
             out = cute.make_rmem_tensor((self.vec,), self.d_dtype)
             out.store(acc.load().to(self.d_dtype))
             cute.autovec_copy(out, cute.local_tile(self._row(mD, li, mi), (self.vec,), (v,)))
+
+    @cute.jit
+    def _transposed_vector(self, mWs, mD, mC, mBias, alpha, beta, vecs_per_row, g):
+        """Vector ``v`` of row ``mi`` of the slabs into a column-major D' (``transposed``): threads
+        walk the rows fastest, so that a warp's stores of one column of D' (a row of D) are
+        contiguous; each sums its 4 columns with one 16-byte load per split (the slabs' rows are
+        padded to 4, so the last vector stays inside them), and stores the columns below N'
+        one element at a time. bias runs along D''s rows (D's columns)."""
+        m = mWs.shape[2]
+        mi = g % m
+        rest = g // m
+        v = rest % vecs_per_row
+        li = rest // vecs_per_row
+        n = mD.shape[self.cls.rank - 1]
+        acc = self._sum_splits(mWs, li, mi, v)
+        dst = self._row(mD, li, mi)
+        b_val = None
+        if cutlass.const_expr(self.cls.bias):
+            b_val = mBias[mi]
+        for i in cutlass.range_constexpr(self.vec):
+            col = v * self.vec + i
+            if col < n:
+                c_val = None
+                if cutlass.const_expr(self.cls.with_c):
+                    c_val = self._row(mC, li, mi)[col]
+                dst[col] = epilogue_value(acc[i], alpha, beta, c_val, b_val, self.cls.activation).to(self.d_dtype)
 
     @cute.jit
     def _row(self, t: cute.Tensor, li, mi) -> cute.Tensor:
@@ -253,10 +299,11 @@ def target_arch() -> str:
 
 
 def reduce_compile_key(
-    splits: int, d_dtype: DType, c_dtype: DType | None, bias: bool, activation: Activation, rank: int
+    splits: int, d_dtype: DType, c_dtype: DType | None, bias: bool, activation: Activation, rank: int,
+    transposed: bool = False,
 ) -> str:
     """Stable key of one compiled reduce kernel: the class, DSL version, kernel sources, arch."""
-    cls = ReduceClass(splits, d_dtype, c_dtype, bias, activation, rank)
+    cls = ReduceClass(splits, d_dtype, c_dtype, bias, activation, rank, transposed)
     payload = {
         "family": "splitk_reduce",
         "class": cls.as_dict(),
@@ -281,6 +328,19 @@ def _fake_rows(dtype: Any, rank: int, l: Any, m: Any, n: Any, align_bytes: int) 
     return make_fake_tensor(dtype, (l, m, n), (batch, ld, 1), assumed_align=align_bytes)
 
 
+def _fake_columns(dtype: Any, rank: int, l: Any, m: Any, n: Any, align_bytes: int) -> Any:
+    """A fake column-major (M, N) or (L, M, N) tensor (the transposed view of a row-major one):
+    unit row stride, column and batch strides and the base pointer ``align_bytes``-aligned."""
+    from cutlass.cute.runtime import make_fake_tensor
+
+    div = max(1, align_bytes * 8 // dtype.width)
+    ld = cute.sym_int64(divisibility=div)
+    if rank == 2:
+        return make_fake_tensor(dtype, (m, n), (1, ld), assumed_align=align_bytes)
+    batch = cute.sym_int64(divisibility=div)
+    return make_fake_tensor(dtype, (l, m, n), (batch, 1, ld), assumed_align=align_bytes)
+
+
 def _compile(cls: ReduceClass) -> Any:
     """Run the DSL compiler on fake tensors with symbolic L, M, N (shared between operands, so
     the call checks they agree) and n_pad."""
@@ -288,15 +348,16 @@ def _compile(cls: ReduceClass) -> Any:
 
     dd = CUTLASS_DTYPES[cls.d_dtype]
     m = cute.sym_int32()
-    n = cute.sym_int32(divisibility=vector_width(cls.d_dtype))
+    n = cute.sym_int32() if cls.transposed else cute.sym_int32(divisibility=vector_width(cls.d_dtype))
     l = cute.sym_int32() if cls.rank == 3 else 1
     n_pad = cute.sym_int32(divisibility=WS_ALIGN)
     ws_strides = (cute.sym_int64(divisibility=WS_ALIGN), cute.sym_int64(divisibility=WS_ALIGN),
                   cute.sym_int64(divisibility=WS_ALIGN), 1)
     ws = make_fake_tensor(cutlass.Float32, (cls.splits, l, m, n_pad), ws_strides, assumed_align=16)
-    d = _fake_rows(dd, cls.rank, l, m, n, 16)
-    c = _fake_rows(CUTLASS_DTYPES[cls.c_dtype], cls.rank, l, m, n, 4) if cls.c_dtype is not None else None
-    bias = make_fake_tensor(dd, (n,), (1,), assumed_align=4) if cls.bias else None
+    fake = _fake_columns if cls.transposed else _fake_rows
+    d = fake(dd, cls.rank, l, m, n, 16)
+    c = fake(CUTLASS_DTYPES[cls.c_dtype], cls.rank, l, m, n, 4) if cls.c_dtype is not None else None
+    bias = make_fake_tensor(dd, (m,) if cls.transposed else (n,), (1,), assumed_align=4) if cls.bias else None
     try:
         return cute.compile(
             SplitKReduceKernel(cls),
@@ -326,6 +387,7 @@ def get_reduce(
     activation: Activation,
     rank: int,
     cache_dir: Path | None,
+    transposed: bool = False,
 ) -> Any:
     """The compiled TVM-FFI reduce function of a class: from memory, from disk, or compiled.
 
@@ -334,9 +396,10 @@ def get_reduce(
     ``bias`` (N,) in D's dtype or None (None exactly when the class has no C / no bias), and
     Python floats ``alpha``, ``beta`` (beta is unused without C). It launches one kernel on
     torch's current stream and returns None; the argument checks of the module docstring raise
-    before launching. ``splits`` 1..MAX_SPLITS, ``rank`` is D's (2 or 3). Raises ValueError for
-    an unsupported class and KernelCompileError when the DSL fails.
+    before launching. ``splits`` 1..MAX_SPLITS, ``rank`` is D's (2 or 3). ``transposed``: ``d``
+    and ``c`` are the column-major D' = D^T and C' of a ``swap_ab`` GEMM, ``bias`` has D''s row
+    count. Raises ValueError for an unsupported class and KernelCompileError when the DSL fails.
     """
-    cls = ReduceClass(splits, d_dtype, c_dtype, bias, activation, rank)
-    key = reduce_compile_key(splits, d_dtype, c_dtype, bias, activation, rank)
+    cls = ReduceClass(splits, d_dtype, c_dtype, bias, activation, rank, transposed)
+    key = reduce_compile_key(splits, d_dtype, c_dtype, bias, activation, rank, transposed)
     return _CACHE.get(key, cache_dir, lambda: _compile(cls))

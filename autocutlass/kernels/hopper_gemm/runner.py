@@ -241,7 +241,7 @@ class HopperGemmRunner:
                 p = self.problem
                 self._reduce[rank] = get_reduce(
                     self.config.split_k, p.d_dtype, p.c_dtype if p.epilogue.with_c else None, p.epilogue.bias,
-                    p.epilogue.activation, rank, self._cache_dir,
+                    p.epilogue.activation, rank, self._cache_dir, transposed=self._swap,
                 )
             if self._copy_a or self._copy_b:
                 self._transpose[rank] = get_transpose(rank, self._cache_dir)
