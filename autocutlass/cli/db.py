@@ -313,13 +313,12 @@ def cmd_prune(ns: argparse.Namespace) -> int:
     older kernel sources that a record of the installed sources replaces (``transfer.pruned``; after
     ``db rekey`` and a re-tune, the shipped files keep one record of ours per problem and family)."""
     from autocutlass.db.transfer import pruned, read_file, write_snapshot
-    from autocutlass.kernels import family_names, get_family
+    from autocutlass.kernels import source_hashes
 
     out = Path(ns.output).expanduser().resolve()
     if out.exists() and not ns.force:
         raise UsageError(f"{out} exists; db prune writes a new file: choose another -o, or add --force to replace it")
-    installed = {name: get_family(name).source_hash() for name in family_names()}
-    snap, bests, trials = pruned(read_file(ns.file), installed)
+    snap, bests, trials = pruned(read_file(ns.file), source_hashes())
     write_snapshot(snap, out)
     print(f"pruned {ns.file} into {out}: {bests} best record(s) of older kernel sources replaced by one of the "
           f"installed sources dropped, {trials} trial(s) of kernel sources left without a best dropped")  # fmt: skip

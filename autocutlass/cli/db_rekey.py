@@ -83,7 +83,7 @@ def decide(record_hash: str, installed_hash: str, old: dict[str, Any], new: dict
 def cmd_rekey(ns: argparse.Namespace) -> int:
     from autocutlass.db.transfer import merge_snapshots, read_file, rekeyed
     from autocutlass.device import dsl_version
-    from autocutlass.kernels import family_names, get_family
+    from autocutlass.kernels import source_hashes
 
     out = Path(ns.output).expanduser().resolve()
     if out.exists() and not ns.force:
@@ -91,7 +91,7 @@ def cmd_rekey(ns: argparse.Namespace) -> int:
     old_tree = Path(ns.old_src).expanduser().resolve()
     if not (old_tree / "autocutlass" / "__init__.py").is_file():
         raise UsageError(f"--old-src {old_tree}: no autocutlass package in it")
-    installed = {name: get_family(name).source_hash() for name in family_names()}
+    installed = source_hashes()
     snap = read_file(ns.input)
     have = {(b.problem.key(), b.hard_key.key()) for b in snap.bests}
 

@@ -193,6 +193,12 @@ tile_n, which fits M's residue in widths of 16): ``swapped_split_configs`` in th
 ``model_picks``'s swapped split first where the model ranks it cheaper."""
 
 
+def space_tile_ns(n: int) -> tuple[int, ...]:
+    """The space's tile widths for an output of ``n`` columns: the wide ones, and the narrow ones
+    (16, 32) for narrow outputs."""
+    return TILE_N_WIDE + (TILE_N_NARROW if n <= NARROW_N else ())
+
+
 def swap_split_candidate(problem: GemmProblem) -> bool:
     """A 16-bit split-K GEMM (few output tiles, long K) with an M residue (``SWAP_SPLIT_ROWS``)
     that is not a decode GEMM (those have their own swapped space)."""
@@ -227,9 +233,8 @@ def swapped_split_configs(problem: GemmProblem, tks: tuple[int, ...]) -> list[Ho
     swapped problem (N rows on tile_m, M columns on tile_n) with its ``split_counts``, cooperative,
     TMA store (the slabs go to the workspace either way), swizzle 1."""
     sp = swapped(problem)
-    tile_ns = TILE_N_WIDE + (TILE_N_NARROW if sp.n <= NARROW_N else ())
     out = []
-    for tm, tn in itertools.product(TILE_M, tile_ns):
+    for tm, tn in itertools.product(TILE_M, space_tile_ns(sp.n)):
         for tk, (cm, cn), ras, sk in itertools.product(tks, CLUSTERS, tuple(Raster), split_counts(sp.m, sp.n, sp.l, tm, tn)):
             out.append(HopperGemmConfig(tm, tn, tk, cm, cn, 0, Schedule.COOPERATIVE, ras, 1, sk, Store.TMA,
                                         SplitMode.WORKSPACE, swap_ab=True))  # fmt: skip
@@ -251,9 +256,10 @@ def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
     ``config.TILE_N``'s widths follows, clustered too (the fitted width won 3 of 5 few-tile 'nt'
     GEMMs by 2-6% and lost one by 8%, H100, benchmarks/results/2026-11-27-h100-s23-fitted-widths-probe.txt:
     the search measures both)."""
-    ranked = [cfg for _, cfg in modelled_configs(problem) if check(cfg, problem) is None]
-    if not ranked:
+    costed = [(cost, cfg) for cost, cfg in modelled_configs(problem) if check(cfg, problem) is None]
+    if not costed:
         return []
+    ranked = [cfg for _, cfg in costed]
     data = next((cfg for cfg in ranked if cfg.split_k == 1), None)
     if data is None:
         return [ranked[0]]
@@ -263,12 +269,11 @@ def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
         for cfg in ranked:
             if cfg.split_k > 1 and len(shapes) < SPLIT_PICKS:
                 shapes.setdefault((cfg.tile_m, cfg.tile_n), cfg)
-        out = [c for cfg in shapes.values() for c in _clustered(cfg, problem)]
+        groups = [_clustered(cfg, problem) for cfg in shapes.values()]
         swap = _swapped_split_pick(problem)
-        if swap is not None:
-            best_cost = next(cost for cost, cfg in modelled_configs(problem) if cfg == ranked[0])
-            picks = _clustered(swap[1], problem)
-            out = picks + out if swap[0] < best_cost else out[:3] + picks + out[3:]
+        if swap is not None:  # first if the model ranks it cheaper, else after the cheapest split shape
+            groups.insert(0 if swap[0] < costed[0][0] else 1, _clustered(swap[1], problem))
+        out = [c for group in groups for c in group]
     out += _clustered(_rastered(data, problem), problem)
     if data.tile_n in TILE_N_FITTED:
         old = next(cfg for cfg in ranked if cfg.split_k == 1 and cfg.tile_n not in TILE_N_FITTED)
@@ -365,7 +370,7 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
         (benchmarks/results/2026-11-22-h200-streamk-probe.txt)."""
         stores = tuple(Store) if problem.m <= SMALL_M_DIRECT_STORE else (Store.TMA,)
         tks = tile_ks(problem.a_dtype)
-        tile_ns = TILE_N_WIDE + (TILE_N_NARROW if problem.n <= NARROW_N else ())
+        tile_ns = space_tile_ns(problem.n)
         out = [
             HopperGemmConfig(tm, tn, tk, cm, cn, st, sch, ras, sw, 1, sto)
             for tm, tn, tk, (cm, cn), st, sch, ras, sw, sto in itertools.product(
