@@ -74,6 +74,9 @@ CASES = [
     (C(128, 128, 64, split_k=2, cluster_m=2), conv(2, 7, 7, 512, 256, 3, 3, pad=(1, 1))),
     (C(64, 128, 64, split_k=4), conv(2, 7, 7, 136, 128, 3, 3, pad=(1, 1),
                                      epilogue=E(with_c=True, bias=True, activation=A.RELU))),
+    # a wave-filling split count (layer_splits): 5 serial splits of 72 K blocks, and 7 of 9 with a bias
+    (C(128, 256, 64, split_k=5), conv(32, 7, 7, 512, 512, 3, 3, pad=(1, 1))),
+    (C(128, 128, 64, split_k=7), conv(2, 7, 7, 64, 128, 3, 3, pad=(1, 1), epilogue=E(bias=True))),
     # epilogues: bias, residual, activations, fp32 and fp16 outputs
     (C(128, 128, 64), conv(2, 17, 17, 64, 128, 3, 3, pad=(1, 1), epilogue=E(bias=True))),
     (C(128, 128, 64, schedule="pingpong"), conv(2, 17, 17, 64, 128, 3, 3, pad=(1, 1),

@@ -179,10 +179,15 @@ def _wgrad_cases() -> list[tuple[Any, ConvProblem]]:
         (W(128, 128, 64, tap_channels=64, cluster_n=2), problem("wgrad", 2, 16, 16, 64, 128, 3, 3, pad=(1, 1))),
         # one tap per tile into workspace slabs (dw batched over the taps for the reduce kernel)
         (W(128, 128, 64, split_k=6, split_mode="workspace"), problem("wgrad", 4, 14, 14, 256, 128, 3, 3, pad=(1, 1))),
+        # wave-filling split counts (wave_splits): 7 serial splits, and 22 workspace slabs of a pixel
+        # loop of 60 K blocks (splits of 3, the last two empty)
+        (W(128, 256, 64, split_k=7), problem("wgrad", 2, 24, 24, 256, 256, 3, 3, pad=(1, 1))),
+        (W(128, 128, 64, split_k=22, split_mode="workspace"), problem("wgrad", 3, 35, 36, 128, 256, 3, 3,
+                                                                          pad=(1, 1))),
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("i", range(25))
+@pytest.mark.parametrize("i", range(27))
 def test_wgrad_kernel(tmp_path: Path, i: int) -> None:
     config, p = _wgrad_cases()[i]
     _verify(_wgrad_family(tmp_path), config, p)

@@ -14,7 +14,7 @@ import pytest
 
 from autocutlass.device import KERNELS_DIR
 from autocutlass.kernels.hopper_conv import HopperConvConfig as C
-from autocutlass.kernels.hopper_conv import HopperConvFamily, check
+from autocutlass.kernels.hopper_conv import HopperConvFamily, check, layer_splits, modelled_pick
 from autocutlass.kernels.hopper_conv.check import problem_supported
 from autocutlass.kernels.hopper_conv.compile import compile_key
 from autocutlass.kernels.hopper_conv.plan import implicit_gemm, make_plan, output_size
@@ -83,7 +83,7 @@ def test_corners_at_the_limits_are_accepted() -> None:
         (C(tile_n=512), conv(), "tile_n=512"),
         (C(tile_k=32), conv(), "tile_k=32"),
         (C(cluster_m=4), conv(), "cluster 4x1"),
-        (C(split_k=5), conv(), "split_k=5"),
+        (C(split_k=17), conv(), "split_k=17 is not one of range(1, 17)"),
         (C(tile_k=128), conv(c=64), "tile_k=128 > C=64"),
         (C(tile_k=128), conv(c=8), "tile_k=128 > C=8"),
         (C(256, 128, 64, schedule="pingpong"), conv(), "ping-pong tile_m=256"),
@@ -130,6 +130,22 @@ def test_split_k_joins_the_space_for_few_tile_layers_only() -> None:
     large = conv(n=8, c=640, k=640, h=32, w=32)
     assert any(c.split_k > 1 for c in fam.space(small))
     assert not any(c.split_k > 1 for c in fam.space(large))
+
+
+def test_few_tile_layers_get_the_split_that_fills_a_wave() -> None:
+    """rn50-l4-3x3 (1568 x 512 outputs, K = 4608: 72 blocks of 64): 26 tiles of 128x256 split 5
+    ways take 130 of 132 SMs; the listed 2-4 take at most 104. 128x128 tiles (52) fill a wave with
+    no split count. The cost model's pick is a feasible cooperative config of the space."""
+    fam = HopperConvFamily()
+    small = conv(c=512, k=512, h=7, w=7)
+    assert layer_splits(small, 128, 256, 64) == (2, 3, 4, 5)
+    assert layer_splits(small, 128, 128, 64) == (2, 3, 4)
+    space = set(fam.space(small))
+    assert C(128, 256, 64, split_k=5) in space and check(C(128, 256, 64, split_k=5), small) is None
+    assert C(128, 128, 64, split_k=5) not in space
+    pick = modelled_pick(small)
+    assert pick is not None and pick in space and check(pick, small) is None and pick in fam.seeds(small)
+    assert modelled_pick(conv(n=8, c=640, k=640, h=32, w=32)) is None  # no split-K: no model pick
 
 
 def test_suite_file_layers_are_served_except_the_stem() -> None:
@@ -250,6 +266,8 @@ COMPILE_CASES = [
     (C(256, 128, 64, cluster_m=2, cluster_n=2, split_k=2), conv(
         r=1, s=7, pad_h=0, pad_w=3, c=128, k=128, y_dtype=DType.FP32,
         epilogue=Epilogue(with_c=True, bias=True, activation=Activation.GELU))),
+    # a wave-filling split count (layer_splits): 26 tiles of 128x256 split 5 ways
+    (C(128, 256, 64, split_k=5), conv(c=512, k=512, h=7, w=7)),
     # fp16, direct store, 5x3 (R != S), dilation 2
     (C(64, 128, 64, store="direct"), conv(r=5, s=3, pad_h=4, pad_w=2, dil_h=2, dil_w=2, x_dtype=DType.FP16,
                                           w_dtype=DType.FP16, y_dtype=DType.FP16,

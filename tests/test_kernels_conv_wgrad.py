@@ -20,9 +20,13 @@ from autocutlass.kernels import families_for, get_family, source_hashes
 from autocutlass.kernels.hopper_conv_wgrad import (
     GATE_REASON,
     HopperConvWgradFamily,
+    layer_splits,
     modelled_configs,
+    output_tiles,
     tile_widths,
 )
+from autocutlass.kernels.hopper_conv_wgrad.config import SPLIT_K
+from autocutlass.kernels.waves import wave_splits
 from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradConfig as C
 from autocutlass.kernels.hopper_conv_wgrad.check import check
 from autocutlass.kernels.hopper_conv_wgrad.compile import compile_key
@@ -113,7 +117,7 @@ def test_problem_reasons(problem: ConvProblem, needle: str) -> None:
 @pytest.mark.parametrize("config,needle", [
     (C(128, 96, 64), "tile_n=96"),
     (C(128, 64, 32), "tile_k=32"),
-    (C(128, 64, 64, split_k=5), "split_k=5"),
+    (C(128, 64, 64, split_k=0), "split_k=0 is not one of range(1, 65)"),
     (C(128, 128, 64), "tile_n=128 > C=64"),
     (C(128, 64, 64, split_k=2, stream_k=True), "stream_k divides"),
     (C(128, 64, 64, split_k=2, schedule="pingpong"), "cooperative"),
@@ -174,6 +178,42 @@ def test_narrow_layers_get_tiles_of_several_taps() -> None:
     g = implicit_gemm(p, 64)
     assert (g.m, g.n, g.l) == (64, 576, 1)
     assert check(C(64, 128, 64, tap_channels=64), wgrad(c=128, k=128)) is not None
+
+
+def test_wave_splits_fill_the_gpus_waves() -> None:
+    """132 SMs: 18 tiles fill one wave with 7 splits (126 units), where 6 leaves 24 SMs idle; 9
+    tiles with 14; 3 tiles (of several taps) with 44. 36 or 108 tiles fill no one wave well enough
+    with any split. A split keeps min_blocks K blocks; at most ``most`` splits."""
+    assert wave_splits(18, 4096, most=64) == (7,)
+    assert wave_splits(9, 4096, most=64) == (14,)
+    assert wave_splits(3, 4096, most=64) == (44,)
+    assert wave_splits(3, 4096, most=16) == ()
+    assert wave_splits(36, 4096, most=64) == wave_splits(108, 196, most=64) == ()
+    assert wave_splits(9, 40, most=64) == ()  # 10 splits at most
+    assert wave_splits(9, 40, most=64, min_blocks=2) == (14,)
+    assert wave_splits(0, 100, most=64) == wave_splits(18, 0, most=64) == ()
+    for tiles in range(1, 300):
+        for s in wave_splits(tiles, 1 << 20, most=64):
+            assert 2 <= s <= 64 and 0.95 * 132 <= tiles * s <= 132
+    assert wave_splits(26, 72, most=16, sms=132) == (5,)  # rn50-l4-3x3 fprop, 128x256: 130 units
+
+
+def test_a_three_by_three_layer_gets_wave_filling_splits_in_its_space_and_seeds() -> None:
+    """vae-256@512's wgrad: 18 tiles of 128x256 and a pixel loop of 4096 K blocks. The listed splits'
+    best, 6, fills 108 of 132 SMs; the space has 7 (serial and workspace), and the model's first
+    seed is a wave-filling split."""
+    p = wgrad(n=1, h=512, w=512, c=256, k=256)
+    assert layer_splits(p, 128, 256, 0, 64) == (*SPLIT_K[1:], 7)
+    assert layer_splits(p, 64, 64, 0, 64) == SPLIT_K[1:]  # 4 x 4 x 9 = 144 tiles: more than a wave
+    space = set(ON.space(p))
+    for mode in ("serial", "workspace"):
+        cfg = C(128, 256, 64, split_k=7, split_mode=mode)
+        assert cfg in space and ON.check(cfg, p) is None, (mode, ON.check(cfg, p))
+    assert C(128, 256, 64, split_k=5) not in space
+    assert "64 MiB" in (ON.check(C(128, 256, 64, split_k=29, split_mode="workspace"), p) or "")  # 29 slabs: 65 MiB
+    first = ON.seeds(p)[0]
+    tiles = output_tiles(p, first.tile_m, first.tile_n, first.tap_channels)
+    assert tiles * first.split_k >= 0.95 * 132 and first.split_k not in SPLIT_K, first.short()
 
 
 def test_workspace_slabs_are_capped() -> None:
@@ -301,6 +341,9 @@ COMPILE_CASES = [
     (C(64, 192, 64, split_k=48, split_mode="workspace", tap_channels=64), wgrad()),
     (C(128, 256, 64, cluster_m=2, stream_k=True, tap_channels=128), wgrad(c=128, k=128)),
     (C(128, 128, 64, split_k=6, split_mode="workspace"), wgrad(c=256, k=128)),
+    # wave-filling split counts (wave_splits): 7 serial, 22 workspace slabs
+    (C(128, 256, 64, split_k=7), wgrad(n=1, h=512, w=512, c=256, k=256)),
+    (C(128, 256, 64, split_k=22, split_mode="workspace"), wgrad(n=1, h=512, w=512, c=256, k=256)),
 ]  # fmt: skip
 
 

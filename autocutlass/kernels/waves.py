@@ -31,7 +31,10 @@ import math
 
 from autocutlass.kernels import budgets
 
-__all__ = ["EPILOGUE_COST", "PARTIAL_COST", "REDUCE_LAUNCH_COST", "TILE_RATES", "predicted_cost", "tile_rate"]
+__all__ = [
+    "EPILOGUE_COST", "PARTIAL_COST", "REDUCE_LAUNCH_COST", "TILE_RATES", "WAVE_FILL", "predicted_cost", "tile_rate",
+    "wave_splits",
+]  # fmt: skip
 
 TILE_RATES: dict[tuple[int, int], float] = {
     (64, 64): 0.32, (64, 128): 0.5, (128, 64): 0.55, (64, 192): 0.55, (64, 256): 0.6, (128, 128): 0.85,
@@ -98,3 +101,30 @@ def predicted_cost(
         return waves * unit + REDUCE_LAUNCH_COST + tiles * split * partial / sms
     unit = math.ceil(k_blocks / split) * block + fixed + (split * partial if split > 1 else 0.0)
     return waves * unit
+
+
+WAVE_FILL = 0.95
+"""A split count fills the GPU's wave when its work units (output tiles x splits) take at least
+this share of its SMs (``wave_splits``)."""
+
+
+def wave_splits(
+    tiles: int, k_blocks: int, *, most: int, min_blocks: int = 4, sms: int = budgets.SM_COUNT_SM90
+) -> tuple[int, ...]:
+    """The split count (2..``most``, each split left ``min_blocks`` K blocks or more) whose
+    ``tiles * split`` work units fill one wave of ``sms`` CTAs best, if they fill ``WAVE_FILL`` of
+    it or more (the smaller count of a tie): ``(s,)``, or ``()``.
+
+    Split counts listed as products of 2 and 3 miss the 132 SMs of an H100 or H200 (4 x 3 x 11):
+    a 3x3 convolution's tiles come in nines, and 18 tiles split 6 ways take 108 SMs where 7 ways
+    take 126. One wave only: units that take several waves run one tile's splits (or, batched over
+    filter taps, one tap's) in different waves, and the tiles that read one K block then miss the
+    L2 (H100, ``conv_wgrad_probe``, 2026-11-27: vae-256@512's wgrad in 22 slabs, three waves, x0.915
+    of cuDNN against x0.972 in 7 serial splits; sd-320@64's in 7 slabs x0.655 against x0.940 in 2)."""
+    if tiles < 1 or sms < 1:
+        return ()
+    fits = [s for s in range(2, min(most, k_blocks // min_blocks) + 1) if tiles * s <= sms]
+    if not fits:
+        return ()
+    best = max(fits, key=lambda s: (tiles * s, -s))
+    return (best,) if tiles * best >= WAVE_FILL * sms else ()

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autocutlass.kernels import budgets
+from autocutlass.kernels import budgets, waves
 from autocutlass.kernels.base import KernelFamily
-from autocutlass.kernels.hopper_conv.check import check, problem_supported
+from autocutlass.kernels.hopper_conv.check import SERIAL_SPLIT_MAX, check, problem_supported
 from autocutlass.kernels.hopper_conv.config import (
     CLUSTERS,
     SWIZZLE,
@@ -46,6 +46,10 @@ alone leave SMs idle (e.g. the 7x7 ResNet stage at batch 32: 1568 x 512 outputs)
 SPLIT_K_MIN_K = 1024
 """...and whose K loop (C*R*S) is at least this long."""
 TUNED_SPLIT_K = (2, 3, 4)
+"""The split counts the space offers every split layer; ``layer_splits`` adds the one that fills a
+wave with the layer's tiles."""
+SPLIT_MIN_BLOCKS = 4
+"""The fewest K blocks (tile_k channels of one tap) a wave-filling split leaves each split."""
 TUNED_STAGES = (0,)
 """Stages stay at 'as many as fit' in the search, as in the GEMM family."""
 
@@ -54,6 +58,45 @@ def fitting_tile_n(k: int) -> int:
     """The tile width (64..256) that covers K output channels with the fewest padded columns,
     the widest among equals: 160 for K = 640, 256 for 512 or 1280, 128 for 128."""
     return min(TILE_N, key=lambda t: (-(-k // t) * t - k, -t))
+
+
+def layer_splits(problem: ConvProblem, tile_m: int, tile_n: int, tile_k: int) -> tuple[int, ...]:
+    """The split counts (above 1) the space offers a tile shape of a split layer: ``TUNED_SPLIT_K``,
+    then the count whose work units fill one wave of the GPU (``kernels.waves.wave_splits``, up to
+    ``SERIAL_SPLIT_MAX``), when ``TUNED_SPLIT_K`` lacks it (rn50-l4-3x3: 26 tiles of 128x256 split
+    5 ways take 130 of 132 SMs)."""
+    gm = implicit_gemm(problem)
+    tiles = -(-gm.m // tile_m) * -(-gm.n // tile_n)
+    extra = waves.wave_splits(tiles, -(-gm.k // tile_k), most=SERIAL_SPLIT_MAX, min_blocks=SPLIT_MIN_BLOCKS)
+    return (*TUNED_SPLIT_K, *(s for s in extra if s not in TUNED_SPLIT_K))
+
+
+def modelled_pick(problem: ConvProblem) -> HopperConvConfig | None:
+    """The cost model's cheapest cooperative config (``kernels.waves.predicted_cost``) among the
+    tile shapes whose width does not exceed K rounded up to 64, data-parallel or split serially by
+    ``layer_splits``, tile_k 64, no cluster; None for a layer without split-K in its space."""
+    gm = implicit_gemm(problem)
+    if not _splits_layer(problem):
+        return None
+    k_blocks = -(-gm.k // 64)
+    best: tuple[float, int, HopperConvConfig] | None = None
+    for tm, tn in itertools.product(TILE_M, TILE_N):
+        if tn > -(-gm.n // 64) * 64:
+            continue
+        tiles = -(-gm.m // tm) * -(-gm.n // tn)
+        for split in (1, *layer_splits(problem, tm, tn, 64)):
+            cost = waves.predicted_cost(tiles, k_blocks, tm, tn, 64, split=split)
+            cfg = HopperConvConfig(tm, tn, 64, split_k=split)
+            if check(cfg, problem) is None and (best is None or (cost, split) < best[:2]):
+                best = (cost, split, cfg)
+    return None if best is None else best[2]
+
+
+def _splits_layer(problem: ConvProblem) -> bool:
+    """Whether the space offers the layer split-K: its output tiles alone leave SMs idle and its K
+    loop is long (``SPLIT_K_MAX_OUTPUT``, ``SPLIT_K_MIN_K``)."""
+    gm = implicit_gemm(problem)
+    return gm.m * gm.n <= SPLIT_K_MAX_OUTPUT and gm.k >= SPLIT_K_MIN_K
 
 
 class HopperConvFamily(KernelFamily[HopperConvConfig]):
@@ -69,8 +112,8 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
 
     def space(self, problem: ConvProblem) -> Sequence[HopperConvConfig]:
         """Tiles x clusters x schedules x raster/swizzle at stages = as many as fit (the TMA
-        store; the direct store too for tiny outputs). Split-K (cooperative, serial) joins where
-        the output tiles cannot fill the GPU and the K loop is long."""
+        store; the direct store too for tiny outputs). Split-K (cooperative, serial; ``layer_splits``)
+        joins where the output tiles cannot fill the GPU and the K loop is long."""
         gm = implicit_gemm(problem)
         stores = tuple(Store) if gm.m <= SMALL_M_DIRECT_STORE else (Store.TMA,)
         out = [
@@ -79,12 +122,12 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
                 TILE_M, TILE_N, TILE_K, CLUSTERS, TUNED_STAGES, tuple(Schedule), tuple(Raster), SWIZZLE, stores
             )
         ]
-        if gm.m * gm.n <= SPLIT_K_MAX_OUTPUT and gm.k >= SPLIT_K_MIN_K:
+        if _splits_layer(problem):
             out += [
                 HopperConvConfig(tm, tn, tk, cm, cn, st, Schedule.COOPERATIVE, ras, 1, sk, Store.TMA)
-                for tm, tn, tk, (cm, cn), st, ras, sk in itertools.product(
-                    TILE_M, TILE_N, TILE_K, CLUSTERS, TUNED_STAGES, tuple(Raster), TUNED_SPLIT_K
-                )
+                for tm, tn, tk in itertools.product(TILE_M, TILE_N, TILE_K)
+                for sk in layer_splits(problem, tm, tn, tk)
+                for (cm, cn), st, ras in itertools.product(CLUSTERS, TUNED_STAGES, tuple(Raster))
             ]
         return out
 
@@ -98,7 +141,8 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
         N with a wide swizzle won the large layers (sd-640@32: 128x160x64 n/8, 1.18-1.33x cuDNN), a
         narrow ping-pong tile the K = 64 layers (rn50-l1-3x3, 1.15x), 128x128 tiles with im2col
         multicast the few-tile layers (rn50-l3-3x3, 1.13x) and 64-row tiles those with fewer
-        128x128 tiles than half the SMs (rn50-l4-3x3, 0.89x)."""
+        128x128 tiles than half the SMs (rn50-l4-3x3, 0.89x). A few-tile layer's second guess is the
+        cost model's (``modelled_pick``), which may split the K loop so that its units fill a wave."""
         c = HopperConvConfig
         pp, n_ = Schedule.PINGPONG, Raster.ALONG_N
         gm = implicit_gemm(problem)
@@ -114,6 +158,9 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
                 guesses[:2] = guesses[1::-1]
             if gm.k >= SPLIT_K_MIN_K:
                 guesses.insert(2, c(128, 128, 64, split_k=2))
+            pick = modelled_pick(problem)
+            if pick is not None and pick not in guesses:
+                guesses.insert(1, pick)
         else:  # large: tiles that fit K, walked along N (the im2col tile stays in L2 across them)
             guesses = [
                 c(128, fit, 64, raster=n_, swizzle=8), c(128, fit, 64, cluster_m=2, raster=n_, swizzle=8),

@@ -121,8 +121,15 @@ def problem_supported(problem: ConvProblem) -> str | None:
     return _im2col_limits(problem)
 
 
+SERIAL_SPLIT_MAX = 16
+"""The most splits of the K loop (summed serially through a turnstile) a config may take."""
+SPLIT_DOMAIN = range(1, SERIAL_SPLIT_MAX + 1)
+"""The split counts a config may take. The space offers ``SPLIT_K``'s and, per tile shape of a
+few-tile layer, the one that fills a wave (``hopper_conv.layer_splits``)."""
+
+
 def _domain(config: HopperConvConfig, problem: ConvProblem) -> str | None:
-    why = tile_domain(config, (TILE_M, TILE_N, TILE_K), swizzle=SWIZZLE, split_k=SPLIT_K, clusters=CLUSTERS)
+    why = tile_domain(config, (TILE_M, TILE_N, TILE_K), swizzle=SWIZZLE, split_k=SPLIT_DOMAIN, clusters=CLUSTERS)
     if why is not None:
         return why
     return None

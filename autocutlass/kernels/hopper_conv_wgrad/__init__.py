@@ -77,25 +77,41 @@ def tile_widths(problem: ConvProblem) -> list[tuple[int, int]]:
 MODEL_TILE_K = 64
 """The pixels per K block of the configs the cost model ranks (``modelled_configs``)."""
 
+MIN_SPLIT_BLOCKS = 4
+"""The fewest K blocks a split of the pixel loop is left with, in the model's configs and the
+wave-filling split (``layer_splits``)."""
+
+def layer_splits(problem: ConvProblem, tile_m: int, tile_n: int, tap_channels: int, tile_k: int) -> tuple[int, ...]:
+    """The split counts (above 1) the space and the model offer a tile shape: ``SPLIT_K``'s, then
+    the one that fills a wave with this tile shape's work units (``kernels.waves.wave_splits``),
+    when ``SPLIT_K`` lacks it."""
+    k_blocks = -(-implicit_gemm(problem).k // tile_k)
+    tiles = output_tiles(problem, tile_m, tile_n, tap_channels)
+    extra = waves.wave_splits(tiles, k_blocks, most=max(SPLIT_K), min_blocks=MIN_SPLIT_BLOCKS)
+    return (*SPLIT_K[1:], *(s for s in extra if s not in SPLIT_K))
+
 
 def modelled_configs(problem: ConvProblem) -> list[tuple[float, HopperConvWgradConfig]]:
     """Every (tile_m, tile_n) of the family's axes with each way of sharing the pixel loop
-    (data-parallel, each serial split of ``SPLIT_K`` leaving at least 4 K blocks per split,
-    stream-K), cooperative, no cluster, ``MODEL_TILE_K`` pixels per K block, with the cost
-    ``kernels.waves.predicted_cost`` predicts for it, cheapest first (ties: the simpler)."""
+    (data-parallel, each serial split of ``layer_splits`` leaving at least ``MIN_SPLIT_BLOCKS`` K
+    blocks per split, the same in workspace mode, stream-K), cooperative, no cluster,
+    ``MODEL_TILE_K`` pixels per K block, with the cost ``kernels.waves.predicted_cost`` predicts
+    for it, cheapest first (ties: the simpler)."""
     c = HopperConvWgradConfig
     k_blocks = -(-implicit_gemm(problem).k // MODEL_TILE_K)
     out: list[tuple[float, HopperConvWgradConfig]] = []
     for tm, (tn, taps) in itertools.product(TILE_M, tile_widths(problem)):
         tiles = output_tiles(problem, tm, tn, taps)
-        for split in SPLIT_K:
-            if split == 1 or (split <= SERIAL_SPLIT_MAX and k_blocks >= 4 * split):
+        out.append((waves.predicted_cost(tiles, k_blocks, tm, tn, MODEL_TILE_K), c(tm, tn, MODEL_TILE_K, tap_channels=taps)))
+        for split in layer_splits(problem, tm, tn, taps, MODEL_TILE_K):
+            if k_blocks < MIN_SPLIT_BLOCKS * split:
+                continue
+            if split <= SERIAL_SPLIT_MAX:
                 cost = waves.predicted_cost(tiles, k_blocks, tm, tn, MODEL_TILE_K, split=split)
                 out.append((cost, c(tm, tn, MODEL_TILE_K, split_k=split, tap_channels=taps)))
-            if split > 1 and k_blocks >= 4 * split:
-                cost = waves.predicted_cost(tiles, k_blocks, tm, tn, MODEL_TILE_K, split=split, workspace=True)
-                out.append((cost, c(tm, tn, MODEL_TILE_K, split_k=split, tap_channels=taps,
-                                    split_mode=SplitMode.WORKSPACE)))
+            cost = waves.predicted_cost(tiles, k_blocks, tm, tn, MODEL_TILE_K, split=split, workspace=True)
+            out.append((cost, c(tm, tn, MODEL_TILE_K, split_k=split, tap_channels=taps,
+                                split_mode=SplitMode.WORKSPACE)))
         cost = waves.predicted_cost(tiles, k_blocks, tm, tn, MODEL_TILE_K, stream_k=True)
         out.append((cost, c(tm, tn, MODEL_TILE_K, stream_k=True, tap_channels=taps)))
     out.sort(key=lambda pair: (pair[0], pair[1].split_k, pair[1].stream_k, pair[1].split_mode is SplitMode.WORKSPACE))
@@ -129,8 +145,9 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
     def space(self, problem: ConvProblem) -> Sequence[HopperConvWgradConfig]:
         """Tiles x clusters x schedules x raster/swizzle at stages = as many as fit (the TMA store;
         the direct store too for small filters), then the cooperative tiles with the pixel loop
-        split serially (``SPLIT_K``) and with stream-K: a wgrad's output tiles are few and its
-        pixel loop long, so most layers want one of the two."""
+        split (``SPLIT_K``, serially up to ``SERIAL_SPLIT_MAX`` and to workspace slabs; then each
+        tile shape's wave-filling split, ``layer_splits``) and with stream-K: a wgrad's output tiles
+        are few and its pixel loop long, so most layers want one of these."""
         c = HopperConvWgradConfig
         small = problem.k * problem.c * problem.r * problem.s <= SMALL_OUTPUT_DIRECT_STORE
         stores = tuple(Store) if small else (Store.TMA,)
@@ -152,6 +169,14 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
             c(tm, tn, tk, cm, cn, 0, coop, ras, 1, sk, False, Store.TMA, taps, SplitMode.WORKSPACE)
             for tm, (tn, taps), tk, (cm, cn), ras, sk in itertools.product(TILE_M, widths, TILE_K, CLUSTERS,
                                                                            tuple(Raster), SPLIT_K[1:])
+        ]
+        out += [
+            c(tm, tn, tk, cm, cn, 0, coop, ras, 1, sk, False, Store.TMA, taps, mode)
+            for tm, (tn, taps), tk in itertools.product(TILE_M, widths, TILE_K)
+            for sk in layer_splits(problem, tm, tn, taps, tk)[len(SPLIT_K) - 1:]
+            for mode in (SplitMode.SERIAL, SplitMode.WORKSPACE)
+            if mode is SplitMode.WORKSPACE or sk <= SERIAL_SPLIT_MAX
+            for (cm, cn), ras in itertools.product(CLUSTERS, tuple(Raster))
         ]
         out += [
             c(tm, tn, tk, cm, cn, 0, coop, ras, 1, 1, True, Store.TMA, taps)

@@ -43,6 +43,11 @@ INPUT_DTYPES = (DType.BF16, DType.FP16)
 
 Rule = Callable[[HopperConvWgradConfig, "ConvProblem"], "str | None"]
 
+SPLIT_DOMAIN = range(1, max(SPLIT_K) + 1)
+"""The split counts a config may take: every count up to the most ``SPLIT_K`` lists (the slab sum's
+limit). The space offers ``SPLIT_K`` and, per layer, the counts that fill the GPU's waves
+(``hopper_conv_wgrad.layer_splits``)."""
+
 
 def problem_supported(problem: ConvProblem) -> str | None:
     """Reasons that no config of the family can serve ``problem``."""
@@ -65,7 +70,7 @@ def problem_supported(problem: ConvProblem) -> str | None:
 
 
 def _domain(config: HopperConvWgradConfig, problem: ConvProblem) -> str | None:
-    why = tile_domain(config, (TILE_M, TILE_N, TILE_K), swizzle=SWIZZLE, split_k=SPLIT_K, clusters=CLUSTERS)
+    why = tile_domain(config, (TILE_M, TILE_N, TILE_K), swizzle=SWIZZLE, split_k=SPLIT_DOMAIN, clusters=CLUSTERS)
     if why is not None:
         return why
     return None
@@ -127,5 +132,5 @@ def check(config: HopperConvWgradConfig, problem: ConvProblem) -> str | None:
     if reason is not None:
         return reason
     return first_broken(RULES, config, problem) or gemm_check(
-        config.gemm_config(), implicit_gemm(problem, config.tap_channels), split_k=SPLIT_K
+        config.gemm_config(), implicit_gemm(problem, config.tap_channels), split_k=SPLIT_DOMAIN
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from autocutlass.kernels import budgets
 from autocutlass.kernels.hopper_gemm.config import (
@@ -145,7 +145,7 @@ def problem_supported(problem: GemmProblem) -> str | None:
     return None
 
 
-def _domain(config: HopperGemmConfig, problem: GemmProblem, split_k: tuple[int, ...] = SPLIT_K) -> str | None:
+def _domain(config: HopperGemmConfig, problem: GemmProblem, split_k: Collection[int] = SPLIT_K) -> str | None:
     why = tile_domain(config, (TILE_M, TILE_N_ALL, TILE_K), swizzle=SWIZZLE, split_k=split_k, clusters=CLUSTERS)
     if why is not None:
         return why
@@ -283,7 +283,7 @@ def _shared_memory(config: HopperGemmConfig, problem: GemmProblem) -> str | None
 RULES: tuple[Rule, ...] = (_domain, _wgmma_shape, _registers, _split_k, _stream_k, _smem_layout, _multicast, _shared_memory)
 
 
-def check(config: HopperGemmConfig, problem: GemmProblem, *, split_k: tuple[int, ...] = SPLIT_K) -> str | None:
+def check(config: HopperGemmConfig, problem: GemmProblem, *, split_k: Collection[int] = SPLIT_K) -> str | None:
     """None if ``config`` can run ``problem``, else the first broken rule's reason. The rules
     judge the problem the kernel runs (``kernel_problem``: swapped for ``swap_ab``, K-major
     operands for tf32). ``split_k``: the split counts allowed (a family running this kernel on a
