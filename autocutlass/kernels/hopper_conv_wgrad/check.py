@@ -45,7 +45,7 @@ Rule = Callable[[HopperConvWgradConfig, "ConvProblem"], "str | None"]
 
 SPLIT_DOMAIN = range(1, max(SPLIT_K) + 1)
 """The split counts a config may take: every count up to the most ``SPLIT_K`` lists (the slab sum's
-limit). The space offers ``SPLIT_K`` and, per layer, the counts that fill the GPU's waves
+limit). The space offers ``SPLIT_K`` and, per tile shape, the count that fills a wave of the GPU
 (``hopper_conv_wgrad.layer_splits``)."""
 
 
