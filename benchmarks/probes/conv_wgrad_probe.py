@@ -12,7 +12,8 @@ timed in interleaved rounds (``autocutlass.search.timing.time_callable``, L2 flu
 call) with cuDNN's wgrad (``aten.convolution_backward`` with dW alone in its mask,
 ``cudnn.benchmark`` on); medians of the rounds, TFLOP/s and the ratio to cuDNN (> 1: ours faster).
 
-    python benchmarks/probes/conv_wgrad_probe.py [--layers rn50-l1-3x3,...] [--rounds 3] [--shipped-only] [--json FILE]
+    python benchmarks/probes/conv_wgrad_probe.py [--layers rn50-l1-3x3,...] [--rounds 3] [--shipped-only]
+        [--config JSON]... [--json FILE]
 """
 
 from __future__ import annotations
@@ -118,6 +119,9 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=12, help="parallel compile processes")
     ap.add_argument("--shipped-only", action="store_true",
                     help="time the shipped database's config of each layer alone (no seeds, no extra configs)")
+    ap.add_argument("--config", action="append", default=[], metavar="JSON",
+                    help="a config (its dict as JSON) also timed on every layer whose check it passes (repeatable; "
+                         "with --shipped-only too)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
@@ -152,6 +156,7 @@ def main() -> int:
         if not args.shipped_only:
             cands += [("seed", cfg) for cfg in list(fam.seeds(prob))[: args.seeds]]
             cands += [("taps", cfg) for cfg in extra_configs(prob)]
+        cands += [("extra", HopperConvWgradConfig.from_dict(json.loads(c))) for c in args.config]
         kept, seen = [], set()
         for tag, cfg in cands:
             why = fam.check(cfg, prob)
