@@ -216,6 +216,15 @@ def test_a_three_by_three_layer_gets_wave_filling_splits_in_its_space_and_seeds(
     assert tiles * first.split_k >= 0.95 * 132 and first.split_k not in SPLIT_K, first.short()
 
 
+def test_large_layers_seed_both_clustered_stream_k_tiles() -> None:
+    """The two stream-K configs that won on the 512-channel layers (256x128 in a 1x2 cluster,
+    128x256 in a 2x1 cluster) are among the seeds of such a layer, feasible."""
+    p = wgrad(n=256, h=7, w=7, c=512, k=512)
+    seeds = ON.seeds(p)
+    for cfg in (C(256, 128, 64, cluster_n=2, stream_k=True), C(128, 256, 64, cluster_m=2, stream_k=True)):
+        assert cfg in seeds and ON.check(cfg, p) is None
+
+
 def test_workspace_slabs_are_capped() -> None:
     big = wgrad(n=1, h=512, w=512, c=256, k=256)  # 9 taps of 256x256: 2.25 MiB of fp32 per slab
     assert "MiB" in (check(C(128, 256, 64, split_k=64, split_mode="workspace"), big) or "")

@@ -202,7 +202,9 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
         best data-parallel config in a 2x1 cluster and as ping-pong, the large and small tiles, and
         a 256x128 stream-K tile in a 1x2 cluster (the dy tile multicast): the one stream-K config
         that won in that probe, on two 512-channel layers (rn50-l4-3x3-b256 x1.039 against x0.974 for
-        the best other, vae-512@128 x0.961 against x0.923)."""
+        the best other, vae-512@128 x0.961 against x0.923); and its transpose, 128x256 in a 2x1
+        cluster (the im2col tile multicast), which a 40-trial tune found for rn50-l4-3x3-b256 (x1.017,
+        2026-11-27, session 26) where the 16-trial record read x0.934."""
         c = HopperConvWgradConfig
         ranked = [cfg for _, cfg in modelled_configs(problem) if self.check(cfg, problem) is None]
         if not ranked:
@@ -227,7 +229,7 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
         if data is not None:
             guesses += [dataclasses.replace(data, cluster_m=2), dataclasses.replace(data, schedule=Schedule.PINGPONG)]
         guesses += [c(128, 256, 64), c(256, 128, 64), c(128, 128, 64), c(128, 64, 64), c(64, 64, 64),
-                    c(256, 128, 64, cluster_n=2, stream_k=True)]
+                    c(256, 128, 64, cluster_n=2, stream_k=True), c(128, 256, 64, cluster_m=2, stream_k=True)]
         return self.feasible_seeds(guesses, problem)
 
     def config_to_dict(self, config: HopperConvWgradConfig) -> dict[str, Any]:
