@@ -33,7 +33,7 @@ from autocutlass.kernels import budgets
 
 __all__ = [
     "EPILOGUE_COST", "PARTIAL_COST", "REDUCE_LAUNCH_COST", "TILE_RATES", "WAVE_FILL", "predicted_cost", "tile_rate",
-    "wave_splits",
+    "wave_fill", "wave_splits",
 ]  # fmt: skip
 
 TILE_RATES: dict[tuple[int, int], float] = {
@@ -108,6 +108,12 @@ WAVE_FILL = 0.95
 this share of its SMs (``wave_splits``)."""
 
 
+def wave_fill(units: int, sms: int = budgets.SM_COUNT_SM90) -> float:
+    """The share of the SM slots of the waves ``units`` work units occupy that they use: 1.0 for
+    whole waves, 108 / 132 for 108 units on 132 SMs."""
+    return units / (-(-units // sms) * sms) if units > 0 else 0.0
+
+
 def wave_splits(
     tiles: int, k_blocks: int, *, most: int, min_blocks: int = 4, sms: int = budgets.SM_COUNT_SM90
 ) -> tuple[int, ...]:
@@ -120,11 +126,13 @@ def wave_splits(
     take 126. One wave only: units that take several waves run one tile's splits (or, batched over
     filter taps, one tap's) in different waves, and the tiles that read one K block then miss the
     L2 (H100, ``conv_wgrad_probe``, 2026-11-27: vae-256@512's wgrad in 22 slabs, three waves, x0.915
-    of cuDNN against x0.972 in 7 serial splits; sd-320@64's in 7 slabs x0.655 against x0.940 in 2)."""
+    of cuDNN against x0.972 in 7 serial splits; sd-320@64's in 7 slabs x0.655 against x0.940 in 2).
+    The GEMM family's counterpart, ``hopper_gemm.split_counts``, also takes whole multi-wave fills
+    (a GEMM has no taps to keep together)."""
     if tiles < 1 or sms < 1:
         return ()
     fits = [s for s in range(2, min(most, k_blocks // min_blocks) + 1) if tiles * s <= sms]
     if not fits:
         return ()
     best = max(fits, key=lambda s: (tiles * s, -s))
-    return (best,) if tiles * best >= WAVE_FILL * sms else ()
+    return (best,) if wave_fill(tiles * best, sms) >= WAVE_FILL else ()

@@ -75,9 +75,9 @@ def modelled_pick(problem: ConvProblem) -> HopperConvConfig | None:
     """The cost model's cheapest cooperative config (``kernels.waves.predicted_cost``) among the
     tile shapes whose width does not exceed K rounded up to 64, data-parallel or split serially by
     ``layer_splits``, tile_k 64, no cluster; None for a layer without split-K in its space."""
-    gm = implicit_gemm(problem)
     if not _splits_layer(problem):
         return None
+    gm = implicit_gemm(problem)
     k_blocks = -(-gm.k // 64)
     best: tuple[float, int, HopperConvConfig] | None = None
     for tm, tn in itertools.product(TILE_M, TILE_N):

@@ -81,14 +81,19 @@ MIN_SPLIT_BLOCKS = 4
 """The fewest K blocks a split of the pixel loop is left with, in the model's configs and the
 wave-filling split (``layer_splits``)."""
 
-def layer_splits(problem: ConvProblem, tile_m: int, tile_n: int, tap_channels: int, tile_k: int) -> tuple[int, ...]:
-    """The split counts (above 1) the space and the model offer a tile shape: ``SPLIT_K``'s, then
-    the one that fills a wave with this tile shape's work units (``kernels.waves.wave_splits``),
-    when ``SPLIT_K`` lacks it."""
+def wave_split(problem: ConvProblem, tile_m: int, tile_n: int, tap_channels: int, tile_k: int) -> tuple[int, ...]:
+    """The split count that fills a wave with this tile shape's work units
+    (``kernels.waves.wave_splits``), when ``SPLIT_K`` lacks it: ``(s,)`` or ``()``."""
     k_blocks = -(-implicit_gemm(problem).k // tile_k)
     tiles = output_tiles(problem, tile_m, tile_n, tap_channels)
     extra = waves.wave_splits(tiles, k_blocks, most=max(SPLIT_K), min_blocks=MIN_SPLIT_BLOCKS)
-    return (*SPLIT_K[1:], *(s for s in extra if s not in SPLIT_K))
+    return tuple(s for s in extra if s not in SPLIT_K)
+
+
+def layer_splits(problem: ConvProblem, tile_m: int, tile_n: int, tap_channels: int, tile_k: int) -> tuple[int, ...]:
+    """The split counts (above 1) the space and the model offer a tile shape: ``SPLIT_K``'s, then
+    its ``wave_split``."""
+    return (*SPLIT_K[1:], *wave_split(problem, tile_m, tile_n, tap_channels, tile_k))
 
 
 def modelled_configs(problem: ConvProblem) -> list[tuple[float, HopperConvWgradConfig]]:
@@ -146,7 +151,7 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
         """Tiles x clusters x schedules x raster/swizzle at stages = as many as fit (the TMA store;
         the direct store too for small filters), then the cooperative tiles with the pixel loop
         split (``SPLIT_K``, serially up to ``SERIAL_SPLIT_MAX`` and to workspace slabs; then each
-        tile shape's wave-filling split, ``layer_splits``) and with stream-K: a wgrad's output tiles
+        tile shape's ``wave_split``) and with stream-K: a wgrad's output tiles
         are few and its pixel loop long, so most layers want one of these."""
         c = HopperConvWgradConfig
         small = problem.k * problem.c * problem.r * problem.s <= SMALL_OUTPUT_DIRECT_STORE
@@ -173,7 +178,7 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
         out += [
             c(tm, tn, tk, cm, cn, 0, coop, ras, 1, sk, False, Store.TMA, taps, mode)
             for tm, (tn, taps), tk in itertools.product(TILE_M, widths, TILE_K)
-            for sk in layer_splits(problem, tm, tn, taps, tk)[len(SPLIT_K) - 1:]
+            for sk in wave_split(problem, tm, tn, taps, tk)
             for mode in (SplitMode.SERIAL, SplitMode.WORKSPACE)
             if mode is SplitMode.WORKSPACE or sk <= SERIAL_SPLIT_MAX
             for (cm, cn), ras in itertools.product(CLUSTERS, tuple(Raster))

@@ -112,14 +112,14 @@ def swap_tile_ns(tokens: int) -> tuple[int, ...]:
 def split_counts(m: int, n: int, l: int, tile_m: int, tile_n: int, sms: int = budgets.SM_COUNT_SM90) -> tuple[int, ...]:  # noqa: E741
     """Split-K counts for a tile shape: TUNED_SPLIT_K (without 1), plus up to BALANCED_SPLITS_MAX
     other counts up to 16 whose work units (tiles x splits) fill whole waves of ``sms`` CTAs to at
-    least BALANCE_MIN, e.g. 48 tiles x 11 splits = 4 waves of 132 exactly."""
+    least BALANCE_MIN (``kernels.waves.wave_fill``), e.g. 48 tiles x 11 splits = 4 waves of 132
+    exactly. The convolution families take one wave only (``kernels.waves.wave_splits``)."""
     tiles = -(-m // tile_m) * -(-n // tile_n) * l
     extra = []
     for s in SPLIT_K:
         if s in TUNED_SPLIT_K or s == 1:
             continue
-        units = tiles * s
-        if units / (-(-units // sms) * sms) >= BALANCE_MIN:
+        if waves.wave_fill(tiles * s, sms) >= BALANCE_MIN:
             extra.append(s)
         if len(extra) == BALANCED_SPLITS_MAX:
             break
