@@ -54,7 +54,8 @@ CONV = {"N": 8, "C": 64, "H": 14, "W": 14, "K": 128, "R": 3, "S": 3, "stride": [
         "dilation": [1, 1], "dtype": "bf16", "directions": ["fprop", "dgrad", "wgrad"]}  # fmt: skip
 MIXED = {"cases": [
     {"name": "sd", **CONV},
-    {"name": "stem", **CONV, "C": 3, "R": 7, "S": 7, "stride": [2, 2], "pad": [3, 3], "directions": ["fprop"]},
+    # 37 channels under a 7x7 filter: unaligned, and too wide a row to unfold (no family serves it)
+    {"name": "stem", **CONV, "C": 37, "R": 7, "S": 7, "stride": [2, 2], "pad": [3, 3], "directions": ["fprop"]},
     {"name": "tf32", **CONV, "dtype": "fp32", "directions": ["fprop", "wgrad"]},
     {"name": "gemm", "M": 256, "N": 512, "K": 128, "dtype": "bf16", "layout": "nt"},
 ]}  # fmt: skip

@@ -1,6 +1,7 @@
 """``autocutlass tune --shapes`` on conv2d cases, with a fake evaluator: the shapes loader's
 ConvProblems reach the op-generic tuner unchanged (3x3 layers under hopper_conv, their dgrad
-under hopper_conv_dgrad, pointwise ones under hopper_gemm, the 3-channel stem skipped with the families' reasons) and are recorded as the
+under hopper_conv_dgrad, pointwise ones under hopper_gemm, the 3-channel stem under hopper_conv_unfold, a
+37-channel 7x7 layer (too wide a row to unfold) skipped with the families' reasons) and are recorded as the
 conv2d problems that ``autocutlass.conv2d`` looks up."""
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ SHAPES = {"cases": [
     {"name": "c3x3", **CASE, "C": 64, "K": 128, "R": 3, "S": 3, "pad": [1, 1], "directions": ["fprop", "dgrad"]},
     {"name": "c1x1", **CASE, "C": 64, "K": 128, "R": 1, "S": 1, "pad": [0, 0]},
     {"name": "stem", **CASE, "C": 3, "K": 64, "R": 7, "S": 7, "pad": [3, 3], "stride": [2, 2]},
+    {"name": "wide", **CASE, "C": 37, "K": 64, "R": 7, "S": 7, "pad": [3, 3], "stride": [2, 2]},
 ]}  # fmt: skip
 
 
@@ -56,16 +58,18 @@ def test_tune_a_conv_shapes_file(shapes: Path, tmp_path: Path, capsys: pytest.Ca
 
     assert run_tune(ns, make_evaluator=make, store=store) == 0
     rows = {r["name"]: r for r in json.loads(out_json.read_text())}
-    assert list(rows) == ["c3x3", "c3x3/dgrad", "c1x1", "stem"]
+    assert list(rows) == ["c3x3", "c3x3/dgrad", "c1x1", "stem", "wide"]
     assert rows["c3x3/dgrad"]["family"] == "hopper_conv_dgrad" and rows["c3x3/dgrad"]["trials"] == 4
     assert rows["c3x3"]["family"] == "hopper_conv" and rows["c3x3"]["trials"] == 4 and rows["c3x3"]["vs_torch"] > 1
     assert rows["c1x1"]["family"] == "hopper_gemm" and rows["c1x1"]["trials"] == 4  # pointwise: a GEMM
-    assert rows["stem"]["config"] is None and "no kernel family serves it" in rows["stem"]["note"]
+    assert rows["stem"]["family"] == "hopper_conv_unfold" and rows["stem"]["trials"] == 4  # through its unfolded rows
+    assert rows["wide"]["config"] is None and "no kernel family serves it" in rows["wide"]["note"]
     assert rows["c3x3"]["problem"] == "conv2d fprop 2x8x8x64 k128 3x3 pad 1x1 bf16"
-    assert set(families) == {"hopper_gemm", "hopper_conv", "hopper_conv_dgrad"}
+    assert set(families) == {"hopper_gemm", "hopper_conv", "hopper_conv_dgrad", "hopper_conv_unfold"}
     by = {c.name: c.problem for c in load_cases(shapes)}
-    for name, family in (("c3x3", "hopper_conv"), ("c3x3/dgrad", "hopper_conv_dgrad"), ("c1x1", "hopper_gemm")):
+    for name, family in (("c3x3", "hopper_conv"), ("c3x3/dgrad", "hopper_conv_dgrad"), ("c1x1", "hopper_gemm"),
+                         ("stem", "hopper_conv_unfold")):  # fmt: skip
         best = store.lookup(by[name], DEVICE.hard_key(get_family(family).source_hash()))
         assert best is not None and best.family == family and best.config == rows[name]["config"]
     out = capsys.readouterr().out
-    assert "stem: no kernel family serves it" in out
+    assert "wide: no kernel family serves it" in out

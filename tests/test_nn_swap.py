@@ -13,6 +13,8 @@ from torch import nn
 
 from _dispatch_fakes import make_rig
 import autocutlass
+import autocutlass.kernels.hopper_conv_unfold.lowering as unfold_lowering
+import autocutlass.nn.swap as swap_mod
 from autocutlass import api
 from autocutlass.nn import (
     Conv2d,
@@ -183,7 +185,11 @@ def test_conv2d_module_padding_modes() -> None:
     torch.testing.assert_close(a(x), m(x))
     assert not servable_conv2d(m) and servable_conv2d(nn.Conv2d(8, 8, 1, padding="same"))
     assert servable_conv2d(nn.Conv2d(8, 8, 3, stride=2, padding=1)) and not servable_conv2d(nn.Conv2d(8, 8, 1, groups=2))
-    assert not servable_conv2d(nn.Conv2d(3, 64, 7, stride=2, padding=3))  # an image stem: 3 channels
+    # an image stem (3 channels) through its row-unfolded input: 7 taps x 3 channels -> 24 channels;
+    # too wide a row (37 x 7 = 259 -> 264 channels) is not swapped
+    assert servable_conv2d(nn.Conv2d(3, 64, 7, stride=2, padding=3)) and servable_conv2d(nn.Conv2d(4, 320, 3, padding=1))
+    assert not servable_conv2d(nn.Conv2d(37, 64, 7)) and servable_conv2d(nn.Conv2d(36, 64, 7))
+    assert swap_mod.MAX_UNFOLDED_CHANNELS == unfold_lowering.MAX_UNFOLDED_CHANNELS
     assert not servable_conv2d(nn.Conv2d(8, 8, 9, stride=9)) and not servable_conv2d(nn.Conv2d(8, 12, 1))
     g = torch.randn(1, 8, 6, 5)
     x.requires_grad_()

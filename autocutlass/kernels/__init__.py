@@ -13,6 +13,7 @@ from typing import Any
 from autocutlass.kernels.base import GemmRunner, KernelFamily
 from autocutlass.kernels.hopper_conv import HopperConvFamily
 from autocutlass.kernels.hopper_conv_dgrad import HopperConvDgradFamily
+from autocutlass.kernels.hopper_conv_unfold import HopperConvUnfoldFamily, HopperConvWgradUnfoldFamily
 from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradFamily
 from autocutlass.kernels.hopper_gemm import HopperGemmFamily
 from autocutlass.kernels.hopper_gemm_gated import HopperGemmGatedFamily
@@ -30,6 +31,8 @@ _FAMILIES: dict[str, type[KernelFamily]] = {
     "hopper_conv": HopperConvFamily,
     "hopper_conv_dgrad": HopperConvDgradFamily,
     "hopper_conv_wgrad": HopperConvWgradFamily,
+    "hopper_conv_unfold": HopperConvUnfoldFamily,
+    "hopper_conv_wgrad_unfold": HopperConvWgradUnfoldFamily,
     "hopper_grouped": HopperGroupedFamily,
     "hopper_gemm_gated": HopperGemmGatedFamily,
     "hopper_gemm_swiglu": HopperGemmSwigluFamily,
@@ -39,7 +42,10 @@ _FAMILIES: dict[str, type[KernelFamily]] = {
 is a GEMM for hopper_gemm and an implicit GEMM with a 1x1 filter for hopper_conv; a pointwise
 dgrad a GEMM and a forward convolution for hopper_conv_dgrad; a pointwise wgrad a GEMM and an
 implicit-GEMM wgrad for hopper_conv_wgrad, which is off by default: it loses to cuDNN), a
-miss is tuned under the first, and the stored records of all are looked up. hopper_gemm_gated
+miss is tuned under the first, and the stored records of all are looked up. hopper_conv_unfold
+and hopper_conv_wgrad_unfold serve the fprop and wgrad of layers whose input channels are not
+whole 16-byte units (a 3-channel stem), which no other family serves, through a row-unfolded
+input. hopper_gemm_gated
 alone serves GEMMs with a multiplying epilogue (linear's ``mul=``), hopper_gemm_swiglu those with
 a SwiGLU epilogue (linear's ``activation="swiglu"``). hopper_gemv serves decode GEMMs (M <= 16)
 beside hopper_gemm, registered after it: a miss is tuned under hopper_gemm unless it has at most

@@ -24,6 +24,11 @@ needs (for float32, a multiple of 4 would do; the default keeps one rule)."""
 MAX_CONV_STRIDE = 8
 """The im2col TMA's largest traversal stride (``kernels.hopper_conv.check``)."""
 
+MAX_UNFOLDED_CHANNELS = 256
+"""A layer whose input channels are not a multiple of 8 (an image model's 3-channel stem) is served
+through its row-unfolded input when its filter width times its channels, rounded up to 8, is at most
+this (``kernels.hopper_conv_unfold.lowering.MAX_UNFOLDED_CHANNELS``)."""
+
 
 def servable_linear(module: nn.Module, fqn: str = "") -> bool:
     """The default filter of ``swap_linear_``: a weight of a served dtype and in/out features that
@@ -41,15 +46,24 @@ def servable_conv2d(module: nn.Module, fqn: str = "") -> bool:
     counts that are multiples of 8 (whole 16-byte TMA units for 16-bit types) and strides of at most
     8 (the im2col TMA's traversal limit). What depends on the input (its memory format, alignment,
     the im2col corner limits for a given padding) is decided per call: such a call runs ``F.conv2d``
-    with one logged reason per fingerprint. The stem of an image model (3 input channels) is kept."""
+    with one logged reason per fingerprint. A layer whose input channels are not a multiple of 8 (the
+    3-channel stem of an image model) is swapped when its row-unfolded input has at most
+    ``MAX_UNFOLDED_CHANNELS`` channels (its forward and weight gradient run on the unfolded
+    convolution families; its input gradient on cuDNN)."""
     if not isinstance(module, nn.Conv2d):
         return False
     w = module.weight
     return (
         w.dtype in SERVED_DTYPES and module.groups == 1 and module.padding_mode == "zeros"
         and all(s <= MAX_CONV_STRIDE for s in module.stride)
-        and module.in_channels % FEATURE_MULTIPLE == 0 and module.out_channels % FEATURE_MULTIPLE == 0
+        and _servable_in_channels(module.in_channels, module.kernel_size[1])
+        and module.out_channels % FEATURE_MULTIPLE == 0
     )  # fmt: skip
+
+
+def _servable_in_channels(c: int, s: int) -> bool:
+    """Whole 16-byte channel rows, or a row-unfolded input of at most ``MAX_UNFOLDED_CHANNELS``."""
+    return c % FEATURE_MULTIPLE == 0 or -(-(c * s) // FEATURE_MULTIPLE) * FEATURE_MULTIPLE <= MAX_UNFOLDED_CHANNELS
 
 
 def _swapped(result: tuple[nn.Module, int]) -> nn.Module:

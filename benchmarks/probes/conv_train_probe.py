@@ -11,7 +11,8 @@ Models (random init, bf16, channels_last, built on the GPU; no torchvision neede
 
 ``ours`` is a deep copy with every ``nn.Conv2d`` of 16-byte channel rows and one group swapped
 for ``autocutlass.nn.Conv2d`` (``--swap pointwise`` swaps only the pointwise ones, the library's
-default filter); the stem (3 input channels) stays torch's either way.
+default filter); the stem (3 input channels) is swapped too (its forward and weight gradient run on
+the unfolded convolution families, ``kernels.hopper_conv_unfold``) unless ``--stem torch``.
 
 (a) **Gradients** of one step (the same input and loss), ours against torch: the relative
 Frobenius error of every parameter's gradient (the largest and the median are reported).
@@ -145,6 +146,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=5, help="training steps per timed round")
     ap.add_argument("--swap", choices=["all", "pointwise"], default="all")
+    ap.add_argument("--stem", choices=["ours", "torch"], default="ours",
+                    help="with --swap all: swap the 3-channel stem too (ours) or leave it on cuDNN (torch)")
     ap.add_argument("--sites", choices=["on", "off"], default="on",
                     help="off: the modules call autocutlass.conv2d each time (no conv sites, autocutlass.nn.conv_site)")
     ap.add_argument("--torch-wgrad-layers", choices=["torch", "split"], default="torch",
@@ -196,13 +199,15 @@ def main() -> int:
     result: dict[str, Any] = {
         "device": torch.cuda.get_device_name(), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
         "policy": s.policy.value, "db": str(s.db_url), "conv_wgrad_kernel": s.conv_wgrad_kernel,
-        "kernel_source_hashes": source_hashes(), "swap": ns.swap, "sites": ns.sites,
+        "kernel_source_hashes": source_hashes(), "swap": ns.swap, "stem": ns.stem, "sites": ns.sites,
         "torch_wgrad_layers": ns.torch_wgrad_layers, "site_node_host_ms": _node_host_ms(), "models": {},
     }  # fmt: skip
 
     def keep(m: Any, fqn: str) -> bool:
         if ns.swap == "pointwise":
             return autocutlass.nn.servable_conv2d(m, fqn)
+        if isinstance(m, nn.Conv2d) and m.in_channels % 8 and ns.stem == "ours":
+            return autocutlass.nn.servable_conv2d(m, fqn)  # the stem, through its row-unfolded input
         return isinstance(m, nn.Conv2d) and m.groups == 1 and m.in_channels % 8 == 0 and m.out_channels % 8 == 0
 
     for name in ns.models.split(","):

@@ -5,7 +5,8 @@ heuristic mode).
 The model: ``torchvision.models.resnet50(weights=None)`` (random init, no download), bf16,
 channels_last, eval, batch ``--batch`` (128) of 224x224 images. ``ours`` is a deep copy with every
 ``nn.Conv2d`` that ``autocutlass.nn.servable_conv2d`` accepts swapped (the stem, 3 input channels,
-is not: it stays on cuDNN). Measured:
+among them since session 27: its forward runs on ``hopper_conv_unfold``, through its row-unfolded
+input). Measured:
 
 * logits of ours against torch's (relative Frobenius error; the same weights and input);
 * images/s: ``--rounds`` interleaved rounds of ``--iters`` forwards each (order reversed every other

@@ -1,0 +1,119 @@
+"""Convolutions whose input channels are not whole 16-byte units, on the forward and wgrad
+kernels through a row-unfolded input (``lowering``): ``hopper_conv_unfold`` (fprop, the
+``hopper_conv`` family's configs) and ``hopper_conv_wgrad_unfold`` (wgrad, ``hopper_conv_wgrad``'s).
+
+Each family's space, seeds, check and compiled kernels are the inner family's for the lowered
+layer; its runner unfolds the input (and the forward's filter) around the inner runner
+(``runner``). Records are keyed by the layer itself and the family's own source hash
+(``sources``). The wgrad family is tuned-only, as its inner family is, and is switched off with it
+(``AUTOCUTLASS_CONV_WGRAD=0``: the inner family's ``supports`` says so).
+
+Modules: ``lowering`` (the mapping and the tensor transforms in torch ops), ``unfold`` and
+``unfold_kernel`` (the input's unfolding as one CuTe DSL kernel), ``runner`` (the callables),
+``sources``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from autocutlass.device import source_hash as _hash
+from autocutlass.errors import CantImplement
+from autocutlass.kernels.base import KernelFamily
+from autocutlass.kernels.hopper_conv import HopperConvFamily
+from autocutlass.kernels.hopper_conv.config import HopperConvConfig
+from autocutlass.kernels.hopper_conv_unfold import sources
+from autocutlass.kernels.hopper_conv_unfold.lowering import unfolded_problem, unsupported
+from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradFamily
+from autocutlass.kernels.hopper_conv_wgrad.config import HopperConvWgradConfig
+from autocutlass.ops.conv.problem import ConvDirection
+
+if TYPE_CHECKING:
+    from autocutlass.ops.conv.problem import ConvProblem
+
+__all__ = ["HopperConvUnfoldFamily", "HopperConvWgradUnfoldFamily"]
+
+C = TypeVar("C")
+
+
+class _UnfoldedFamily(KernelFamily[C], Generic[C]):
+    """The inner family on ``lowering.unfolded_problem``; subclasses name the direction, the inner
+    family, the config type and the runner."""
+
+    DIRECTION: ClassVar[ConvDirection]
+    INNER: ClassVar[type[KernelFamily[Any]]]
+
+    def __init__(self, cache_dir: Path | None = None) -> None:
+        self._cache_dir = cache_dir
+        self._inner = self.INNER(cache_dir)
+
+    def source_hash(self) -> str:
+        return _hash(self.SOURCE_FILES)
+
+    def supports(self, problem: ConvProblem) -> str | None:
+        reason = unsupported(problem, self.DIRECTION)
+        if reason is not None:
+            return reason
+        why = self._inner.supports(unfolded_problem(problem))
+        return None if why is None else f"as the row-unfolded layer {unfolded_problem(problem).describe()}: {why}"
+
+    def space(self, problem: ConvProblem) -> Sequence[C]:
+        """The inner family's space for the lowered layer (empty when not served)."""
+        return [] if unsupported(problem, self.DIRECTION) is not None else self._inner.space(unfolded_problem(problem))
+
+    def check(self, config: C, problem: ConvProblem) -> str | None:
+        reason = unsupported(problem, self.DIRECTION)
+        return reason if reason is not None else self._inner.check(config, unfolded_problem(problem))
+
+    def seeds(self, problem: ConvProblem) -> Sequence[C]:
+        """The inner family's first guesses for the lowered layer (none when not served)."""
+        return [] if unsupported(problem, self.DIRECTION) is not None else self._inner.seeds(unfolded_problem(problem))
+
+    def config_to_dict(self, config: C) -> dict[str, Any]:
+        return self._inner.config_to_dict(config)
+
+    def config_from_dict(self, d: dict[str, Any]) -> C:
+        return self._inner.config_from_dict(d)  # type: ignore[no-any-return]
+
+    def compile(self, config: C, problem: ConvProblem) -> Any:
+        reason = self.check(config, problem)
+        if reason is not None:
+            raise CantImplement(reason)
+        return self._runner(config, problem)
+
+    def _runner(self, config: C, problem: ConvProblem) -> Any:
+        raise NotImplementedError
+
+    def simplicity(self, config: C) -> tuple[int, ...]:
+        return self._inner.simplicity(config)
+
+
+class HopperConvUnfoldFamily(_UnfoldedFamily[HopperConvConfig]):
+    """conv2d fprop of a layer with unaligned input channels, on ``hopper_conv``."""
+
+    name = "hopper_conv_unfold"
+    SOURCE_FILES = sources.FPROP_SOURCE_FILES
+    DIRECTION = ConvDirection.FPROP
+    INNER = HopperConvFamily
+
+    def _runner(self, config: HopperConvConfig, problem: ConvProblem) -> Any:
+        from autocutlass.kernels.hopper_conv_unfold.runner import UnfoldFpropRunner
+
+        return UnfoldFpropRunner(config, problem, self._cache_dir)
+
+
+class HopperConvWgradUnfoldFamily(_UnfoldedFamily[HopperConvWgradConfig]):
+    """conv2d wgrad of a layer with unaligned input channels, on ``hopper_conv_wgrad`` (tuned-only)."""
+
+    name = "hopper_conv_wgrad_unfold"
+    TUNED_ONLY = True
+    SOURCE_FILES = sources.WGRAD_SOURCE_FILES
+    DIRECTION = ConvDirection.WGRAD
+    INNER = HopperConvWgradFamily
+
+    def _runner(self, config: HopperConvWgradConfig, problem: ConvProblem) -> Any:
+        from autocutlass.kernels.hopper_conv_unfold.runner import UnfoldWgradRunner
+
+        return UnfoldWgradRunner(config, problem, self._cache_dir)

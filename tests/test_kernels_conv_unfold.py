@@ -1,0 +1,313 @@
+"""The unfolded convolutions (``hopper_conv_unfold``, ``hopper_conv_wgrad_unfold``) without a GPU:
+the row unfolding checked numerically against torch (forward and weight gradient, over stems,
+strides, dilations, paddings and odd widths), the lowered problem, the reasons, the registry's
+choice, space/seeds/check as the inner family's on the lowered layer, the source hashes, the
+runners' tensor handling (through fake inner runners), and (marker ``compile``) the lowered stem's
+seeds compiled with CUTE_DSL_ARCH=sm_90a."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from autocutlass.device import KERNELS_DIR, source_hash
+from autocutlass.kernels import families_for, get_family, source_hashes
+from autocutlass.kernels.hopper_conv import HopperConvFamily
+from autocutlass.kernels.hopper_conv.sources import SOURCE_FILES as FPROP_SOURCES
+from autocutlass.kernels.hopper_conv_unfold import HopperConvUnfoldFamily, HopperConvWgradUnfoldFamily, sources
+from autocutlass.kernels.hopper_conv_unfold.lowering import (
+    MAX_UNFOLDED_CHANNELS,
+    fold_weight_grad,
+    unfold_input,
+    unfold_weight,
+    unfolded_channels,
+    unfolded_problem,
+    unsupported,
+)
+from autocutlass.kernels.hopper_conv_unfold.unfold import RowUnfold, unfold_key
+from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradFamily
+from autocutlass.kernels.hopper_conv_wgrad.sources import SOURCE_FILES as WGRAD_SOURCES
+from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
+from autocutlass.ops.types import Activation, DType, Epilogue
+
+CL = torch.channels_last
+FPROP = HopperConvUnfoldFamily()
+WGRAD = HopperConvWgradUnfoldFamily()
+
+
+def stem(**kw: object) -> ConvProblem:
+    base: dict[str, object] = {"direction": "fprop", "n": 32, "h": 224, "w": 224, "c": 3, "k": 64, "r": 7, "s": 7,
+                               "stride_h": 2, "stride_w": 2, "pad_h": 3, "pad_w": 3, "align_x": 2, "align_w": 2}  # fmt: skip
+    base.update(kw)
+    return ConvProblem(**base)  # type: ignore[arg-type]
+
+
+# (N, C, H, W, K, R, S, stride, pad, dilation): the ResNet stem, a 3x3 image conv, a latent's 4
+# channels, 5 channels under a 1x7 filter, dilation and stride 3 along W, an odd width, no padding
+GEOMETRIES = [
+    (2, 3, 23, 29, 8, 7, 7, (2, 2), (3, 3), (1, 1)),
+    (1, 3, 17, 19, 16, 3, 3, (1, 1), (1, 1), (1, 1)),
+    (2, 4, 9, 11, 8, 3, 3, (1, 1), (1, 1), (1, 1)),
+    (1, 5, 8, 21, 8, 1, 7, (1, 1), (0, 3), (1, 1)),
+    (1, 3, 13, 25, 8, 3, 3, (2, 3), (2, 2), (1, 2)),
+    (2, 6, 7, 7, 8, 2, 2, (1, 1), (0, 0), (1, 1)),
+]
+
+
+def _lowered(geo: tuple) -> tuple[torch.Tensor, torch.Tensor, tuple, int, dict]:
+    n, c, h, w, k, r, s, stride, pad, dil = geo
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randn(n, c, h, w, generator=gen, dtype=torch.float64).contiguous(memory_format=CL)
+    wt = torch.randn(k, c, r, s, generator=gen, dtype=torch.float64).contiguous(memory_format=CL)
+    cp = -(-(s * c) // 8) * 8
+    low = {"stride": (stride[0], 1), "padding": (pad[0], 0), "dilation": (dil[0], 1)}
+    return x, wt, (s, stride[1], pad[1], dil[1]), cp, low
+
+
+@pytest.mark.parametrize("geo", GEOMETRIES, ids=[f"c{g[1]}-{g[5]}x{g[6]}-s{g[7][1]}-p{g[8][1]}-d{g[9][1]}" for g in GEOMETRIES])
+def test_the_unfolded_layer_computes_the_layers_output(geo: tuple) -> None:
+    x, wt, wgeo, cp, low = _lowered(geo)
+    _, _, _, _, _, r, s, stride, pad, dil = geo
+    want = F.conv2d(x, wt, None, stride, pad, dil)
+    xp, wp = unfold_input(x, *wgeo, cp), unfold_weight(wt, cp)
+    assert xp.shape[1] == wp.shape[1] == cp and wp.shape[2:] == (r, 1)
+    assert xp.is_contiguous(memory_format=CL) and wp.is_contiguous(memory_format=CL)
+    got = F.conv2d(xp, wp, None, **low)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+    # the padded channels are zeros in both operands (a stray value there would be multiplied in)
+    assert not xp[:, s * x.shape[1]:].any() and not wp[:, s * x.shape[1]:].any()
+
+
+@pytest.mark.parametrize("geo", GEOMETRIES, ids=[f"c{g[1]}-{g[5]}x{g[6]}-s{g[7][1]}-p{g[8][1]}-d{g[9][1]}" for g in GEOMETRIES])
+def test_the_unfolded_layers_weight_gradient_folds_into_the_layers(geo: tuple) -> None:
+    x, wt, wgeo, cp, low = _lowered(geo)
+    _, _, _, _, _, r, s, stride, pad, dil = geo
+    y = F.conv2d(x, wt, None, stride, pad, dil)
+    dy = torch.randn(y.shape, dtype=torch.float64).contiguous(memory_format=CL)
+    want = torch.ops.aten.convolution_backward(dy, x, wt, None, list(stride), list(pad), list(dil), False, [0, 0], 1,
+                                               [False, True, False])[1]  # fmt: skip
+    xp = unfold_input(x, *wgeo, cp)
+    wp0 = torch.zeros(wt.shape[0], cp, r, 1, dtype=torch.float64).contiguous(memory_format=CL)
+    dwp = torch.ops.aten.convolution_backward(dy, xp, wp0, None, list(low["stride"]), list(low["padding"]),
+                                              list(low["dilation"]), False, [0, 0], 1, [False, True, False])[1]  # fmt: skip
+    dw = torch.full_like(wt, float("nan")).contiguous(memory_format=CL)
+    fold_weight_grad(dwp.contiguous(memory_format=CL), dw)
+    torch.testing.assert_close(dw, want, rtol=1e-10, atol=1e-10)
+
+
+def test_fold_refuses_a_gradient_that_is_not_channels_last() -> None:
+    dwp = torch.zeros(8, 24, 7, 1).contiguous(memory_format=CL)
+    with pytest.raises(ValueError, match="channels_last"):
+        fold_weight_grad(dwp, torch.zeros(8, 3, 7, 7))
+
+
+def test_the_lowered_stem() -> None:
+    p = stem()
+    low = unfolded_problem(p)
+    assert unfolded_channels(p) == 24 == low.c  # 7 taps x 3 channels, rounded up to 8 (16 bytes of bf16)
+    assert (low.n, low.h, low.w, low.k, low.r, low.s) == (32, 224, 112, 64, 7, 1)
+    assert (low.stride_h, low.stride_w, low.pad_h, low.pad_w, low.dil_h, low.dil_w) == (2, 1, 3, 0, 1, 1)
+    assert (low.p, low.q) == (p.p, p.q) == (112, 112)
+    assert (low.align_x, low.align_w, low.align_y) == (16, 16, p.align_y)
+    assert low.flops > p.flops  # the zero channels are multiplied too
+    assert unfolded_channels(stem(c=4, r=3, s=3, x_dtype=DType.FP16, w_dtype=DType.FP16, y_dtype=DType.FP16)) == 16
+
+
+@pytest.mark.parametrize(
+    "problem,direction,needle",
+    [
+        (stem(c=64), ConvDirection.FPROP, "whole 16-byte units"),
+        (stem(c=6, k=66, groups=3), ConvDirection.FPROP, "groups=3"),
+        (dataclasses.replace(stem(), direction=ConvDirection.DGRAD), ConvDirection.FPROP, "fprop only, not dgrad"),
+        (stem(c=37, s=7), ConvDirection.FPROP, f"more than {MAX_UNFOLDED_CHANNELS}"),
+        (stem(h=3, w=3, pad_h=0, pad_w=0), ConvDirection.FPROP, "output is empty"),
+    ],
+)
+def test_reasons(problem: ConvProblem, direction: ConvDirection, needle: str) -> None:
+    why = unsupported(problem, direction)
+    assert why is not None and needle in why
+    fam = FPROP if direction is ConvDirection.FPROP else WGRAD
+    assert needle in (fam.supports(problem) or "")
+
+
+def test_the_registry_serves_the_stems_fprop_and_wgrad_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    names = lambda p: [f.name for f in families_for(p)]
+    assert names(stem()) == ["hopper_conv_unfold"]
+    assert names(dataclasses.replace(stem(), direction=ConvDirection.WGRAD)) == ["hopper_conv_wgrad_unfold"]
+    assert names(dataclasses.replace(stem(), direction=ConvDirection.DGRAD)) == []  # cuDNN
+    assert names(stem(c=64, align_x=16, align_w=16)) == ["hopper_conv"]  # aligned channels: read as they are
+    monkeypatch.setenv("AUTOCUTLASS_CONV_WGRAD", "0")  # the inner wgrad family's switch holds for the lowered layer
+    assert names(dataclasses.replace(stem(), direction=ConvDirection.WGRAD)) == []
+    assert "AUTOCUTLASS_CONV_WGRAD=0" in (WGRAD.supports(dataclasses.replace(stem(), direction=ConvDirection.WGRAD)) or "")
+    assert WGRAD.TUNED_ONLY and not FPROP.TUNED_ONLY
+
+
+@pytest.mark.parametrize(
+    "fam,inner,problem",
+    [
+        (FPROP, HopperConvFamily(), stem()),
+        (FPROP, HopperConvFamily(), stem(epilogue=Epilogue(bias=True, activation=Activation.RELU))),
+        (WGRAD, HopperConvWgradFamily(), dataclasses.replace(stem(), direction=ConvDirection.WGRAD)),
+        (WGRAD, HopperConvWgradFamily(), dataclasses.replace(stem(c=4, r=3, s=3, stride_h=1, stride_w=1, pad_h=1, pad_w=1,
+                                                                   h=64, w=64), direction=ConvDirection.WGRAD)),
+    ],
+    ids=["stem", "stem-bias-relu", "stem-wgrad", "latent-wgrad"],
+)
+def test_space_seeds_and_check_are_the_inner_familys_on_the_lowered_layer(fam, inner, problem: ConvProblem) -> None:
+    assert fam.supports(problem) is None
+    low = unfolded_problem(problem)
+    assert list(fam.space(problem)) == list(inner.space(low)) and list(fam.seeds(problem)) == list(inner.seeds(low))
+    seeds = fam.seeds(problem)
+    assert seeds and all(fam.check(s, problem) is None for s in seeds)
+    for cfg in random.Random(7).sample(list(fam.space(problem)), 30):
+        assert fam.check(cfg, problem) == inner.check(cfg, low)
+    assert fam.config_from_dict(fam.config_to_dict(seeds[0])) == seeds[0]
+    assert fam.simplicity(seeds[0]) == inner.simplicity(seeds[0])
+    other = dataclasses.replace(problem, direction=ConvDirection.DGRAD)
+    assert fam.space(other) == [] and fam.seeds(other) == [] and "not dgrad" in (fam.check(seeds[0], other) or "")
+
+
+def test_source_files_and_hashes() -> None:
+    assert set(FPROP_SOURCES) < set(sources.FPROP_SOURCE_FILES) and set(WGRAD_SOURCES) < set(sources.WGRAD_SOURCE_FILES)
+    assert sources.LOWERING in sources.FPROP_SOURCE_FILES and sources.LOWERING in sources.WGRAD_SOURCE_FILES
+    for rel in (*sources.FPROP_SOURCE_FILES, *sources.WGRAD_SOURCE_FILES):
+        assert (KERNELS_DIR / rel).is_file(), rel
+    hashes = source_hashes()
+    assert hashes["hopper_conv_unfold"] == source_hash(sources.FPROP_SOURCE_FILES) == FPROP.source_hash()
+    assert hashes["hopper_conv_wgrad_unfold"] == source_hash(sources.WGRAD_SOURCE_FILES) == WGRAD.source_hash()
+    assert len({hashes[n] for n in ("hopper_conv", "hopper_conv_wgrad", "hopper_conv_unfold", "hopper_conv_wgrad_unfold")}) == 4
+    assert get_family("hopper_conv_unfold") is get_family("hopper_conv_unfold")
+
+
+def test_the_unfold_kernels_class_and_key() -> None:
+    a = RowUnfold(3, 7, 24, 2, 3, 1)
+    assert unfold_key(a) == unfold_key(RowUnfold(3, 7, 24, 2, 3, 1)) != unfold_key(RowUnfold(3, 7, 24, 2, 2, 1))
+    assert len({unfold_key(RowUnfold(3, 3, c, 1, 1, d)) for c in (16, 24) for d in (1, 2)}) == 4
+    for bad, needle in (((3, 7, 20, 2, 3, 1), "multiple of 8"), ((3, 7, 16, 2, 3, 1), "S*C = 21"),
+                        ((3, 7, 24, 0, 3, 1), "stride_w=0"), ((3, 7, 24, 2, -1, 1), "pad_w=-1"),
+                        ((3, True, 24, 2, 3, 1), "s=True")):  # fmt: skip
+        with pytest.raises(ValueError, match=needle):
+            RowUnfold(*bad)
+
+
+# ---- the runners, around fake inner runners ---------------------------------------------------
+class _FakeInner:
+    """Records what the unfolded runner hands the inner runner and computes the lowered layer
+    with torch (the CPU stand-in for the kernel)."""
+
+    def __init__(self, problem: ConvProblem) -> None:
+        self.problem = problem
+        self.calls: list[tuple] = []
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, **kw: object) -> None:
+        p = self.problem
+        geo = ([p.stride_h, p.stride_w], [p.pad_h, p.pad_w], [p.dil_h, p.dil_w])
+        self.calls.append((a, b, out, kw))
+        if p.direction is ConvDirection.FPROP:
+            out.copy_(F.conv2d(a, b, kw.get("bias"), *geo))
+        else:
+            wz = torch.zeros_like(out)
+            out.copy_(torch.ops.aten.convolution_backward(a, b, wz, None, *geo, False, [0, 0], 1, [False, True, False])[1])
+
+    def poison_scratch(self) -> None:
+        self.calls.append(("poison",))
+
+
+def _no_gpu_kernel(*_: object) -> None:
+    pytest.fail("CPU tensors are unfolded in torch, not by the GPU kernel")
+
+
+def test_the_fprop_runner_unfolds_and_keeps_the_filter_per_weight_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    from autocutlass.kernels.hopper_conv_unfold import runner as runner_mod
+
+    fakes: list[_FakeInner] = []
+    kinds: list[object] = []
+    monkeypatch.setattr(runner_mod, "get_unfold", lambda cls, cache_dir: kinds.append(cls) or _no_gpu_kernel)
+    monkeypatch.setattr(runner_mod, "HopperConvRunner", lambda config, problem, cache_dir: fakes.append(_FakeInner(problem)) or fakes[-1])
+    p = stem(n=2, h=23, w=29, k=8, x_dtype=DType.FP32, w_dtype=DType.FP32, y_dtype=DType.FP32, epilogue=Epilogue(bias=True))
+    r = runner_mod.UnfoldFpropRunner(FPROP.seeds(stem())[0], p, None)
+    assert fakes[0].problem == unfolded_problem(p) and kinds == [RowUnfold(3, 7, 24, 2, 3, 1)]
+    x = torch.randn(2, 3, 23, 29).contiguous(memory_format=CL)
+    w = torch.randn(8, 3, 7, 7).contiguous(memory_format=CL)
+    b = torch.randn(8)
+    y = torch.full((2, 8, 12, 15), float("nan")).contiguous(memory_format=CL)
+    r(x, w, y, bias=b)
+    torch.testing.assert_close(y, F.conv2d(x, w, b, 2, 3), rtol=1e-4, atol=1e-4)
+    assert fakes[0].calls[0][3]["bias"] is b
+    r(x, w, y, bias=b)
+    assert fakes[0].calls[1][1] is fakes[0].calls[0][1]  # the same weight at the same version: w' kept
+    with torch.no_grad():
+        w.mul_(2)
+    r(x, w, y, bias=b)
+    assert fakes[0].calls[2][1] is not fakes[0].calls[1][1]
+    torch.testing.assert_close(y, F.conv2d(x, w, b, 2, 3), rtol=1e-4, atol=1e-4)
+    r.poison_scratch()
+    assert fakes[0].calls[-1] == ("poison",)
+    with pytest.raises(ValueError, match="C=3"):
+        r(torch.randn(2, 4, 23, 29).contiguous(memory_format=CL), w, y, bias=b)
+    with pytest.raises(ValueError, match="7x7"):
+        r(x, torch.randn(8, 3, 5, 5).contiguous(memory_format=CL), y, bias=b)
+
+
+def test_the_wgrad_runner_folds_the_gradient_into_dw(monkeypatch: pytest.MonkeyPatch) -> None:
+    from autocutlass.kernels.hopper_conv_unfold import runner as runner_mod
+
+    fakes: list[_FakeInner] = []
+    kinds: list[object] = []
+    monkeypatch.setattr(runner_mod, "get_unfold", lambda cls, cache_dir: kinds.append(cls) or _no_gpu_kernel)
+    monkeypatch.setattr(runner_mod, "HopperConvWgradRunner", lambda config, problem, cache_dir: fakes.append(_FakeInner(problem)) or fakes[-1])
+    p = dataclasses.replace(stem(n=2, h=23, w=29, k=8, x_dtype=DType.FP32, w_dtype=DType.FP32, y_dtype=DType.FP32),
+                            direction=ConvDirection.WGRAD)
+    r = runner_mod.UnfoldWgradRunner(WGRAD.seeds(dataclasses.replace(stem(), direction=ConvDirection.WGRAD))[0], p, None)
+    x = torch.randn(2, 3, 23, 29, dtype=torch.float64).contiguous(memory_format=CL)
+    dy = torch.randn(2, 8, 12, 15, dtype=torch.float64).contiguous(memory_format=CL)
+    dw = torch.full((8, 3, 7, 7), float("nan"), dtype=torch.float64).contiguous(memory_format=CL)
+    r(dy, x, dw)
+    want = torch.ops.aten.convolution_backward(dy, x, torch.zeros_like(dw), None, [2, 2], [3, 3], [1, 1], False, [0, 0],
+                                               1, [False, True, False])[1]  # fmt: skip
+    torch.testing.assert_close(dw, want, rtol=1e-10, atol=1e-10)
+    a, b, out, _ = fakes[0].calls[0]
+    assert a is dy and b.shape == (2, 24, 23, 15) and out.shape == (8, 24, 7, 1) and out.is_contiguous(memory_format=CL)
+
+
+# ---- compile (no GPU) ----------------------------------------------------------------------------
+def _dsl_available() -> bool:
+    os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
+    try:
+        import cutlass  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.compile
+def test_the_lowered_stems_seeds_compile() -> None:
+    """The first seed of the stem's fprop (with the bias and ReLU a stem's conv carries after BN
+    folding) and of its wgrad compile: the inner kernels on the 24-channel, 7x1 lowered layer."""
+    if not _dsl_available():
+        pytest.skip("nvidia-cutlass-dsl is not installed")
+    from autocutlass.kernels.hopper_conv.compile import _compile as fprop_compile
+    from autocutlass.kernels.hopper_conv.plan import make_plan as fprop_plan
+    from autocutlass.kernels.hopper_conv_wgrad.compile import _compile as wgrad_compile
+    from autocutlass.kernels.hopper_conv_wgrad.plan import make_plan as wgrad_plan
+
+    f = stem(epilogue=Epilogue(bias=True, activation=Activation.RELU))
+    assert fprop_compile(fprop_plan(FPROP.seeds(f)[0], unfolded_problem(f))) is not None
+    w = dataclasses.replace(stem(), direction=ConvDirection.WGRAD)
+    assert wgrad_compile(wgrad_plan(WGRAD.seeds(w)[0], unfolded_problem(w))) is not None
+
+
+@pytest.mark.compile
+def test_the_unfold_kernel_compiles() -> None:
+    if not _dsl_available():
+        pytest.skip("nvidia-cutlass-dsl is not installed")
+    from autocutlass.kernels.hopper_conv_unfold.unfold import _compile
+
+    for cls in (RowUnfold(3, 7, 24, 2, 3, 1), RowUnfold(5, 3, 16, 3, 2, 2)):
+        assert _compile(cls) is not None
