@@ -15,6 +15,7 @@ Modules: ``lowering`` (the mapping and the tensor transforms in torch ops), ``un
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -23,7 +24,7 @@ from autocutlass.device import source_hash as _hash
 from autocutlass.errors import CantImplement
 from autocutlass.kernels.base import KernelFamily
 from autocutlass.kernels.hopper_conv import HopperConvFamily
-from autocutlass.kernels.hopper_conv.config import HopperConvConfig
+from autocutlass.kernels.hopper_conv.config import HopperConvConfig, Schedule
 from autocutlass.kernels.hopper_conv_unfold import sources
 from autocutlass.kernels.hopper_conv_unfold.lowering import unfolded_problem, unsupported
 from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradFamily
@@ -97,6 +98,21 @@ class HopperConvUnfoldFamily(_UnfoldedFamily[HopperConvConfig]):
     SOURCE_FILES = sources.FPROP_SOURCE_FILES
     DIRECTION = ConvDirection.FPROP
     INNER = HopperConvFamily
+
+    def seeds(self, problem: ConvProblem) -> Sequence[HopperConvConfig]:
+        """``hopper_conv``'s first guesses for the lowered layer, a cooperative tile in a 2x1 cluster
+        first (the first such seed, else the first seed made one): on an H100 it was the fastest of
+        the first three seeds on every unfolded layer probed, where the first seed (a ping-pong tile)
+        barely beat cuDNN (the stem at batch 32: 157 against 223 us, cuDNN 227; at 128: 591 against
+        859, cuDNN 918; a 4-channel 3x3 latent layer: 23.5 against 24.4,
+        ``benchmarks/results/2026-11-27-h100-s27-unfold-probe.json``). The lowered layer's narrow
+        im2col loads bound it, and the pair of CTAs shares each filter tile's load."""
+        inner = list(super().seeds(problem))
+        if not inner:
+            return inner
+        paired = [c for c in inner if c.cluster_m == 2 and c.cluster_n == 1 and c.schedule is Schedule.COOPERATIVE]
+        first = paired[:1] or [dataclasses.replace(inner[0], cluster_m=2, cluster_n=1, schedule=Schedule.COOPERATIVE)]
+        return self.feasible_seeds([*first, *inner], problem)
 
     def _runner(self, config: HopperConvConfig, problem: ConvProblem) -> Any:
         from autocutlass.kernels.hopper_conv_unfold.runner import UnfoldFpropRunner
