@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from _conv_helpers import verify_conv as _verify
 from autocutlass.ops.conv.problem import ConvProblem
 from autocutlass.ops.types import DType
 
@@ -34,22 +35,6 @@ def problem(direction: str, n: int, h: int, w: int, c: int, k: int, r: int, s: i
             dt: DType = BF16) -> ConvProblem:  # fmt: skip
     return ConvProblem(direction=direction, n=n, h=h, w=w, c=c, k=k, r=r, s=s, stride_h=stride[0], stride_w=stride[1],
                        pad_h=pad[0], pad_w=pad[1], dil_h=dil[0], dil_w=dil[1], x_dtype=dt, w_dtype=dt, y_dtype=dt)  # fmt: skip
-
-
-def _verify(family: Any, config: Any, p: ConvProblem, seed: int = 0) -> tuple[Any, Any]:
-    """Compile, run once on NaN-poisoned output, compare with the float32 reference; returns
-    (runner, inputs) for further runs."""
-    import torch
-
-    from autocutlass.ops.conv import evaluation as ev
-
-    assert family.check(config, p) is None, family.check(config, p)
-    runner = family.compile(config, p)
-    inputs = ev.make_inputs(p, device=torch.device("cuda"), seed=seed)
-    ref = ev.reference(p, inputs)
-    ok, why = ev.verify(runner, p, inputs, ref)
-    assert ok, f"{config} on {p.describe()}: {why}"
-    return runner, inputs
 
 
 # ---- dgrad: the fprop kernel on dy and the flipped filter ----------------------------------------

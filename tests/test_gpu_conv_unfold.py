@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from _conv_helpers import verify_conv as _verify
 from autocutlass.ops.conv.problem import ConvProblem
 from autocutlass.ops.types import Activation, DType, Epilogue
 
@@ -38,20 +39,6 @@ def problem(direction: str, n: int, h: int, w: int, c: int, k: int, r: int, s: i
     return ConvProblem(direction=direction, n=n, h=h, w=w, c=c, k=k, r=r, s=s, stride_h=stride[0], stride_w=stride[1],
                        pad_h=pad[0], pad_w=pad[1], dil_h=dil[0], dil_w=dil[1], x_dtype=dt, w_dtype=dt, y_dtype=dt,
                        align_x=min(align, 16), align_w=min(align, 16), epilogue=epilogue or Epilogue())  # fmt: skip
-
-
-def _verify(family: Any, config: Any, p: ConvProblem, seed: int = 0) -> tuple[Any, Any]:
-    import torch
-
-    from autocutlass.ops.conv import evaluation as ev
-
-    assert family.check(config, p) is None, family.check(config, p)
-    runner = family.compile(config, p)
-    inputs = ev.make_inputs(p, device=torch.device("cuda"), seed=seed)
-    ref = ev.reference(p, inputs)
-    ok, why = ev.verify(runner, p, inputs, ref)
-    assert ok, f"{config} on {p.describe()}: {why}"
-    return runner, inputs
 
 
 def _fprop(tmp: Path) -> Any:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import random
 from pathlib import Path
 
 import pytest
 
+from _conv_helpers import dsl_available
 from autocutlass.device import KERNELS_DIR
 from autocutlass.kernels.hopper_conv import HopperConvConfig as C
 from autocutlass.kernels.hopper_conv import HopperConvFamily, check, layer_splits, modelled_pick
@@ -246,13 +246,6 @@ def test_importing_the_family_does_not_load_the_dsl() -> None:
 
 
 # ---- compile (no GPU) ----------------------------------------------------------------------------
-def _dsl_available() -> bool:
-    os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")  # before the DSL's first import: it reads the target then
-    try:
-        import cutlass  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 COMPILE_CASES = [
@@ -278,7 +271,7 @@ COMPILE_CASES = [
 @pytest.mark.compile
 @pytest.mark.parametrize("cfg,prob", COMPILE_CASES, ids=[f"{c.short()}|{p.describe()}" for c, p in COMPILE_CASES])
 def test_config_compiles(cfg: C, prob: ConvProblem) -> None:
-    if not _dsl_available():
+    if not dsl_available():
         pytest.skip("nvidia-cutlass-dsl is not installed")
     from autocutlass.kernels.hopper_conv.compile import _compile
 
@@ -288,7 +281,7 @@ def test_config_compiles(cfg: C, prob: ConvProblem) -> None:
 
 @pytest.mark.compile
 def test_sampled_space_configs_compile() -> None:
-    if not _dsl_available():
+    if not dsl_available():
         pytest.skip("nvidia-cutlass-dsl is not installed")
     from autocutlass.kernels.hopper_conv.compile import _compile
 

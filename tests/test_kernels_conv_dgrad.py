@@ -6,13 +6,13 @@ direction, and (marker ``compile``) sampled configs compiled with CUTE_DSL_ARCH=
 from __future__ import annotations
 
 import dataclasses
-import os
 import random
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+from _conv_helpers import dsl_available
 from autocutlass.device import KERNELS_DIR, source_hash
 from autocutlass.kernels import families_for, family_names, get_family, source_hashes
 from autocutlass.kernels.hopper_conv import HopperConvConfig as C
@@ -165,20 +165,13 @@ def test_the_runner_keeps_the_filter_per_weight_version(monkeypatch: pytest.Monk
 
 
 # ---- compile (no GPU) ----------------------------------------------------------------------------
-def _dsl_available() -> bool:
-    os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
-    try:
-        import cutlass  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 @pytest.mark.compile
 def test_sampled_dgrad_configs_compile(tmp_path: object) -> None:
     """A seed and a sampled feasible config of two dgrad layers compile into the runner (the fprop
     kernel's class of the forward problem)."""
-    if not _dsl_available():
+    if not dsl_available():
         pytest.skip("nvidia-cutlass-dsl is not installed")
     from autocutlass.kernels.hopper_conv.compile import _compile
     from autocutlass.kernels.hopper_conv.plan import make_plan

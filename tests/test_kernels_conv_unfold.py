@@ -8,13 +8,13 @@ seeds compiled with CUTE_DSL_ARCH=sm_90a."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import random
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+from _conv_helpers import dsl_available
 from autocutlass.device import KERNELS_DIR, source_hash
 from autocutlass.kernels import families_for, get_family, source_hashes
 from autocutlass.kernels.hopper_conv import HopperConvFamily
@@ -282,20 +282,13 @@ def test_the_wgrad_runner_folds_the_gradient_into_dw(monkeypatch: pytest.MonkeyP
 
 
 # ---- compile (no GPU) ----------------------------------------------------------------------------
-def _dsl_available() -> bool:
-    os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
-    try:
-        import cutlass  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 @pytest.mark.compile
 def test_the_lowered_stems_seeds_compile() -> None:
     """The first seed of the stem's fprop (with the bias and ReLU a stem's conv carries after BN
     folding) and of its wgrad compile: the inner kernels on the 24-channel, 7x1 lowered layer."""
-    if not _dsl_available():
+    if not dsl_available():
         pytest.skip("nvidia-cutlass-dsl is not installed")
     from autocutlass.kernels.hopper_conv.compile import _compile as fprop_compile
     from autocutlass.kernels.hopper_conv.plan import make_plan as fprop_plan
@@ -310,7 +303,7 @@ def test_the_lowered_stems_seeds_compile() -> None:
 
 @pytest.mark.compile
 def test_the_unfold_kernel_compiles() -> None:
-    if not _dsl_available():
+    if not dsl_available():
         pytest.skip("nvidia-cutlass-dsl is not installed")
     from autocutlass.kernels.hopper_conv_unfold.unfold import _compile
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import random
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from _conv_helpers import dsl_available
 from autocutlass.device import KERNELS_DIR, source_hash
 from autocutlass.kernels import families_for, get_family, source_hashes
 from autocutlass.kernels.hopper_conv_wgrad import (
@@ -324,13 +324,6 @@ def test_runner_refuses_operands_that_are_not_channels_last() -> None:
 
 
 # ---- compile (no GPU) ----------------------------------------------------------------------------
-def _dsl_available() -> bool:
-    os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
-    try:
-        import cutlass  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 COMPILE_CASES = [
@@ -359,7 +352,7 @@ COMPILE_CASES = [
 @pytest.mark.compile
 @pytest.mark.parametrize("cfg,prob", COMPILE_CASES, ids=[f"{c.short()}|{p.describe()}" for c, p in COMPILE_CASES])
 def test_config_compiles(cfg: C, prob: ConvProblem) -> None:
-    if not _dsl_available():
+    if not dsl_available():
         pytest.skip("nvidia-cutlass-dsl is not installed")
     from autocutlass.kernels.hopper_conv_wgrad.compile import _compile
 
@@ -369,7 +362,7 @@ def test_config_compiles(cfg: C, prob: ConvProblem) -> None:
 
 @pytest.mark.compile
 def test_sampled_space_configs_compile() -> None:
-    if not _dsl_available():
+    if not dsl_available():
         pytest.skip("nvidia-cutlass-dsl is not installed")
     from autocutlass.kernels.hopper_conv_wgrad.compile import _compile
 
@@ -405,7 +398,7 @@ def test_importing_the_slab_sum_does_not_load_the_dsl() -> None:
 @pytest.mark.compile
 @pytest.mark.parametrize("splits,dtype,rank", [(48, DType.BF16, 3), (5, DType.FP16, 2)])
 def test_slab_sum_compiles(splits: int, dtype: DType, rank: int) -> None:
-    if not _dsl_available():
+    if not dsl_available():
         pytest.skip("nvidia-cutlass-dsl is not installed")
     from autocutlass.kernels.hopper_conv_wgrad.slab_sum import SlabSum, _compile
 
