@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -68,3 +69,23 @@ def remember_view(slot: list[tuple[Any, Any, Any]], w: torch.Tensor, view: torch
         ref = lambda w=w: w  # noqa: E731
     slot[0] = (ref, view, ptr)
     return view
+
+
+def derived_per_version(slot: list[tuple[Any, Any, Any]], w: torch.Tensor,
+                        derive: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:  # fmt: skip
+    """A tensor derived from the weight ``w`` (a transformed copy: ``derive(w.detach())``), kept in
+    ``slot`` (``remember_view``) for the last weight seen, keyed by the weight object, its storage
+    address and its version counter (``Tensor._version``, which every in-place update through
+    autograd-visible ops bumps, e.g. ``torch.optim``'s steps): a call with the same weight at the
+    same version reuses it. Writes through ``.data`` do not bump the version: a weight updated that
+    way between two calls is read stale, so one weight only is kept. Nothing is kept while a CUDA
+    graph is captured (the capture then records the transform, so each replay transforms the weight
+    it reads)."""
+    seen = slot[0]
+    at = (w.data_ptr(), w._version)
+    if seen[0]() is w and at == seen[2]:
+        return seen[1]  # type: ignore[no-any-return]
+    out = derive(w.detach())
+    if not (w.is_cuda and torch.cuda.is_current_stream_capturing()):
+        remember_view(slot, w, out, at)
+    return out

@@ -25,7 +25,7 @@ from autocutlass.kernels.hopper_conv_dgrad.lowering import (
     fprop_problem,
     transformed_weight,
 )
-from autocutlass.ops.launch import NO_VIEW, remember_view
+from autocutlass.ops.launch import NO_VIEW, derived_per_version
 
 if TYPE_CHECKING:
     from autocutlass.ops.conv.problem import ConvProblem
@@ -42,16 +42,7 @@ class DgradRunner:
 
     def weight(self, w: Any) -> Any:
         """w' of ``w``: the kept one while ``w`` is the same weight at the same version."""
-        import torch
-
-        seen = self._seen[0]
-        at = (w.data_ptr(), w._version)
-        if seen[0]() is w and at == seen[2]:
-            return seen[1]
-        wt = transformed_weight(w)
-        if not (w.is_cuda and torch.cuda.is_current_stream_capturing()):
-            remember_view(self._seen, w, wt, at)
-        return wt
+        return derived_per_version(self._seen, w, transformed_weight)
 
     def poison_scratch(self) -> None:
         """Verification's hook: the forward runner's (``HopperConvRunner.poison_scratch``)."""

@@ -5,11 +5,10 @@ Calling conventions (conv ops, every tensor channels_last): fprop ``runner(x, w,
 residual=None, alpha=1.0, beta=0.0)``, x (N, C, H, W), w (K, C, R, S), y (N, K, P, Q) written;
 wgrad ``runner(dy, x, dw)``, dw (K, C, R, S) written. Each call unfolds x: on the GPU one launch of
 the row-unfolding kernel (``unfold``, compiled when the runner is made), on the CPU (the tests' fake
-inner runners) ``lowering.unfold_input``, the same map in torch ops. The forward's
-unfolded filter w' is kept for the last weight seen, keyed by the weight object, its storage
-address and its version counter, as the dgrad family keeps its transformed filter
-(``hopper_conv_dgrad.runner``, whose docstring says what that key misses), and is not kept while
-a CUDA graph is captured.
+inner runners) ``lowering.unfold_input``, the same map in torch ops. The forward's unfolded filter
+w' is kept for the last weight seen, keyed by the weight object, its storage address and its
+version counter (``ops.launch.derived_per_version``, as the dgrad family keeps its transformed
+filter; its docstring says what that key misses).
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from autocutlass.kernels.hopper_conv_unfold.lowering import (
 from autocutlass.kernels.hopper_conv_unfold.unfold import RowUnfold, get_unfold
 from autocutlass.kernels.hopper_conv_wgrad.config import HopperConvWgradConfig
 from autocutlass.kernels.hopper_conv_wgrad.runner import HopperConvWgradRunner
-from autocutlass.ops.launch import NO_VIEW, remember_view
+from autocutlass.ops.launch import NO_VIEW, derived_per_version
 
 if TYPE_CHECKING:
     from autocutlass.ops.conv.problem import ConvProblem
@@ -76,18 +75,9 @@ class UnfoldFpropRunner(_Unfolding):
 
     def weight(self, w: Any) -> Any:
         """w' of ``w``: the kept one while ``w`` is the same weight at the same version."""
-        import torch
-
         if tuple(w.shape[2:]) != (self.problem.r, self.problem.s):
             raise ValueError(f"w {tuple(w.shape)}: this kernel unfolds {self.problem.r}x{self.problem.s} filters")
-        seen = self._seen[0]
-        at = (w.data_ptr(), w._version)
-        if seen[0]() is w and at == seen[2]:
-            return seen[1]
-        wp = unfold_weight(w.detach(), self.channels)
-        if not (w.is_cuda and torch.cuda.is_current_stream_capturing()):
-            remember_view(self._seen, w, wp, at)
-        return wp
+        return derived_per_version(self._seen, w, lambda wd: unfold_weight(wd, self.channels))
 
     def poison_scratch(self) -> None:
         """Verification's hook: the forward runner's."""
