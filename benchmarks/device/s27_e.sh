@@ -4,8 +4,9 @@
 # the stem's fprop and wgrad (b32, b128) and its fused fprop (b128, conv + bias + ReLU) tuned at 20 trials into a
 # fresh database, merged into the shipped H100 file, the stem's suite rows benched and ResNet-50 b128 inference
 # run from it.
-# Ran with the rows build applied to 2c5ed37; benchmarks/device/s27_rows.patch is that build rebased onto 919663b
-# (git apply it first; GPU tests not rerun after the rebase). That build is not shipped.
+# Ran with the rows build applied to 2c5ed37. benchmarks/device/s27_rows.patch is that build rebased onto 919663b,
+# plus an unfolding kernel that stages each CTA's input span in shared memory (compiled on the CPU, never run:
+# its GPU tests compare it bit for bit with the torch map). git apply it first. Not shipped.
 # It writes 12 files under OUT and a device run returns at most 8: tune.txt, tune-*.json and tuned.sqlite were
 # lost (pack them into one archive before running it again).
 #   bash benchmarks/device/s27_e.sh OUT    (about 6 minutes)
