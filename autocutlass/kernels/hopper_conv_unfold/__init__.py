@@ -41,7 +41,7 @@ C = TypeVar("C")
 
 class _UnfoldedFamily(KernelFamily[C], Generic[C]):
     """The inner family on ``lowering.unfolded_problem``; subclasses name the direction, the inner
-    family, the config type and the runner."""
+    family (whose config type is theirs) and the runner."""
 
     DIRECTION: ClassVar[ConvDirection]
     INNER: ClassVar[type[KernelFamily[Any]]]
@@ -57,8 +57,9 @@ class _UnfoldedFamily(KernelFamily[C], Generic[C]):
         reason = unsupported(problem, self.DIRECTION)
         if reason is not None:
             return reason
-        why = self._inner.supports(unfolded_problem(problem))
-        return None if why is None else f"as the row-unfolded layer {unfolded_problem(problem).describe()}: {why}"
+        lowered = unfolded_problem(problem)
+        why = self._inner.supports(lowered)
+        return None if why is None else f"as the row-unfolded layer {lowered.describe()}: {why}"
 
     def space(self, problem: ConvProblem) -> Sequence[C]:
         """The inner family's space for the lowered layer (empty when not served)."""
