@@ -59,26 +59,33 @@ UNFOLD_GEOMETRIES = [  # (N, C, H, W, R, S, stride, pad, dilation, dtype)
     (2, 5, 8, 21, 1, 7, (1, 1), (0, 3), (1, 1), "bfloat16"),
     (1, 3, 13, 25, 3, 3, (2, 3), (2, 2), (1, 2), "bfloat16"),
     (3, 6, 7, 7, 2, 2, (1, 1), (0, 0), (1, 1), "float16"),
+    (1, 3, 9, 300, 3, 3, (1, 1), (1, 1), (1, 1), "bfloat16"),  # 300 output columns: three CTAs per x' row
+    (2, 3, 19, 16, 7, 3, (3, 1), (3, 1), (1, 1), "bfloat16"),  # stride 3: x' keeps every third row for T = 3
 ]
 
 
 @pytest.mark.parametrize("geo", UNFOLD_GEOMETRIES, ids=[f"c{g[1]}-{g[4]}x{g[5]}-s{g[6][1]}-d{g[8][1]}" for g in UNFOLD_GEOMETRIES])
 def test_the_unfold_kernel_writes_the_torch_maps_bits(tmp_path: Path, geo: tuple) -> None:
+    """Every T the layer offers (several filter rows per unfolded pixel, their padding rows
+    materialized), on a contiguous input and on a view whose rows are not (H sliced)."""
     import torch
 
-    from autocutlass.kernels.hopper_conv_unfold.lowering import unfold_input
+    from autocutlass.kernels.hopper_conv_unfold.lowering import unfold_input, unfold_rows
     from autocutlass.kernels.hopper_conv_unfold.runner import _Unfolding
 
     n, c, h, w, r, s, stride, pad, dil, dt = geo
     p = problem("fprop", n, h, w, c, 8, r, s, stride=stride, pad=pad, dil=dil,
                 dt=BF16 if dt == "bfloat16" else FP16)  # fmt: skip
     x = torch.randn(n, c, h, w, device="cuda").to(getattr(torch, dt)).contiguous(memory_format=torch.channels_last)
-    un = _Unfolding(p, tmp_path)
-    got = un.input(x)
-    want = unfold_input(x, s, stride[1], pad[1], dil[1], un.channels)
-    assert got.shape == want.shape and got.is_contiguous(memory_format=torch.channels_last)
-    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
-    assert torch.equal(un.input(x[:, :, 1:, :]), unfold_input(x[:, :, 1:, :], s, stride[1], pad[1], dil[1], un.channels))
+    for rows in unfold_rows(p):
+        un = _Unfolding(p, rows, tmp_path)
+        for xi in (x, x[:, :, 1:, :]):
+            got = un.input(xi)
+            height, _ = un._sizes(xi.shape[2], xi.shape[3])
+            want = unfold_input(xi, s, stride[1], pad[1], dil[1], un.channels, rows=rows, height=height, pad_h=pad[0],
+                                dil_h=dil[0], step=un.step)  # fmt: skip
+            assert got.shape == want.shape and got.is_contiguous(memory_format=torch.channels_last), rows
+            assert torch.equal(got.view(torch.int16), want.view(torch.int16)), rows
 
 
 RELU_BIAS = Epilogue(bias=True, activation=Activation.RELU)
@@ -94,9 +101,12 @@ FPROP_CASES = [
 
 @pytest.mark.parametrize("p", FPROP_CASES, ids=[p.describe() for p in FPROP_CASES])
 def test_fprop_seeds(tmp_path: Path, p: ConvProblem) -> None:
+    """The first seed of each T the layer offers, then the next."""
+    from autocutlass.kernels.hopper_conv_unfold.lowering import unfold_rows
+
     fam = _fprop(tmp_path)
     assert fam.supports(p) is None, fam.supports(p)
-    for config in fam.seeds(p)[:3]:
+    for config in fam.seeds(p)[: len(unfold_rows(p)) + 1]:
         _verify(fam, config, p)
 
 
@@ -109,20 +119,22 @@ def test_fprop_sampled_configs_of_the_stem(tmp_path: Path) -> None:
 
 
 def _wgrad_cases() -> list[tuple[Any, ConvProblem]]:
+    from autocutlass.kernels.hopper_conv_unfold import UnfoldedConfig as U
     from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradConfig as W
 
     stem = problem("wgrad", 4, 64, 64, 3, 64, 7, 7, stride=(2, 2), pad=(3, 3))
     latent = problem("wgrad", 2, 33, 35, 4, 320, 3, 3, pad=(1, 1))
     return [
-        (W(64, 64, 64, split_k=18, split_mode="workspace"), stem),
-        (W(64, 64, 64, split_k=8), stem),
-        (W(64, 64, 64, stream_k=True), stem),
-        (W(128, 64, 64, split_k=4, split_mode="workspace"), latent),
-        (W(128, 64, 128), latent),
+        (U(W(64, 64, 64, split_k=18, split_mode="workspace")), stem),
+        (U(W(64, 64, 64, split_k=8), 2), stem),  # 4 filter rows of 48 channels
+        (U(W(64, 64, 64, stream_k=True), 3), stem),  # 3 of 64
+        (U(W(64, 128, 64, split_k=24, split_mode="workspace", tap_channels=64), 3), stem),  # 2 of them a tile
+        (U(W(128, 64, 64, split_k=4, split_mode="workspace")), latent),
+        (U(W(128, 64, 128), 2), latent),
     ]
 
 
-@pytest.mark.parametrize("i", range(5))
+@pytest.mark.parametrize("i", range(6))
 def test_wgrad(tmp_path: Path, i: int) -> None:
     config, p = _wgrad_cases()[i]
     _verify(_wgrad(tmp_path), config, p)

@@ -20,16 +20,26 @@ from autocutlass.kernels import families_for, get_family, source_hashes
 from autocutlass.kernels.hopper_conv import HopperConvFamily
 from autocutlass.kernels.hopper_conv.sources import SOURCE_FILES as FPROP_SOURCES
 from autocutlass.kernels.hopper_conv_unfold import HopperConvUnfoldFamily, HopperConvWgradUnfoldFamily, sources
+from autocutlass.kernels.hopper_conv_unfold.config import UnfoldedConfig
 from autocutlass.kernels.hopper_conv_unfold.lowering import (
     MAX_UNFOLDED_CHANNELS,
     fold_weight_grad,
     unfold_input,
+    row_step,
+    unfold_rows,
     unfold_weight,
     unfolded_channels,
     unfolded_problem,
     unsupported,
 )
-from autocutlass.kernels.hopper_conv_unfold.unfold import RowUnfold, unfold_key
+from autocutlass.kernels.hopper_conv_unfold.unfold import (
+    MAX_COLUMNS,
+    STAGING_BYTES,
+    RowUnfold,
+    columns_per_cta,
+    staged_elements,
+    unfold_key,
+)
 from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradFamily
 from autocutlass.kernels.hopper_conv_wgrad.sources import SOURCE_FILES as WGRAD_SOURCES
 from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
@@ -56,48 +66,69 @@ GEOMETRIES = [
     (1, 5, 8, 21, 8, 1, 7, (1, 1), (0, 3), (1, 1)),
     (1, 3, 13, 25, 8, 3, 3, (2, 3), (2, 2), (1, 2)),
     (2, 6, 7, 7, 8, 2, 2, (1, 1), (0, 0), (1, 1)),
+    (1, 3, 21, 17, 8, 5, 3, (2, 1), (2, 1), (2, 1)),  # stride 2, dilation 2: g = 2 for T = 2 and 3
+    (1, 3, 19, 16, 8, 7, 3, (3, 1), (3, 1), (1, 1)),  # stride 3: g = 3 for T = 3
 ]
 
 
-def _lowered(geo: tuple) -> tuple[torch.Tensor, torch.Tensor, tuple, int, dict]:
+def _problem(geo: tuple) -> ConvProblem:
+    n, c, h, w, k, r, s, stride, pad, dil = geo
+    return ConvProblem(direction="fprop", n=n, h=h, w=w, c=c, k=k, r=r, s=s, stride_h=stride[0], stride_w=stride[1],
+                       pad_h=pad[0], pad_w=pad[1], dil_h=dil[0], dil_w=dil[1], align_x=2, align_w=2)  # fmt: skip
+
+
+def _lowered(geo: tuple, rows: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, ConvProblem, dict]:
+    """x, w, x' and the lowered problem of T = ``rows``, and the lowered layer's F.conv2d geometry."""
     n, c, h, w, k, r, s, stride, pad, dil = geo
     gen = torch.Generator().manual_seed(7)
     x = torch.randn(n, c, h, w, generator=gen, dtype=torch.float64).contiguous(memory_format=CL)
     wt = torch.randn(k, c, r, s, generator=gen, dtype=torch.float64).contiguous(memory_format=CL)
-    cp = -(-(s * c) // 8) * 8
-    low = {"stride": (stride[0], 1), "padding": (pad[0], 0), "dilation": (dil[0], 1)}
-    return x, wt, (s, stride[1], pad[1], dil[1]), cp, low
+    p = _problem(geo)
+    low = unfolded_problem(p, rows)
+    xp = unfold_input(x, s, stride[1], pad[1], dil[1], low.c, rows=rows, height=low.h, pad_h=pad[0], dil_h=dil[0],
+                      step=row_step(p, rows))
+    geom = {"stride": (low.stride_h, 1), "padding": (low.pad_h, 0), "dilation": (low.dil_h, 1)}
+    return x, wt, xp, low, geom
 
 
-@pytest.mark.parametrize("geo", GEOMETRIES, ids=[f"c{g[1]}-{g[5]}x{g[6]}-s{g[7][1]}-p{g[8][1]}-d{g[9][1]}" for g in GEOMETRIES])
-def test_the_unfolded_layer_computes_the_layers_output(geo: tuple) -> None:
-    x, wt, wgeo, cp, low = _lowered(geo)
-    _, _, _, _, _, r, s, stride, pad, dil = geo
+CASES = [(g, t) for g in GEOMETRIES for t in unfold_rows(_problem(g))]
+IDS = [f"c{g[1]}-{g[5]}x{g[6]}-s{g[7][1]}-p{g[8][1]}-d{g[9][1]}-rows{t}" for g, t in CASES]
+
+
+def test_each_geometry_offers_several_rows() -> None:
+    assert unfold_rows(_problem(GEOMETRIES[0])) == (1, 2, 3)  # the stem: 7, 4 and 3 filter rows of 24, 48, 64 channels
+    assert all(len(unfold_rows(_problem(g))) >= 2 for g in GEOMETRIES if g[5] > 1)
+    assert unfold_rows(_problem(GEOMETRIES[3])) == (1,)  # a 1x7 filter has one row
+
+
+@pytest.mark.parametrize("geo,rows", CASES, ids=IDS)
+def test_the_unfolded_layer_computes_the_layers_output(geo: tuple, rows: int) -> None:
+    x, wt, xp, low, geom = _lowered(geo, rows)
+    _, c, _, _, _, r, s, stride, pad, dil = geo
     want = F.conv2d(x, wt, None, stride, pad, dil)
-    xp, wp = unfold_input(x, *wgeo, cp), unfold_weight(wt, cp)
-    assert xp.shape[1] == wp.shape[1] == cp and wp.shape[2:] == (r, 1)
+    wp = unfold_weight(wt, low.c, rows)
+    assert xp.shape[1:] == (low.c, low.h, low.w) and wp.shape[1:] == (low.c, low.r, 1)
     assert xp.is_contiguous(memory_format=CL) and wp.is_contiguous(memory_format=CL)
-    got = F.conv2d(xp, wp, None, **low)
+    got = F.conv2d(xp, wp, None, **geom)
     assert got.shape == want.shape
     torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
     # the padded channels are zeros in both operands (a stray value there would be multiplied in)
-    assert not xp[:, s * x.shape[1]:].any() and not wp[:, s * x.shape[1]:].any()
+    assert not xp[:, rows * s * c:].any() and not wp[:, rows * s * c:].any()
 
 
-@pytest.mark.parametrize("geo", GEOMETRIES, ids=[f"c{g[1]}-{g[5]}x{g[6]}-s{g[7][1]}-p{g[8][1]}-d{g[9][1]}" for g in GEOMETRIES])
-def test_the_unfolded_layers_weight_gradient_folds_into_the_layers(geo: tuple) -> None:
-    x, wt, wgeo, cp, low = _lowered(geo)
+@pytest.mark.parametrize("geo,rows", CASES, ids=IDS)
+def test_the_unfolded_layers_weight_gradient_folds_into_the_layers(geo: tuple, rows: int) -> None:
+    x, wt, xp, low, geom = _lowered(geo, rows)
     _, _, _, _, _, r, s, stride, pad, dil = geo
     y = F.conv2d(x, wt, None, stride, pad, dil)
     dy = torch.randn(y.shape, dtype=torch.float64).contiguous(memory_format=CL)
     want = torch.ops.aten.convolution_backward(dy, x, wt, None, list(stride), list(pad), list(dil), False, [0, 0], 1,
                                                [False, True, False])[1]  # fmt: skip
-    xp = unfold_input(x, *wgeo, cp)
-    wp0 = torch.zeros(wt.shape[0], cp, r, 1, dtype=torch.float64).contiguous(memory_format=CL)
-    dwp = torch.ops.aten.convolution_backward(dy, xp, wp0, None, list(low["stride"]), list(low["padding"]),
-                                              list(low["dilation"]), False, [0, 0], 1, [False, True, False])[1]  # fmt: skip
+    wp0 = torch.zeros(wt.shape[0], low.c, low.r, 1, dtype=torch.float64).contiguous(memory_format=CL)
+    dwp = torch.ops.aten.convolution_backward(dy, xp, wp0, None, list(geom["stride"]), list(geom["padding"]),
+                                              list(geom["dilation"]), False, [0, 0], 1, [False, True, False])[1]  # fmt: skip
     dw = torch.full_like(wt, float("nan")).contiguous(memory_format=CL)
-    fold_weight_grad(dwp.contiguous(memory_format=CL), dw)
+    fold_weight_grad(dwp.contiguous(memory_format=CL), dw, rows)
     torch.testing.assert_close(dw, want, rtol=1e-10, atol=1e-10)
 
 
@@ -116,6 +147,13 @@ def test_the_lowered_stem() -> None:
     assert (low.p, low.q) == (p.p, p.q) == (112, 112)
     assert (low.align_x, low.align_w, low.align_y) == (16, 16, p.align_y)
     assert low.flops > p.flops  # the zero channels are multiplied too
+    two, three = unfolded_problem(p, 2), unfolded_problem(p, 3)
+    # T = 2 reads x' rows 2p + 2j only (stride 2, dilation 2): x' keeps every second row, input rows 2i-3 and 2i-2,
+    # and the lowered layer is a stride-1 4x1 convolution over 115 rows
+    assert row_step(p, 2) == 2 and row_step(p, 3) == 1 and row_step(p, 1) == 1
+    assert (two.c, two.r, two.stride_h, two.dil_h, two.pad_h, two.h) == (48, 4, 1, 1, 0, 115)
+    assert (three.c, three.r, three.stride_h, three.dil_h, three.pad_h, three.h) == (64, 3, 2, 3, 0, 229)  # rows -3..225
+    assert (two.p, two.q) == (three.p, three.q) == (112, 112)
     assert unfolded_channels(stem(c=4, r=3, s=3, x_dtype=DType.FP16, w_dtype=DType.FP16, y_dtype=DType.FP16)) == 16
 
 
@@ -161,26 +199,38 @@ def test_the_registry_serves_the_stems_fprop_and_wgrad_only(monkeypatch: pytest.
 )
 def test_space_seeds_and_check_are_the_inner_familys_on_the_lowered_layer(fam, inner, problem: ConvProblem) -> None:
     assert fam.supports(problem) is None
-    low = unfolded_problem(problem)
-    assert list(fam.space(problem)) == list(inner.space(low))
+    rows = unfold_rows(problem)
+    assert len(rows) >= 2
+    space = list(fam.space(problem))
+    assert space == [UnfoldedConfig(c, t) for t in rows for c in inner.space(unfolded_problem(problem, t))]
     seeds = fam.seeds(problem)
-    if fam is WGRAD:
-        assert list(seeds) == list(inner.seeds(low))
-    else:  # a cooperative tile in a 2x1 cluster first, then the inner seeds in their order
-        assert (seeds[0].cluster_m, seeds[0].cluster_n, seeds[0].schedule.value) == (2, 1, "cooperative")
-        assert [c for c in inner.seeds(low) if c != seeds[0]] == list(seeds[1:])
     assert seeds and all(fam.check(s, problem) is None for s in seeds)
-    for cfg in random.Random(7).sample(list(fam.space(problem)), 30):
-        assert fam.check(cfg, problem) == inner.check(cfg, low)
-    assert fam.config_from_dict(fam.config_to_dict(seeds[0])) == seeds[0]
-    assert fam.simplicity(seeds[0]) == inner.simplicity(seeds[0])
+    if fam is FPROP:  # the first T's cooperative tile in a 2x1 cluster first, then the T-interleaved seeds
+        first, seeds = seeds[0], seeds[1:]
+        assert (first.inner.cluster_m, first.inner.cluster_n, first.inner.schedule.value, first.rows) == (
+            2, 1, "cooperative", max(rows))
+    # the inner family's seeds of each T, in turn, the largest T first
+    assert [s.rows for s in seeds[: len(rows)]] == sorted(rows, reverse=True)
+    for t in rows:
+        mine = [s.inner for s in seeds if s.rows == t]
+        assert mine == [c for c in inner.seeds(unfolded_problem(problem, t)) if UnfoldedConfig(c, t) in seeds]
+    for cfg in random.Random(7).sample(space, 30):
+        assert fam.check(cfg, problem) == inner.check(cfg.inner, unfolded_problem(problem, cfg.rows))
+    assert "rows=9" in (fam.check(UnfoldedConfig(seeds[0].inner, 9), problem) or "")
+    for s in seeds[:3]:
+        d = fam.config_to_dict(s)
+        assert d["rows"] == s.rows and fam.config_from_dict(d) == s
+        assert fam.simplicity(s) == (*inner.simplicity(s.inner), s.rows)
+    bare = inner.config_to_dict(seeds[0].inner)  # a dict without rows: one filter row per pixel
+    assert fam.config_from_dict(bare) == UnfoldedConfig(seeds[0].inner, 1)
     other = dataclasses.replace(problem, direction=ConvDirection.DGRAD)
     assert fam.space(other) == [] and fam.seeds(other) == [] and "not dgrad" in (fam.check(seeds[0], other) or "")
 
 
 def test_source_files_and_hashes() -> None:
     assert set(FPROP_SOURCES) < set(sources.FPROP_SOURCE_FILES) and set(WGRAD_SOURCES) < set(sources.WGRAD_SOURCE_FILES)
-    assert sources.LOWERING in sources.FPROP_SOURCE_FILES and sources.LOWERING in sources.WGRAD_SOURCE_FILES
+    for own in (sources.LOWERING, *sources.UNFOLD):
+        assert own in sources.FPROP_SOURCE_FILES and own in sources.WGRAD_SOURCE_FILES
     for rel in (*sources.FPROP_SOURCE_FILES, *sources.WGRAD_SOURCE_FILES):
         assert (KERNELS_DIR / rel).is_file(), rel
     hashes = source_hashes()
@@ -194,11 +244,27 @@ def test_the_unfold_kernels_class_and_key() -> None:
     a = RowUnfold(3, 7, 24, 2, 3, 1)
     assert unfold_key(a) == unfold_key(RowUnfold(3, 7, 24, 2, 3, 1)) != unfold_key(RowUnfold(3, 7, 24, 2, 2, 1))
     assert len({unfold_key(RowUnfold(3, 3, c, 1, 1, d)) for c in (16, 24) for d in (1, 2)}) == 4
-    for bad, needle in (((3, 7, 20, 2, 3, 1), "multiple of 8"), ((3, 7, 16, 2, 3, 1), "S*C = 21"),
+    # one row per pixel: x' keeps x's rows, so the padding and dilation along H do not make another kernel
+    assert RowUnfold(3, 7, 24, 2, 3, 1, 1, 3, 2) == a and unfold_key(RowUnfold(3, 7, 24, 2, 3, 1, 1, 3, 2)) == unfold_key(a)
+    two = RowUnfold(3, 7, 48, 2, 3, 1, rows=2, pad_h=3, dil_h=1)
+    assert unfold_key(two) != unfold_key(RowUnfold(3, 7, 48, 2, 3, 1, rows=2, pad_h=2, dil_h=1)) != unfold_key(a)
+    for bad, needle in (((3, 7, 20, 2, 3, 1), "multiple of 8"), ((3, 7, 16, 2, 3, 1), "T*S*C = 21"),
                         ((3, 7, 24, 0, 3, 1), "stride_w=0"), ((3, 7, 24, 2, -1, 1), "pad_w=-1"),
-                        ((3, True, 24, 2, 3, 1), "s=True")):  # fmt: skip
+                        ((3, True, 24, 2, 3, 1), "s=True"), ((3, 7, 40, 2, 3, 1, 2), "T*S*C = 42"),
+                        ((3, 7, 48, 2, 3, 1, 2, -1), "pad_h=-1"), ((3, 7, 48, 2, 3, 1, 0), "rows=0")):  # fmt: skip
         with pytest.raises(ValueError, match=needle):
             RowUnfold(*bad)
+
+
+def test_the_unfold_kernel_stages_what_fits() -> None:
+    stem = RowUnfold(3, 7, 48, 2, 3, 1, rows=2, pad_h=3, dil_h=1, step=2)
+    assert columns_per_cta(stem) == MAX_COLUMNS == 128  # a whole row of the stem's 112 output columns
+    assert staged_elements(stem, 128) == 2 * (127 * 2 + 6 + 1) * 3
+    wide = RowUnfold(127, 2, 256, 8, 0, 120)  # a 2-tap filter 120 pixels apart, 127 channels
+    cols = columns_per_cta(wide)
+    assert 0 < cols < MAX_COLUMNS and staged_elements(wide, cols) * 2 <= STAGING_BYTES < staged_elements(wide, 2 * cols) * 2
+    far = ConvProblem(direction="fprop", n=1, h=8, w=300, c=127, k=8, r=1, s=2, dil_w=130, align_x=2, align_w=2)
+    assert "stages" in (unsupported(far, ConvDirection.FPROP) or "")
 
 
 # ---- the runners, around fake inner runners ---------------------------------------------------
@@ -236,8 +302,9 @@ def test_the_fprop_runner_unfolds_and_keeps_the_filter_per_weight_version(monkey
     monkeypatch.setattr(runner_mod, "get_unfold", lambda cls, cache_dir: kinds.append(cls) or _no_gpu_kernel)
     monkeypatch.setattr(runner_mod, "HopperConvRunner", lambda config, problem, cache_dir: fakes.append(_FakeInner(problem)) or fakes[-1])
     p = stem(n=2, h=23, w=29, k=8, x_dtype=DType.FP32, w_dtype=DType.FP32, y_dtype=DType.FP32, epilogue=Epilogue(bias=True))
-    r = runner_mod.UnfoldFpropRunner(FPROP.seeds(stem())[0], p, None)
-    assert fakes[0].problem == unfolded_problem(p) and kinds == [RowUnfold(3, 7, 24, 2, 3, 1)]
+    r = runner_mod.UnfoldFpropRunner(FPROP.seeds(stem())[0], p, None)  # T = 3: 3 taps of 64 channels
+    assert r.rows == 3
+    assert fakes[0].problem == unfolded_problem(p, r.rows) and kinds == [RowUnfold(3, 7, unfolded_channels(p, 3), 2, 3, 1, 3, 3, 1)]
     x = torch.randn(2, 3, 23, 29).contiguous(memory_format=CL)
     w = torch.randn(8, 3, 7, 7).contiguous(memory_format=CL)
     b = torch.randn(8)
@@ -267,9 +334,10 @@ def test_the_wgrad_runner_folds_the_gradient_into_dw(monkeypatch: pytest.MonkeyP
     kinds: list[object] = []
     monkeypatch.setattr(runner_mod, "get_unfold", lambda cls, cache_dir: kinds.append(cls) or _no_gpu_kernel)
     monkeypatch.setattr(runner_mod, "HopperConvWgradRunner", lambda config, problem, cache_dir: fakes.append(_FakeInner(problem)) or fakes[-1])
-    p = dataclasses.replace(stem(n=2, h=23, w=29, k=8, x_dtype=DType.FP32, w_dtype=DType.FP32, y_dtype=DType.FP32),
-                            direction=ConvDirection.WGRAD)
+    # a bf16 problem (C' in 16-byte units of 2-byte elements) computed by the fake in float64
+    p = dataclasses.replace(stem(n=2, h=23, w=29, k=8), direction=ConvDirection.WGRAD)
     r = runner_mod.UnfoldWgradRunner(WGRAD.seeds(dataclasses.replace(stem(), direction=ConvDirection.WGRAD))[0], p, None)
+    assert kinds[-1].rows == 3
     x = torch.randn(2, 3, 23, 29, dtype=torch.float64).contiguous(memory_format=CL)
     dy = torch.randn(2, 8, 12, 15, dtype=torch.float64).contiguous(memory_format=CL)
     dw = torch.full((8, 3, 7, 7), float("nan"), dtype=torch.float64).contiguous(memory_format=CL)
@@ -278,7 +346,14 @@ def test_the_wgrad_runner_folds_the_gradient_into_dw(monkeypatch: pytest.MonkeyP
                                                1, [False, True, False])[1]  # fmt: skip
     torch.testing.assert_close(dw, want, rtol=1e-10, atol=1e-10)
     a, b, out, _ = fakes[0].calls[0]
-    assert a is dy and b.shape == (2, 24, 23, 15) and out.shape == (8, 24, 7, 1) and out.is_contiguous(memory_format=CL)
+    assert r.rows == 3 and a is dy and b.shape == (2, 64, 29, 15) and out.shape == (8, 64, 3, 1)  # H' = 11*2 + 1 + 3*2
+    assert out.is_contiguous(memory_format=CL)
+    inner = r.config.inner
+    for rows in (1, 2):  # the other T of the stem
+        r = runner_mod.UnfoldWgradRunner(UnfoldedConfig(inner, rows), p, None)
+        dw.fill_(float("nan"))
+        r(dy, x, dw)
+        torch.testing.assert_close(dw, want, rtol=1e-10, atol=1e-10)
 
 
 # ---- compile (no GPU) ----------------------------------------------------------------------------
@@ -296,9 +371,11 @@ def test_the_lowered_stems_seeds_compile() -> None:
     from autocutlass.kernels.hopper_conv_wgrad.plan import make_plan as wgrad_plan
 
     f = stem(epilogue=Epilogue(bias=True, activation=Activation.RELU))
-    assert fprop_compile(fprop_plan(FPROP.seeds(f)[0], unfolded_problem(f))) is not None
+    for cfg in FPROP.seeds(f)[:3]:  # T = 3, 2, 1
+        assert fprop_compile(fprop_plan(cfg.inner, unfolded_problem(f, cfg.rows))) is not None
     w = dataclasses.replace(stem(), direction=ConvDirection.WGRAD)
-    assert wgrad_compile(wgrad_plan(WGRAD.seeds(w)[0], unfolded_problem(w))) is not None
+    for cfg in WGRAD.seeds(w)[:3]:
+        assert wgrad_compile(wgrad_plan(cfg.inner, unfolded_problem(w, cfg.rows))) is not None
 
 
 @pytest.mark.compile
@@ -307,5 +384,5 @@ def test_the_unfold_kernel_compiles() -> None:
         pytest.skip("nvidia-cutlass-dsl is not installed")
     from autocutlass.kernels.hopper_conv_unfold.unfold import _compile
 
-    for cls in (RowUnfold(3, 7, 24, 2, 3, 1), RowUnfold(5, 3, 16, 3, 2, 2)):
+    for cls in (RowUnfold(3, 7, 24, 2, 3, 1), RowUnfold(5, 3, 16, 3, 2, 2), RowUnfold(3, 7, 64, 2, 3, 1, 3, 3, 1)):
         assert _compile(cls) is not None

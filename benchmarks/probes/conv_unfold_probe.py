@@ -6,7 +6,7 @@ Per layer (the ResNet-50 stem at batch 32 and 128, a 3x3 image layer, a latent's
 direction (fprop, wgrad): the family's first ``--seeds`` seeds, each verified against the float32
 reference on a NaN-poisoned output and then timed in interleaved rounds with cuDNN
 (``autocutlass.search.timing.time_callable``, L2 flushed before every call); and the input unfold
-alone (``lowering.unfold_input``). Medians of the rounds, TFLOP/s, ratios (> 1: ours faster).
+alone (the unfolding kernel for each T, and ``lowering.unfold_input``'s torch ops for T = 1). Medians of the rounds, TFLOP/s, ratios (> 1: ours faster).
 
     python benchmarks/probes/conv_unfold_probe.py [--seeds 4] [--rounds 3] [--json FILE]
 """
@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from autocutlass.kernels.hopper_conv_unfold import HopperConvUnfoldFamily, HopperConvWgradUnfoldFamily
-    from autocutlass.kernels.hopper_conv_unfold.lowering import unfold_input, unfolded_channels
+    from autocutlass.kernels.hopper_conv_unfold.lowering import unfold_input, unfold_rows, unfolded_channels
+    from autocutlass.kernels.hopper_conv_unfold.runner import _Unfolding
     from autocutlass.ops.conv import evaluation as ev
     from autocutlass.ops.conv.problem import ConvProblem
     from autocutlass.search.timing import time_callable
@@ -64,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
                 cands[cfg.short()] = (lambda r=runner: inputs.run(r))
             x = inputs.x
             cp = unfolded_channels(p)
-            cands["unfold-input-only"] = lambda: unfold_input(x, p.s, p.stride_w, p.pad_w, p.dil_w, cp)
+            cands["unfold-input-only (torch ops, T=1)"] = lambda: unfold_input(x, p.s, p.stride_w, p.pad_w, p.dil_w, cp)
+            for t in unfold_rows(p):  # the unfolding kernel alone, each T
+                cands[f"unfold kernel T={t}"] = (lambda u=_Unfolding(p, t, None): u.input(x))
             base = ev.torch_baseline(p, inputs)
             times: dict[str, list[float]] = {k: [] for k in (*cands, "cudnn-bench", "cudnn-default")}
             for rnd in range(args.rounds):

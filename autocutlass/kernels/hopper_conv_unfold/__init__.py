@@ -2,13 +2,14 @@
 kernels through a row-unfolded input (``lowering``): ``hopper_conv_unfold`` (fprop, the
 ``hopper_conv`` family's configs) and ``hopper_conv_wgrad_unfold`` (wgrad, ``hopper_conv_wgrad``'s).
 
-Each family's space, seeds, check and compiled kernels are the inner family's for the lowered
-layer; its runner unfolds the input (and the forward's filter) around the inner runner
-(``runner``). Records are keyed by the layer itself and the family's own source hash
+A config is the inner family's config for the lowered layer and T, the filter rows each unfolded
+pixel holds (``config.UnfoldedConfig``; ``lowering.unfold_rows`` lists the T of a layer): the
+space, seeds, check and compiled kernels are the inner family's for the lowered layer of each T;
+the runner unfolds the input (and the forward's filter) around the inner runner (``runner``). Records are keyed by the layer itself and the family's own source hash
 (``sources``). The wgrad family is tuned-only, as its inner family is, and is switched off with it
 (``AUTOCUTLASS_CONV_WGRAD=0``: the inner family's ``supports`` says so).
 
-Modules: ``lowering`` (the mapping and the tensor transforms in torch ops), ``unfold`` and
+Modules: ``config``, ``lowering`` (the mapping and the tensor transforms in torch ops), ``unfold`` and
 ``unfold_kernel`` (the input's unfolding as one CuTe DSL kernel), ``runner`` (the callables),
 ``sources``.
 """
@@ -16,6 +17,7 @@ Modules: ``lowering`` (the mapping and the tensor transforms in torch ops), ``un
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -26,7 +28,8 @@ from autocutlass.kernels.base import KernelFamily
 from autocutlass.kernels.hopper_conv import HopperConvFamily
 from autocutlass.kernels.hopper_conv.config import HopperConvConfig, Schedule
 from autocutlass.kernels.hopper_conv_unfold import sources
-from autocutlass.kernels.hopper_conv_unfold.lowering import unfolded_problem, unsupported
+from autocutlass.kernels.hopper_conv_unfold.config import UnfoldedConfig
+from autocutlass.kernels.hopper_conv_unfold.lowering import unfold_rows, unfolded_problem, unsupported
 from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradFamily
 from autocutlass.kernels.hopper_conv_wgrad.config import HopperConvWgradConfig
 from autocutlass.ops.conv.problem import ConvDirection
@@ -34,14 +37,14 @@ from autocutlass.ops.conv.problem import ConvDirection
 if TYPE_CHECKING:
     from autocutlass.ops.conv.problem import ConvProblem
 
-__all__ = ["HopperConvUnfoldFamily", "HopperConvWgradUnfoldFamily"]
+__all__ = ["HopperConvUnfoldFamily", "HopperConvWgradUnfoldFamily", "UnfoldedConfig"]
 
 C = TypeVar("C")
 
 
-class _UnfoldedFamily(KernelFamily[C], Generic[C]):
-    """The inner family on ``lowering.unfolded_problem``; subclasses name the direction, the inner
-    family (whose config type is theirs) and the runner."""
+class _UnfoldedFamily(KernelFamily[UnfoldedConfig[C]], Generic[C]):
+    """The inner family on ``lowering.unfolded_problem`` of each T; subclasses name the direction,
+    the inner family and the runner."""
 
     DIRECTION: ClassVar[ConvDirection]
     INNER: ClassVar[type[KernelFamily[Any]]]
@@ -61,35 +64,50 @@ class _UnfoldedFamily(KernelFamily[C], Generic[C]):
         why = self._inner.supports(lowered)
         return None if why is None else f"as the row-unfolded layer {lowered.describe()}: {why}"
 
-    def space(self, problem: ConvProblem) -> Sequence[C]:
-        """The inner family's space for the lowered layer (empty when not served)."""
-        return [] if unsupported(problem, self.DIRECTION) is not None else self._inner.space(unfolded_problem(problem))
+    def space(self, problem: ConvProblem) -> Sequence[UnfoldedConfig[C]]:
+        """The inner family's space for the lowered layer of each T (empty when not served)."""
+        if unsupported(problem, self.DIRECTION) is not None:
+            return []
+        return [UnfoldedConfig(c, t) for t in unfold_rows(problem) for c in self._inner.space(unfolded_problem(problem, t))]
 
-    def check(self, config: C, problem: ConvProblem) -> str | None:
+    def check(self, config: UnfoldedConfig[C], problem: ConvProblem) -> str | None:
         reason = unsupported(problem, self.DIRECTION)
-        return reason if reason is not None else self._inner.check(config, unfolded_problem(problem))
+        if reason is not None:
+            return reason
+        rows = unfold_rows(problem)
+        if config.rows not in rows:
+            return f"rows={config.rows}: this layer unfolds {list(rows)} filter rows per pixel"
+        return self._inner.check(config.inner, unfolded_problem(problem, config.rows))
 
-    def seeds(self, problem: ConvProblem) -> Sequence[C]:
-        """The inner family's first guesses for the lowered layer (none when not served)."""
-        return [] if unsupported(problem, self.DIRECTION) is not None else self._inner.seeds(unfolded_problem(problem))
+    def seeds(self, problem: ConvProblem) -> Sequence[UnfoldedConfig[C]]:
+        """The inner family's first guesses for the lowered layer of each T, taken in turn, the
+        largest T (fewest, widest im2col loads per output pixel) first; none when not served."""
+        if unsupported(problem, self.DIRECTION) is not None:
+            return []
+        per_t = [[UnfoldedConfig(c, t) for c in self._inner.seeds(unfolded_problem(problem, t))]
+                 for t in reversed(unfold_rows(problem))]  # fmt: skip
+        out = [cfg for rank in itertools.zip_longest(*per_t) for cfg in rank if cfg is not None]
+        return self.feasible_seeds(out, problem)
 
-    def config_to_dict(self, config: C) -> dict[str, Any]:
-        return self._inner.config_to_dict(config)
+    def config_to_dict(self, config: UnfoldedConfig[C]) -> dict[str, Any]:
+        return {**self._inner.config_to_dict(config.inner), "rows": config.rows}
 
-    def config_from_dict(self, d: dict[str, Any]) -> C:
-        return self._inner.config_from_dict(d)  # type: ignore[no-any-return]
+    def config_from_dict(self, d: dict[str, Any]) -> UnfoldedConfig[C]:
+        inner = dict(d)
+        rows = inner.pop("rows", 1)
+        return UnfoldedConfig(self._inner.config_from_dict(inner), rows)
 
-    def compile(self, config: C, problem: ConvProblem) -> Any:
+    def compile(self, config: UnfoldedConfig[C], problem: ConvProblem) -> Any:
         reason = self.check(config, problem)
         if reason is not None:
             raise CantImplement(reason)
         return self._runner(config, problem)
 
-    def _runner(self, config: C, problem: ConvProblem) -> Any:
+    def _runner(self, config: UnfoldedConfig[C], problem: ConvProblem) -> Any:
         raise NotImplementedError
 
-    def simplicity(self, config: C) -> tuple[int, ...]:
-        return self._inner.simplicity(config)
+    def simplicity(self, config: UnfoldedConfig[C]) -> tuple[int, ...]:
+        return (*self._inner.simplicity(config.inner), config.rows)
 
 
 class HopperConvUnfoldFamily(_UnfoldedFamily[HopperConvConfig]):
@@ -100,22 +118,23 @@ class HopperConvUnfoldFamily(_UnfoldedFamily[HopperConvConfig]):
     DIRECTION = ConvDirection.FPROP
     INNER = HopperConvFamily
 
-    def seeds(self, problem: ConvProblem) -> Sequence[HopperConvConfig]:
-        """``hopper_conv``'s first guesses for the lowered layer, a cooperative tile in a 2x1 cluster
-        first (the first such seed, else the first seed made one): on an H100 it was the fastest of
-        the first three seeds on every unfolded layer probed, where the first seed (a ping-pong tile)
-        barely beat cuDNN (the stem at batch 32: 157 against 223 us, cuDNN 227; at 128: 591 against
-        859, cuDNN 918; a 4-channel 3x3 latent layer: 23.5 against 24.4,
-        ``benchmarks/results/2026-11-27-h100-s27-unfold-probe.json``). The lowered layer's narrow
-        im2col loads bound it, and the pair of CTAs shares each filter tile's load."""
-        inner = list(super().seeds(problem))
-        if not inner:
-            return inner
-        paired = [c for c in inner if c.cluster_m == 2 and c.cluster_n == 1 and c.schedule is Schedule.COOPERATIVE]
-        first = paired[:1] or [dataclasses.replace(inner[0], cluster_m=2, cluster_n=1, schedule=Schedule.COOPERATIVE)]
-        return self.feasible_seeds([*first, *inner], problem)
+    def seeds(self, problem: ConvProblem) -> Sequence[UnfoldedConfig[HopperConvConfig]]:
+        """The T-interleaved seeds (``_UnfoldedFamily.seeds``), the first one's T with a cooperative
+        tile in a 2x1 cluster first (the first such seed of that T, else the first seed made one): on
+        an H100 it was the fastest of the first three seeds on every unfolded layer probed with T = 1,
+        where the first seed (a ping-pong tile) barely beat cuDNN
+        (``benchmarks/results/2026-11-27-h100-s27-unfold-probe.json``)."""
+        out = list(super().seeds(problem))
+        if not out:
+            return out
+        t = out[0].rows
+        paired = [c for c in out if c.rows == t and (c.inner.cluster_m, c.inner.cluster_n) == (2, 1)
+                  and c.inner.schedule is Schedule.COOPERATIVE]  # fmt: skip
+        made = dataclasses.replace(out[0].inner, cluster_m=2, cluster_n=1, schedule=Schedule.COOPERATIVE)
+        first = paired[:1] or [UnfoldedConfig(made, t)]
+        return self.feasible_seeds([*first, *out], problem)
 
-    def _runner(self, config: HopperConvConfig, problem: ConvProblem) -> Any:
+    def _runner(self, config: UnfoldedConfig[HopperConvConfig], problem: ConvProblem) -> Any:
         from autocutlass.kernels.hopper_conv_unfold.runner import UnfoldFpropRunner
 
         return UnfoldFpropRunner(config, problem, self._cache_dir)
@@ -130,7 +149,7 @@ class HopperConvWgradUnfoldFamily(_UnfoldedFamily[HopperConvWgradConfig]):
     DIRECTION = ConvDirection.WGRAD
     INNER = HopperConvWgradFamily
 
-    def _runner(self, config: HopperConvWgradConfig, problem: ConvProblem) -> Any:
+    def _runner(self, config: UnfoldedConfig[HopperConvWgradConfig], problem: ConvProblem) -> Any:
         from autocutlass.kernels.hopper_conv_unfold.runner import UnfoldWgradRunner
 
         return UnfoldWgradRunner(config, problem, self._cache_dir)
