@@ -169,10 +169,20 @@ def _wgrad_cases() -> list[tuple[Any, ConvProblem]]:
         (W(128, 256, 64, split_k=7), problem("wgrad", 2, 24, 24, 256, 256, 3, 3, pad=(1, 1))),
         (W(128, 128, 64, split_k=22, split_mode="workspace"), problem("wgrad", 3, 35, 36, 128, 256, 3, 3,
                                                                           pad=(1, 1))),
+        # tiles across the taps of wider layers, in 64-channel boxes (C = 192, 320, 256): a box never
+        # straddles two taps, the last tile's boxes past R*S*C are clipped; K = 200 leaves a partial M
+        # tile; serial and workspace splits, stream-K, a 5x3 strided filter, the im2col multicast
+        (W(128, 256, 64, tap_channels=64), problem("wgrad", 2, 12, 12, 192, 200, 3, 3, pad=(1, 1))),
+        (W(128, 192, 64, tap_channels=64, split_k=2), problem("wgrad", 2, 16, 16, 320, 320, 3, 3, pad=(1, 1))),
+        (W(64, 192, 64, tap_channels=64, split_k=7, split_mode="workspace"),
+         problem("wgrad", 2, 16, 16, 320, 320, 3, 3, pad=(1, 1))),
+        (W(128, 256, 64, tap_channels=64, stream_k=True), problem("wgrad", 2, 16, 16, 320, 320, 3, 3, pad=(1, 1))),
+        (W(128, 256, 64, tap_channels=64, cluster_m=2), problem("wgrad", 2, 19, 21, 192, 256, 5, 3, stride=(2, 1),
+                                                                pad=(2, 1))),
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("i", range(27))
+@pytest.mark.parametrize("i", range(32))
 def test_wgrad_kernel(tmp_path: Path, i: int) -> None:
     config, p = _wgrad_cases()[i]
     _verify(_wgrad_family(tmp_path), config, p)
@@ -202,6 +212,8 @@ def test_split_reductions_give_the_same_bits_twice(tmp_path: Path) -> None:
          problem("wgrad", 8, 28, 28, 64, 64, 3, 3, pad=(1, 1))),
         (_wgrad_family(tmp_path), W(64, 128, 64, tap_channels=64, stream_k=True),
          problem("wgrad", 8, 28, 28, 64, 64, 3, 3, pad=(1, 1))),
+        (_wgrad_family(tmp_path), W(64, 192, 64, tap_channels=64, split_k=7, split_mode="workspace"),
+         problem("wgrad", 2, 16, 16, 320, 320, 3, 3, pad=(1, 1))),
         (HopperGemmFamily(tmp_path), G(128, 64, 64, stream_k=True), problem("wgrad", 32, 56, 56, 64, 256, 1, 1)),
         (HopperGemmFamily(tmp_path), G(128, 128, 64, split_k=8, split_mode="workspace"),
          problem("wgrad", 32, 14, 14, 1024, 256, 1, 1)),

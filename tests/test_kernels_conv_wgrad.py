@@ -124,8 +124,8 @@ def test_problem_reasons(problem: ConvProblem, needle: str) -> None:
     (C(64, 64, 64, cluster_n=2), "A multicast"),
     (C(256, 64, 64, schedule="pingpong"), "ping-pong tile_m=256"),
     (C(64, 128, 64, tap_channels=32), "tap_channels=32"),
-    (C(64, 64, 64, tap_channels=64), "two or more taps"),
-    (C(64, 192, 64, tap_channels=128), "exactly 128"),
+    (C(64, 64, 64, tap_channels=64), "two or more boxes"),
+    (C(64, 192, 64, tap_channels=128), "not a multiple"),
     (C(64, 64, 64, split_k=24), "serial split-K chains at most 16"),
     (C(64, 64, 64, split_k=65, split_mode="workspace"), "split_k=65"),
     (C(128, 64, 64, split_k=2, split_mode="workspace", store="direct"), "store=direct"),
@@ -165,8 +165,9 @@ def test_few_tile_layers_start_with_a_split_pixel_loop() -> None:
 
 def test_narrow_layers_get_tiles_of_several_taps() -> None:
     assert tile_widths(wgrad()) == [(64, 0), (128, 0), (192, 0), (256, 0), (128, 64), (192, 64), (256, 64)]
-    assert tile_widths(wgrad(c=128, k=128)) == [(64, 0), (128, 0), (192, 0), (256, 0), (256, 128)]
-    assert tile_widths(wgrad(c=256, k=256)) == [(64, 0), (128, 0), (192, 0), (256, 0)]
+    assert tile_widths(wgrad(c=128, k=128)) == [(64, 0), (128, 0), (192, 0), (256, 0), (256, 128), (192, 64)]
+    assert tile_widths(wgrad(c=256, k=256)) == [(64, 0), (128, 0), (192, 0), (256, 0), (192, 64)]
+    assert tile_widths(wgrad(c=256, k=256, r=1, s=1)) == [(64, 0), (128, 0), (192, 0), (256, 0)]  # one tap
     p = wgrad()
     taps = [c for c in ON.space(p) if c.tap_channels]
     reasons = [ON.check(c, p) for c in taps]
@@ -178,6 +179,27 @@ def test_narrow_layers_get_tiles_of_several_taps() -> None:
     g = implicit_gemm(p, 64)
     assert (g.m, g.n, g.l) == (64, 576, 1)
     assert check(C(64, 128, 64, tap_channels=64), wgrad(c=128, k=128)) is not None
+
+
+def test_wide_layers_get_tiles_across_the_taps() -> None:
+    """C = 320: per tap, tiles of 128, 192 or 256 columns leave 64, 64 or 192 of every tap's past
+    C; across the taps (64-channel boxes, five per tap) the 2880 columns take 23, 15 and 12 tiles."""
+    p = wgrad(n=8, h=64, w=64, c=320, k=320)
+    assert tile_widths(p) == [(64, 0), (128, 0), (192, 0), (256, 0), (128, 64), (192, 64), (256, 64)]
+    assert [output_tiles(p, 128, tn, 64) for tn in (128, 192, 256)] == [3 * 23, 3 * 15, 3 * 12]
+    assert output_tiles(p, 128, 192) == 3 * 2 * 9
+    g = implicit_gemm(p, 64)
+    assert (g.m, g.n, g.l) == (320, 2880, 1)
+    cfg = C(128, 192, 64, split_k=2, tap_channels=64)
+    assert check(cfg, p) is None and cfg in ON.space(p)
+    plan = make_plan(cfg, p)
+    assert (plan.tap_channels, plan.channel_blocks) == (64, 5)
+    assert make_plan(C(64, 192, 64, tap_channels=64), wgrad()).channel_blocks == 1  # C = 64: a box is a tap
+    # the C of such a kernel is compile-time: another C is another class, and another kernel
+    assert compile_key(plan) != compile_key(make_plan(cfg, dataclasses.replace(p, c=640, k=640)))
+    # a tile width that divides C gains nothing from boxes: refused
+    reason = check(C(128, 128, 64, tap_channels=64), wgrad(c=256, k=256))
+    assert reason is not None and "divides C=256" in reason
 
 
 def test_wave_splits_fill_the_gpus_waves() -> None:
@@ -341,6 +363,8 @@ COMPILE_CASES = [
     # several taps per tile: 3 taps into 48 workspace slabs; 2 taps of 128 channels, im2col multicast,
     # stream-K; one tap per tile into workspace slabs
     (C(64, 192, 64, split_k=48, split_mode="workspace", tap_channels=64), wgrad()),
+    # tiles across the taps of a 320-channel layer (five 64-channel boxes per tap), serial split-K
+    (C(128, 192, 64, split_k=2, tap_channels=64), wgrad(c=320, k=320)),
     (C(128, 256, 64, cluster_m=2, stream_k=True, tap_channels=128), wgrad(c=128, k=128)),
     (C(128, 128, 64, split_k=6, split_mode="workspace"), wgrad(c=256, k=128)),
     # wave-filling split counts (wave_splits): 7 serial, 22 workspace slabs

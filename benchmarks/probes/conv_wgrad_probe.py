@@ -1,7 +1,8 @@
 """Probe: hopper_conv_wgrad configs against the config the shipped database chose for the layer and
 against cuDNN (benchmark mode), on the conv suite's wgrad layers: several taps per tile
 (``tap_channels``) and workspace split-K for the narrow layers (C = 64 or 128), whose one-tap
-tiles lose to cuDNN.
+tiles lose to cuDNN, and tiles across the taps in 64-channel boxes for wider layers whose C the
+tile width does not divide (C = 320, 640, 1280).
 
 Per layer (``--layers``, the suite's names): the shipped database's hopper_conv_wgrad best for
 this GPU (whatever kernel-source hash it was tuned under: the last winner), the family's first
@@ -87,6 +88,16 @@ def extra_configs(problem: Any) -> list[Any]:
     from autocutlass.kernels.hopper_conv_wgrad.config import HopperConvWgradConfig as W
 
     out = [W(128, tn, 64, split_k=sk, split_mode="workspace") for tn in (128, 256) for sk in (2, 4, 8, 16)]
+    if problem.c % 64 == 0 and problem.c not in (64, 128):
+        # tiles across the taps in 64-channel boxes, for the widths that do not divide C
+        for tn in (128, 192, 256):
+            if problem.c % tn:
+                out += [W(128, tn, 64, tap_channels=64), W(128, tn, 64, tap_channels=64, split_k=2),
+                        W(128, tn, 64, tap_channels=64, stream_k=True),
+                        W(128, tn, 64, tap_channels=64, split_k=4, split_mode="workspace")]
+                if problem.k % 128:
+                    out += [W(64, tn, 64, tap_channels=64, split_k=4, split_mode="workspace"),
+                            W(64, tn, 64, tap_channels=64, stream_k=True)]
     if problem.c not in (64, 128):
         return out
     tm = 64 if problem.k <= 64 else 128

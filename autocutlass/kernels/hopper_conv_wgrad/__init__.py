@@ -65,12 +65,17 @@ def output_tiles(problem: ConvProblem, tile_m: int, tile_n: int, tap_channels: i
 
 
 def tile_widths(problem: ConvProblem) -> list[tuple[int, int]]:
-    """(tile_n, tap_channels) of the space: every ``TILE_N`` with one tap per tile, and for a layer
-    of exactly 64 or 128 input channels (``TAP_CHANNELS``) the widths that hold two or more of its
-    taps side by side."""
+    """(tile_n, tap_channels) of the space: every ``TILE_N`` with one tap per tile; for a layer of
+    exactly 64 or 128 input channels (``TAP_CHANNELS``) the widths that hold two or more of its
+    taps side by side; and for a layer whose C is a multiple of 64, the widths that do not divide C,
+    as tiles across the taps in 64-channel boxes (a 320-channel layer's 192-wide tiles: 15 over its
+    2880 columns instead of 2 per tap, a sixth of theirs past C)."""
     out = [(tn, 0) for tn in TILE_N]
     if problem.c in TAP_CHANNELS[1:]:
         out += [(tn, problem.c) for tn in TILE_N if tn % problem.c == 0 and tn > problem.c]
+    box = TAP_CHANNELS[1]
+    if problem.c % box == 0 and problem.r * problem.s > 1:
+        out += [(tn, box) for tn in TILE_N if tn > box and tn % box == 0 and problem.c % tn and (tn, problem.c) not in out]
     return out
 
 

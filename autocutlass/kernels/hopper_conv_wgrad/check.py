@@ -97,10 +97,13 @@ def _taps(config: HopperConvWgradConfig, problem: ConvProblem) -> str | None:
         return None
     if t not in TAP_CHANNELS:
         return f"tap_channels={t} is not one of {TAP_CHANNELS}"
-    if problem.c != t:
-        return f"tap_channels={t} puts several taps of exactly {t} channels in a tile; the layer has C={problem.c}"
+    if problem.c % t:
+        return f"tap_channels={t}: tiles across the taps load boxes of {t} channels; the layer's C={problem.c} is not a multiple"
     if config.tile_n % t or config.tile_n == t:
-        return f"tile_n={config.tile_n} must hold two or more taps of {t} channels (a multiple of {t}, above it)"
+        return f"tile_n={config.tile_n} must hold two or more boxes of {t} channels (a multiple of {t}, above it)"
+    if problem.c != t and problem.c % config.tile_n == 0:
+        return (f"tile_n={config.tile_n} divides C={problem.c}: one tap per tile wastes no columns; use "
+                "tap_channels=0")  # fmt: skip
     return None
 
 

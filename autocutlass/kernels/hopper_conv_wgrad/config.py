@@ -46,11 +46,12 @@ SERIAL_SPLIT_MAX = 16
 than it saves); WORKSPACE mode goes on to ``max(SPLIT_K)``, for the narrow layers whose few
 output tiles need that many CTAs each to fill the GPU."""
 TAP_CHANNELS = (0, 64, 128)
-"""0: each output tile holds one filter tap's channels (``tile_n`` of C). 64 or 128, for a layer
-of exactly that many input channels: each tile holds ``tile_n // tap_channels`` consecutive taps
-side by side (dw as one (K, R*S*C) matrix), one im2col box per tap and K block, so that a narrow
-layer still gets a wide tile (a 64-channel tile per tap reads twice the bytes per MAC of a
-128-wide one)."""
+"""0: each output tile holds one filter tap's channels (``tile_n`` of C). 64 or 128: the tiles
+span the taps (dw as one (K, R*S*C) matrix), ``tile_n // tap_channels`` im2col boxes of that many
+channels each per K block; C must be a multiple. For a layer of exactly that many input channels
+each box is one tap, so that a narrow layer still gets a wide tile (a 64-channel tile per tap reads
+twice the bytes per MAC of a 128-wide one); for a wider C, a box is one 64-channel block of a tap,
+so that a tile width that does not divide C (192 for 320 channels) wastes no columns per tap."""
 
 
 @dataclass(frozen=True, order=True)

@@ -28,7 +28,11 @@ channels past C as zeros in B (their columns of D are clipped by the TMA store),
 past K as zeros in A (their rows clipped).
 
 D is dw as (K, C, R*S): the channels_last filter (K, R, S, C) viewed with the tap as the batch
-mode (stride C). R and S are compile-time; stride, padding and dilation are run-time arguments;
+mode (stride C); with ``tap_channels`` (tiles across the taps) as one (K, R*S*C) matrix whose
+tiles hold ``tile_n / tap_channels`` im2col boxes of ``tap_channels`` channels each, box g being
+channel block g % (C / tap_channels) of tap g // (C / tap_channels): a 320-channel layer's
+192-wide tiles cover its 2880 columns in 15 tiles, where one tap per tile needs 2 of 192 per tap
+(18 tiles, a sixth of their columns past C). R and S are compile-time; stride, padding and dilation are run-time arguments;
 N, H, W, C, K are symbolic.
 
 Tensors, in torch's channels_last views: dy as (N*P*Q, K) (K contiguous), x as (N, H, W, C) (C
@@ -87,12 +91,13 @@ class HopperConvWgradKernel(HopperGemmKernel):
         taps_r, taps_s = self.filter_rs
         tap_c = self.wgrad_plan.tap_channels
         # dy (NPQ, K) -> A = dy^T as (K, NPQ, 1), K contiguous; dw (K, R*S, C) -> D as (K, C, R*S),
-        # or with several taps per tile as one (K, R*S*C, 1) matrix (dw is dense, C = tap_c).
+        # or with tiles across the taps as one (K, R*S*C, 1) matrix (dw is dense, C = tap_c * blocks).
         mA = _to_mkl(dy, (2, 1, 0))
         if cutlass.const_expr(tap_c > 0):
+            columns = taps_r * taps_s * tap_c * self.wgrad_plan.channel_blocks
             mD = cute.make_tensor(
                 dw.iterator,
-                cute.make_layout((dw.shape[0], taps_r * taps_s * tap_c, 1), stride=(dw.stride[0], 1, dw.stride[0])),
+                cute.make_layout((dw.shape[0], columns, 1), stride=(dw.stride[0], 1, dw.stride[0])),
             )
         else:
             mD = cute.make_tensor(dw.iterator, cute.select(dw.layout, mode=[0, 2, 1]))
@@ -327,7 +332,8 @@ class HopperConvWgradKernel(HopperGemmKernel):
         im2col load per tap of the tile, into its columns of the stage)."""
         taps_r, taps_s = self.filter_rs
         tap_c = self.wgrad_plan.tap_channels
-        n_taps = self.plan.tile_n // tap_c if tap_c > 0 else 1
+        n_taps = self.plan.tile_n // tap_c if tap_c > 0 else 1  # boxes per tile
+        blocks = self.wgrad_plan.channel_blocks
         a_cta_layout = cute.make_layout(cute.slice_(cta_layout_mnk, (0, None, 0)).shape)
         tAsA, tAgA = cute.nvgpu.cpasync.tma_partition(
             tma_a, cluster_coord[1], a_cta_layout, cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2)
@@ -355,7 +361,7 @@ class HopperConvWgradKernel(HopperGemmKernel):
                 tile = work.tile_idx
                 tap, kt0, kt_count = self._split_range(tile, k_tiles)
             tAgA_t = tAgA[(None, tile[0], None, 0)]
-            if cutlass.const_expr(tap_c > 0):
+            if cutlass.const_expr(tap_c > 0 and blocks == 1):
                 # The tile's taps, side by side: n_taps boxes of tap_c channels per K block. The last
                 # tile's taps past R*S load the last tap again (its columns are past dw's, clipped).
                 first = tile[1] * n_taps
@@ -370,6 +376,26 @@ class HopperConvWgradKernel(HopperGemmKernel):
                         r = t // taps_s
                         s = t - r * taps_s
                         cute.copy(tma_b, tBgB[(None, kb, 0, s, r)], tBsB[(None, 0, j, state.index)],
+                                  tma_bar_ptr=barrier, mcast_mask=b_mask)
+                    ring.producer_commit(state)
+                    state.advance()
+            elif cutlass.const_expr(tap_c > 0):
+                # Boxes of the flattened R*S*C columns: box g is channel block g % blocks of tap
+                # g // blocks; the last tile's boxes past R*S*C load the last box again (clipped).
+                first = tile[1] * n_taps
+                for kt in range(kt_count):
+                    kb = kt0 + kt
+                    ring.producer_acquire(state)
+                    barrier = ring.producer_get_barrier(state)
+                    cute.copy(tma_a, tAgA_t[(None, kb)], tAsA[(None, state.index)], tma_bar_ptr=barrier,
+                              mcast_mask=a_mask)
+                    for j in cutlass.range_constexpr(n_taps):
+                        g = cutlass.min(first + j, taps_r * taps_s * blocks - 1)
+                        t = g // blocks
+                        cb = g - t * blocks
+                        r = t // taps_s
+                        s = t - r * taps_s
+                        cute.copy(tma_b, tBgB[(None, kb, cb, s, r)], tBsB[(None, 0, j, state.index)],
                                   tma_bar_ptr=barrier, mcast_mask=b_mask)
                     ring.producer_commit(state)
                     state.advance()

@@ -42,8 +42,11 @@ class WgradPlan:
     s: int
     """Filter width (taps along W)."""
     tap_channels: int = 0
-    """``HopperConvWgradConfig.tap_channels``: 0, or the channels of each of the several taps a
-    tile holds side by side (then the GEMM is (K, R*S*C) unbatched, C = tap_channels)."""
+    """``HopperConvWgradConfig.tap_channels``: 0, or the channels of each im2col box of a tile that
+    spans the flattened R*S*C columns (then the GEMM is (K, R*S*C) unbatched)."""
+    channel_blocks: int = 1
+    """With ``tap_channels``: C // tap_channels, the boxes of one tap (1: every box is a whole tap,
+    C = tap_channels). Compile-time, so C is fixed in such a kernel class."""
 
 
 def output_size(problem: ConvProblem) -> tuple[int, int]:
@@ -73,4 +76,5 @@ def make_plan(
 ) -> WgradPlan:
     """Derive the plan. Assumes ``check`` accepted the pair."""
     gemm = make_gemm_plan(config.gemm_config(), implicit_gemm(problem, config.tap_channels), smem_limit)
-    return WgradPlan(gemm=gemm, r=problem.r, s=problem.s, tap_channels=config.tap_channels)
+    blocks = problem.c // config.tap_channels if config.tap_channels else 1
+    return WgradPlan(gemm=gemm, r=problem.r, s=problem.s, tap_channels=config.tap_channels, channel_blocks=blocks)

@@ -71,8 +71,8 @@ class HopperConvWgradRunner:
                              f"with stride {(sh, sw)}, padding {(ph, pw)}, dilation {(dh, dwl)}")  # fmt: skip
         if k == 0 or c == 0:
             return
-        if self.config.tap_channels and c != self.config.tap_channels:
-            raise ValueError(f"this wgrad kernel puts taps of exactly {self.config.tap_channels} channels side by side; "
+        if self.config.tap_channels and c != self.problem.c:
+            raise ValueError(f"this wgrad kernel's tiles span the taps of C={self.problem.c} channels; "
                              f"dw {tuple(dw.shape)} has C={c}")  # fmt: skip
         if n * p * q == 0:  # an empty sum
             dw.zero_()
