@@ -361,9 +361,11 @@ class HopperConvWgradKernel(HopperGemmKernel):
                 tile = work.tile_idx
                 tap, kt0, kt_count = self._split_range(tile, k_tiles)
             tAgA_t = tAgA[(None, tile[0], None, 0)]
-            if cutlass.const_expr(tap_c > 0 and blocks == 1):
-                # The tile's taps, side by side: n_taps boxes of tap_c channels per K block. The last
-                # tile's taps past R*S load the last tap again (its columns are past dw's, clipped).
+            if cutlass.const_expr(tap_c > 0):
+                # The tile's boxes, side by side: n_taps boxes of tap_c channels per K block over the
+                # flattened R*S*C columns, box g being channel block g % blocks of tap g // blocks (with
+                # blocks = 1, box g is tap g). The last tile's boxes past R*S*C load the last box again
+                # (their columns are past dw's, clipped).
                 first = tile[1] * n_taps
                 for kt in range(kt_count):
                     kb = kt0 + kt
@@ -372,27 +374,12 @@ class HopperConvWgradKernel(HopperGemmKernel):
                     cute.copy(tma_a, tAgA_t[(None, kb)], tAsA[(None, state.index)], tma_bar_ptr=barrier,
                               mcast_mask=a_mask)
                     for j in cutlass.range_constexpr(n_taps):
-                        t = cutlass.min(first + j, taps_r * taps_s - 1)
-                        r = t // taps_s
-                        s = t - r * taps_s
-                        cute.copy(tma_b, tBgB[(None, kb, 0, s, r)], tBsB[(None, 0, j, state.index)],
-                                  tma_bar_ptr=barrier, mcast_mask=b_mask)
-                    ring.producer_commit(state)
-                    state.advance()
-            elif cutlass.const_expr(tap_c > 0):
-                # Boxes of the flattened R*S*C columns: box g is channel block g % blocks of tap
-                # g // blocks; the last tile's boxes past R*S*C load the last box again (clipped).
-                first = tile[1] * n_taps
-                for kt in range(kt_count):
-                    kb = kt0 + kt
-                    ring.producer_acquire(state)
-                    barrier = ring.producer_get_barrier(state)
-                    cute.copy(tma_a, tAgA_t[(None, kb)], tAsA[(None, state.index)], tma_bar_ptr=barrier,
-                              mcast_mask=a_mask)
-                    for j in cutlass.range_constexpr(n_taps):
-                        g = cutlass.min(first + j, taps_r * taps_s * blocks - 1)
-                        t = g // blocks
-                        cb = g - t * blocks
+                        t = cutlass.min(first + j, taps_r * taps_s * blocks - 1)
+                        cb = 0
+                        if cutlass.const_expr(blocks > 1):
+                            g = t
+                            t = g // blocks
+                            cb = g - t * blocks
                         r = t // taps_s
                         s = t - r * taps_s
                         cute.copy(tma_b, tBgB[(None, kb, cb, s, r)], tBsB[(None, 0, j, state.index)],
