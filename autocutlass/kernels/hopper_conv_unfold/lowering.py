@@ -52,7 +52,6 @@ better padded once."""
 ONE_BLOCK_CHANNELS = 64
 """Several filter rows per unfolded pixel (T > 1) are offered while C' stays within one K block of
 the forward kernel's narrowest tile_k (64 channels): one im2col load per output pixel and filter row."""
-DIRECTIONS = (ConvDirection.FPROP, ConvDirection.WGRAD)
 
 
 def unfolded_channels(problem: ConvProblem, rows: int = 1) -> int:
