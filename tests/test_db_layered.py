@@ -98,3 +98,22 @@ def test_no_shipped_dir(tmp_path: Path) -> None:
         layered = LayeredStore(user, shipped_dir)
         assert layered.shipped_paths() == []
         assert layered.lookup(P, H100).config == {"from": "user"}  # type: ignore[union-attr]
+
+
+def test_seed_configs_order_family_filter_and_dedup(tmp_path: Path) -> None:
+    """A tuning's priors: this GPU's record first, then a sibling GPU's record of the problem, then
+    the nearest class winners; other families' records left out, each config once."""
+    near = GemmProblem(m=512, n=4096, k=4096)
+    far = GemmProblem(m=4096, n=4096, k=4096)
+    shipped = _shipped(tmp_path, "h200", [(P, H200, "sibling"), (far, H200, "far-sibling")])
+    user = TuningStore(tmp_path / "user.sqlite")
+    user.record_best(near, H100, "f", {"from": "near"}, 1.0, 1.0)
+    user.record_best(GemmProblem(m=1024, n=4096, k=4096), H100, "other", {"from": "other-family"}, 1.0, 1.0)
+    user.record_best(GemmProblem(m=2048, n=4096, k=4096), H100, "f", {"from": "sibling"}, 1.0, 1.0)  # a repeat
+    layered = LayeredStore(user, shipped.parent)
+    seeds = layered.seed_configs(P, H100, "f")
+    assert seeds[:2] == [{"from": "near"}, {"from": "sibling"}]  # own nearest record, then the sibling's exact one
+    assert {"from": "other-family"} not in seeds
+    assert seeds.count({"from": "sibling"}) == 1 and {"from": "far-sibling"} in seeds
+    assert layered.seed_configs(P, H100, "no-such-family") == []
+    assert LayeredStore(TuningStore(tmp_path / "empty.sqlite"), None).seed_configs(P, H100, "f") == []

@@ -15,7 +15,8 @@ its own thread: it asks its lane's benchmark child for the GPU (``DeviceInfo``) 
    problems, coming back to it after ``lock_wait_s`` more. A problem that has its best record
    by then is DONE as *already tuned*, without timing anything;
 4. ``tune_problem`` with the campaign's budget (the worker's ``WorkerOptions`` override it),
-   resuming from recorded trials: a problem retried after its worker died evaluates only configs
+   starting from the databases' priors (``LayeredStore.seed_configs``: a sibling GPU's record of
+   the problem, this GPU's nearest record, the nearest tuned problems' winners), resuming from recorded trials: a problem retried after its worker died evaluates only configs
    not recorded yet, and with a trial budget only what is left of it; the winner is arbitrated
    (``merge_best``), never last-writer-wins;
 5. DONE as *tuned* (with the best time), or FAILED when no candidate passed or a worker child
@@ -44,6 +45,7 @@ from typing import Any, Protocol
 from autocutlass.campaign.gpus import Gpu
 from autocutlass.campaign.sink import ClaimTimeout, SharedTuningSink
 from autocutlass.db import TuningStore
+from autocutlass.db.layered import LayeredStore
 from autocutlass.db.locks import LockSpace, host_gpu_locks
 from autocutlass.db.queue import DEFAULT_CAMPAIGN, Budget, Claimant, Toolchain, TuningQueue, WorkItem
 from autocutlass.device import DeviceInfo, HardKey
@@ -53,6 +55,7 @@ from autocutlass.ops.base import OpProblem
 from autocutlass.search.lanes import CompilePool, GpuLane
 from autocutlass.search.tuner import Evaluator, TuneResult, tune_problem
 from autocutlass.search.workers import WorkerError, default_compile_workers
+from autocutlass.settings import current
 
 log = logging.getLogger("autocutlass")
 
@@ -163,6 +166,10 @@ class WorkerOptions:
     seconds: float | None = None
     exhaustive: bool | None = None
     resume: bool = True
+    priors: bool = True
+    """Start each search from the databases' priors (``LayeredStore.seed_configs``: this GPU's
+    nearest record, a sibling GPU's record of the problem, the nearest tuned problems' winners;
+    from the campaign's database and the shipped ones)."""
     idle_poll_s: float = IDLE_POLL_S
     lock_wait_s: float = LOCK_WAIT_S
 
@@ -210,6 +217,7 @@ class _Worker:
         self.options = options
         self.budget = options.budget(found.budget)
         self.sink = SharedTuningSink(store, problem_locks=queue.locks, gpu_locks=gpu_locks)
+        self.priors = LayeredStore(store, current().shipped_dbs_dir) if options.priors else None
         self.say = say
         self.stop = threading.Event()
         self.reports: list[ProblemReport] = []
@@ -358,11 +366,13 @@ class _LaneRunner:
             if trials is not None and w.options.resume:
                 trials = max(0, trials - len(w.store.finished_config_keys(item.problem, hard_key, family.name)))
             self.say(f"{item.name}: tuning {item.problem.describe()}{attempt}")
+            seeds = w.priors.seed_configs(item.problem, hard_key, family.name) if w.priors else []
             assert self.lane is not None
             try:
                 result = tune_problem(
                     item.problem, family, w.sink, trials=trials, seconds=budget.seconds, exhaustive=budget.exhaustive,
                     resume=w.options.resume, evaluator=self.lane.evaluator(family.name), hard_key=hard_key,
+                    seeds=seeds,
                 )  # fmt: skip
             except UnsupportedProblem as e:
                 w.queue.complete(item, "skipped", note=str(e))

@@ -14,7 +14,10 @@ A campaign on a fleet (many GPUs and hosts, one database; ``autocutlass.campaign
 ``FILE.json`` has the format of the benchmark suite (``{"cases": [{"name", "M", "N", "K", "L"?,
 "dtype", "layout"?}, ...]}``, see ``autocutlass.cli.shapes``). ``--pending`` tunes
 the problems dispatch missed on this GPU that still have no best record. ``--timeout`` is per
-problem. An interrupted run resumes where it stopped (finished trials are in the database).
+problem. Each search starts from the databases' priors, as an on-line tuning does
+(``LayeredStore.seed_configs`` over ``--db`` and the shipped databases: this GPU's record of the
+problem or its nearest, a sibling GPU's record of it, the nearest tuned problems' winners;
+``--no-priors``: the family's own seeds only); the JSON rows count them (``priors``). An interrupted run resumes where it stopped (finished trials are in the database).
 
 One worker pipeline (compile children + one benchmark child on the GPU) serves every problem;
 this process never touches the GPU itself. Output: progress on stderr (a bar on a terminal,
@@ -62,6 +65,7 @@ from autocutlass.cli.shapes import Case, load_cases
 from autocutlass.cli.verdicts import ALL as VERDICTS_ALL
 from autocutlass.cli.verdicts import refresh_verdicts
 from autocutlass.db import TuningStore
+from autocutlass.db.layered import LayeredStore
 from autocutlass.db.queue import (
     DEFAULT_CAMPAIGN,
     DEFAULT_GRACE_S,
@@ -138,6 +142,10 @@ def add_tune_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Arg
     tune.add_argument("--family", default=None,
                       help="kernel family (default: the first that serves the problem); 'all': every family that "
                            "serves it, each with the whole budget (here only, not with --enqueue / --worker)")  # fmt: skip
+    tune.add_argument("--no-priors", dest="priors", action="store_false",
+                      help="start the search from the family's own seeds only, not from the databases' priors "
+                           "(this GPU's nearest record, a sibling GPU's record of the problem, the nearest tuned "
+                           "problems' winners; read from --db and the shipped databases)")  # fmt: skip
     tune.add_argument("--compile-workers", type=positive_int, default=None, metavar="N",
                       help="parallel compile processes (default: spare cores, at most 6)")  # fmt: skip
     tune.add_argument("--db", metavar="URL", default=None, help="database file or SQLAlchemy URL (default: AUTOCUTLASS_DB)")
@@ -223,6 +231,7 @@ def run_tune(
                 print(f"no pending misses for {device.gpu_name} in {store.display}")
                 return 0
         recorded: set[str] = set()
+        priors = LayeredStore(store, current().shipped_dbs_dir) if ns.priors else None
         gpu_lock = _gpu_lock(make_evaluator is _pipeline)
         with Progress(unit="trial", every=PROGRESS_EVERY) as progress:
             reporter = _TuneReporter(progress)
@@ -235,20 +244,21 @@ def run_tune(
                     store.record_device(hard_key, device.as_dict())
                     recorded.add(hard_key.key())
                 evaluator = _evaluator(family.name, ns, evaluators, make_evaluator)
+                seeds = priors.seed_configs(case.problem, hard_key, family.name) if priors else []
                 reporter.start(case)
                 try:
                     with gpu_lock():
                         result = tune_problem(
                             case.problem, family, store, trials=ns.trials, seconds=ns.timeout,
                             exhaustive=ns.exhaustive, resume=ns.resume, progress=reporter,
-                            evaluator=evaluator, hard_key=hard_key,
+                            evaluator=evaluator, hard_key=hard_key, seeds=seeds,
                         )  # fmt: skip
                 except UnsupportedProblem as e:
                     rows.append(_skipped_row(case, str(e)))
                     continue
                 finally:
                     progress.finish()
-                rows.append(_row(case, family, result))
+                rows.append({**_row(case, family, result), "priors": len(seeds)})
     except KeyboardInterrupt:
         print("\ninterrupted; finished trials are recorded, run the same command again to resume", file=sys.stderr)
         raise
@@ -503,7 +513,7 @@ def _worker(ns: argparse.Namespace, store: TuningStore, queue: TuningQueue, seam
     except KeyError as e:
         raise UsageError(f"--family: {e.args[0]}") from None
     options = WorkerOptions(ns.campaign, trials=ns.trials, seconds=ns.timeout, exhaustive=ns.exhaustive or None,
-                            resume=ns.resume)  # fmt: skip
+                            resume=ns.resume, priors=ns.priors)  # fmt: skip
     given = seams.pop("make_lane", None)
     lanes: Any = (contextlib.nullcontext(given) if given
                   else PipelineLanes(len(gpus), compile_workers=ns.compile_workers))  # fmt: skip

@@ -187,6 +187,26 @@ class LayeredStore:
                 out.append(rec)
         return out[:limit]
 
+    def seed_configs(self, problem: OpProblem, hard_key: HardKey, family: str, *, limit: int = 4) -> list[dict[str, Any]]:
+        """The configs of ``family`` a tuning of ``problem`` under ``hard_key`` should evaluate
+        first, the priors dispatch gives an on-line tuning: this GPU's record (of the problem, its
+        bucket or its nearest neighbour, ``lookup``), a sibling GPU's (``lookup_sibling``: the
+        H100 file's winner when an H200 tunes), then the winners of the nearest tuned problems of
+        the kernel class (``class_winners``, at most ``limit``). Records of other families are
+        left out; one entry per config, in that order. Never raises DatabaseError."""
+        found = [self.lookup(problem, hard_key), self.lookup_sibling(problem, hard_key),
+                 *self.class_winners(problem, hard_key, limit=limit)]  # fmt: skip
+        out: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for rec in found:
+            if rec is None or rec.family != family:
+                continue
+            ident = canonical_json(rec.config)
+            if ident not in seen:
+                seen.add(ident)
+                out.append(dict(rec.config))
+        return out
+
     def _best_of(self, problem: OpProblem, layers: list[TuningStore],
                  ask: Callable[[TuningStore], BestRecord | None]) -> BestRecord | None:  # fmt: skip
         best: tuple[tuple[int, tuple[float, ...], int], BestRecord] | None = None
