@@ -62,6 +62,9 @@ def test_only_selects_cases_with_their_directions_or_one_direction() -> None:
                                               "sd-640@32/dgrad", "sd-640@32/wgrad"]  # fmt: skip
     one = load_shapes(CONV_SUITE, ["sd-640@32/wgrad"])
     assert [(c.name, c.problem.direction) for c in one.cases] == [("sd-640@32/wgrad", ConvDirection.WGRAD)]
+    fwd = load_shapes(CONV_SUITE, ["sd-640@32/fprop", "rn50-stem/wgrad"])
+    assert [(c.name, c.problem.direction) for c in fwd.cases] == [("rn50-stem/wgrad", ConvDirection.WGRAD),
+                                                                 ("sd-640@32", ConvDirection.FPROP)]  # fmt: skip
     fprops = load_shapes(CONV_SUITE, ["*/fprop"])
     raw = json.loads(CONV_SUITE.read_text())["cases"]
     assert [c.name for c in fprops.cases] == [c["name"] for c in raw]

@@ -12,7 +12,8 @@ fields:
   (TF32 inputs, fp32 output, as ``autocutlass.conv2d`` serves float32 tensors). Each listed
   direction (``SERVED_DIRECTIONS``: fprop, dgrad, wgrad) becomes a ``ConvProblem``: fprop named
   as the case, the others ``<name>/dgrad`` and ``<name>/wgrad`` (``--only <name>`` selects all of
-  a case's directions, ``--only <name>/wgrad`` one, ``--only '*/wgrad'`` every case's wgrad). A direction no kernel family computes is
+  a case's directions, ``--only <name>/wgrad`` one (``<name>/fprop`` the forward alone), ``--only '*/wgrad'``
+  every case's wgrad). A direction no kernel family computes is
   still a problem (``tune`` reports it unserved, ``bench`` times torch's fallback against cuDNN);
   ``Shapes.skipped`` lists directions left out (none today).
 
@@ -129,8 +130,8 @@ def load_shapes(path: str | Path, only: Sequence[str] | None = None) -> Shapes:
             if is_conv_case(case):
                 problems, left_out = conv_problems(case)
                 cases += [Case(conv_case_name(name, prob.direction), prob) for prob in problems]
-                names += [conv_case_name(name, prob.direction) for prob in problems
-                          if prob.direction is not ConvDirection.FPROP]  # fmt: skip
+                names += [conv_case_name(name, prob.direction) if prob.direction is not ConvDirection.FPROP
+                          else f"{name}/{ConvDirection.FPROP.value}" for prob in problems]  # fmt: skip
                 skipped += [Skipped(name, d, why) for d, why in left_out]
             elif is_grouped_case(case):
                 problem, routing = grouped_problem(case)
@@ -145,7 +146,8 @@ def load_shapes(path: str | Path, only: Sequence[str] | None = None) -> Shapes:
         unknown = [n for n in only if n not in names and n not in every]
         if unknown:
             raise ValueError(f"shapes file {p} has no case named {', '.join(unknown)}; "
-                             f"it has: {', '.join(sorted(names))} (and */fprop, */dgrad, */wgrad)")  # fmt: skip
+                             f"it has: {', '.join(sorted(n for n in names if not n.endswith('/fprop')))} "
+                             f"(and */fprop, */dgrad, */wgrad; <name>/fprop for a case's forward alone)")  # fmt: skip
         cases = [c for c in cases if _selected(c.name, getattr(c.problem, "direction", None), only)]
         skipped = [s for s in skipped if _selected(conv_case_name(s.name, ConvDirection(s.direction)),
                                                    ConvDirection(s.direction), only)]  # fmt: skip
@@ -153,9 +155,12 @@ def load_shapes(path: str | Path, only: Sequence[str] | None = None) -> Shapes:
 
 
 def _selected(name: str, direction: ConvDirection | None, only: Sequence[str]) -> bool:
-    """Whether ``only`` names the case (``<name>``: all its directions; ``<name>/<direction>``: one)
+    """Whether ``only`` names the case (``<name>``: all its directions; ``<name>/<direction>``: one,
+    ``<name>/fprop`` included)
     or, for a conv case, its direction in every case (``*/fprop``, ``*/dgrad``, ``*/wgrad``)."""
     if name in only or name.split("/")[0] in only:
+        return True
+    if direction is ConvDirection.FPROP and f"{name}/{direction.value}" in only:
         return True
     return direction is not None and f"*/{direction.value}" in only
 
