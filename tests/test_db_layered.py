@@ -117,3 +117,22 @@ def test_seed_configs_order_family_filter_and_dedup(tmp_path: Path) -> None:
     assert seeds.count({"from": "sibling"}) == 1 and {"from": "far-sibling"} in seeds
     assert layered.seed_configs(P, H100, "no-such-family") == []
     assert LayeredStore(TuningStore(tmp_path / "empty.sqlite"), None).seed_configs(P, H100, "f") == []
+
+
+def test_seed_configs_end_with_the_problems_retired_winner(tmp_path: Path) -> None:
+    """After a kernel-source change the problem's old winner on this GPU (a record under another
+    kernel hash) seeds the re-tuning; another GPU's or another family's retired record does not."""
+    import dataclasses
+
+    old = dataclasses.replace(H100, kernel_hash="k-old")
+    older = dataclasses.replace(H100, kernel_hash="k-older")
+    shipped = _shipped(tmp_path, "h100", [(P, older, "older")])
+    user = TuningStore(tmp_path / "user.sqlite")
+    user.record_best(P, old, "f", {"from": "retired"}, 1.0, 1.0)
+    user.record_best(P, dataclasses.replace(H200, kernel_hash="k-old"), "f", {"from": "other-gpu"}, 1.0, 1.0)
+    user.record_best(P, dataclasses.replace(H100, kernel_hash="k-g"), "g", {"from": "other-family"}, 1.0, 1.0)
+    user.record_best(GemmProblem(m=512, n=4096, k=4096), H100, "f", {"from": "near"}, 1.0, 1.0)
+    layered = LayeredStore(user, shipped.parent)
+    assert layered.seed_configs(P, H100, "f") == [{"from": "near"}, {"from": "retired"}, {"from": "older"}]
+    assert user.retired_configs(P, H100, "f") == [{"from": "retired"}]
+    assert user.retired_configs(P, old, "f") == []  # its own record is not retired

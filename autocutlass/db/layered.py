@@ -192,19 +192,23 @@ class LayeredStore:
         first, the priors dispatch gives an on-line tuning: this GPU's record (of the problem, its
         bucket or its nearest neighbour, ``lookup``), a sibling GPU's (``lookup_sibling``: the
         H100 file's winner when an H200 tunes), then the winners of the nearest tuned problems of
-        the kernel class (``class_winners``, at most ``limit``). Records of other families are
-        left out; one entry per config, in that order. Never raises DatabaseError."""
+        the kernel class (``class_winners``, at most ``limit``), then each layer's newest retired
+        winner of the problem on this GPU (``TuningStore.retired_configs``: a record of older kernel
+        sources, so that a re-tuning after a kernel change starts from the old winner). Records of
+        other families are left out; one entry per config, in that order. Never raises
+        DatabaseError."""
         found = [self.lookup(problem, hard_key), self.lookup_sibling(problem, hard_key),
                  *self.class_winners(problem, hard_key, limit=limit)]  # fmt: skip
+        configs = [dict(rec.config) for rec in found if rec is not None and rec.family == family]
+        for store in [self.user] + [store for store, _ in self._shipped_stores()]:
+            configs += self._call(store, lambda s=store: s.retired_configs(problem, hard_key, family), [])[:1]
         out: list[dict[str, Any]] = []
         seen: set[str] = set()
-        for rec in found:
-            if rec is None or rec.family != family:
-                continue
-            ident = canonical_json(rec.config)
+        for cfg in configs:
+            ident = canonical_json(cfg)
             if ident not in seen:
                 seen.add(ident)
-                out.append(dict(rec.config))
+                out.append(cfg)
         return out
 
     def _best_of(self, problem: OpProblem, layers: list[TuningStore],

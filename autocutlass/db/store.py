@@ -369,6 +369,36 @@ class TuningStore:
                 break
         return out
 
+    def retired_configs(self, problem: OpProblem, hard_key: HardKey, family: str) -> list[dict[str, Any]]:
+        """The configs ``family`` won ``problem`` with on this GPU under other kernel sources or
+        DSL versions (records a source change retired: same GPU name, compute capability and SM
+        count, another ``kernel_hash`` or ``dsl_version``), newest first, one per config. Priors of
+        a re-tuning after a kernel change: the old winner is usually still among the best. Never
+        served (dispatch reads records of ``hard_key`` only)."""
+        key = problem.key()
+
+        def _q(s: Session) -> list[Row[Any]]:
+            stmt = (
+                select(Best.config, Best.updated_at)
+                .join(ProblemRow, Best.problem_id == ProblemRow.id)
+                .join(Device, Device.id == Best.device_id)
+                .where(ProblemRow.key == key, Best.family == family, Device.gpu_name == hard_key.gpu_name,
+                       Device.cc == hard_key.cc, Device.sm_count == hard_key.sm_count,
+                       Device.hard_key != hard_key.key())
+                .order_by(Best.updated_at.desc())
+            )  # fmt: skip
+            return list(s.execute(stmt).all())
+
+        out: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for row in self._read(_q, []):
+            cfg = row.config if isinstance(row.config, dict) else json.loads(row.config)
+            ident = canonical_json(cfg)
+            if ident not in seen:
+                seen.add(ident)
+                out.append(cfg)
+        return out
+
     def _best_record(self, cand: _Candidate, hard_key: HardKey, source: LookupSource, *,
                      sibling: bool = False) -> BestRecord:  # fmt: skip
         row = cand.row
