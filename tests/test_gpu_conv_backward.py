@@ -179,10 +179,18 @@ def _wgrad_cases() -> list[tuple[Any, ConvProblem]]:
         (W(128, 256, 64, tap_channels=64, stream_k=True), problem("wgrad", 2, 16, 16, 320, 320, 3, 3, pad=(1, 1))),
         (W(128, 256, 64, tap_channels=64, cluster_m=2), problem("wgrad", 2, 19, 21, 192, 256, 5, 3, stride=(2, 1),
                                                                 pad=(2, 1))),
+        # the slab sum in 4 groups of slabs (slab_groups): 64 slabs of a pointwise layer's (K, C) dw, 22
+        # slabs of a 3x3 layer's taps (groups of 5 and 6 slabs), 9 slabs of a fp16 dw across the taps,
+        # the last block's lanes past the end
+        (W(128, 64, 64, split_k=64, split_mode="workspace", slab_groups=4), problem("wgrad", 8, 28, 28, 64, 256, 1, 1)),
+        (W(128, 128, 64, split_k=22, split_mode="workspace", slab_groups=4),
+         problem("wgrad", 3, 35, 36, 128, 256, 3, 3, pad=(1, 1))),
+        (W(64, 192, 64, tap_channels=64, split_k=9, split_mode="workspace", slab_groups=4),
+         problem("wgrad", 2, 16, 16, 320, 72, 3, 3, pad=(1, 1), dt=FP16)),
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("i", range(32))
+@pytest.mark.parametrize("i", range(35))
 def test_wgrad_kernel(tmp_path: Path, i: int) -> None:
     config, p = _wgrad_cases()[i]
     _verify(_wgrad_family(tmp_path), config, p)
@@ -214,6 +222,8 @@ def test_split_reductions_give_the_same_bits_twice(tmp_path: Path) -> None:
          problem("wgrad", 8, 28, 28, 64, 64, 3, 3, pad=(1, 1))),
         (_wgrad_family(tmp_path), W(64, 192, 64, tap_channels=64, split_k=7, split_mode="workspace"),
          problem("wgrad", 2, 16, 16, 320, 320, 3, 3, pad=(1, 1))),
+        (_wgrad_family(tmp_path), W(128, 64, 64, split_k=64, split_mode="workspace", slab_groups=4),
+         problem("wgrad", 8, 28, 28, 64, 256, 1, 1)),
         (HopperGemmFamily(tmp_path), G(128, 64, 64, stream_k=True), problem("wgrad", 32, 56, 56, 64, 256, 1, 1)),
         (HopperGemmFamily(tmp_path), G(128, 128, 64, split_k=8, split_mode="workspace"),
          problem("wgrad", 32, 14, 14, 1024, 256, 1, 1)),

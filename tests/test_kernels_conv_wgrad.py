@@ -420,13 +420,47 @@ def test_importing_the_slab_sum_does_not_load_the_dsl() -> None:
 
 
 @pytest.mark.compile
-@pytest.mark.parametrize("splits,dtype,rank", [(48, DType.BF16, 3), (5, DType.FP16, 2)])
-def test_slab_sum_compiles(splits: int, dtype: DType, rank: int) -> None:
+@pytest.mark.parametrize("splits,dtype,rank,groups", [(48, DType.BF16, 3, 1), (5, DType.FP16, 2, 1),
+                                                      (64, DType.BF16, 2, 4), (9, DType.FP16, 3, 4)])
+def test_slab_sum_compiles(splits: int, dtype: DType, rank: int, groups: int) -> None:
     if not dsl_available():
         pytest.skip("nvidia-cutlass-dsl is not installed")
     from autocutlass.kernels.hopper_conv_wgrad.slab_sum import SlabSum, _compile
 
-    assert _compile(SlabSum(splits, dtype, rank)) is not None
+    assert _compile(SlabSum(splits, dtype, rank, groups)) is not None
+
+
+def test_grouped_slab_sums_keys_plan_and_config_axis() -> None:
+    """slab_groups: the slab sum in 4 groups of consecutive slabs (4 warps per 32 outputs), offered
+    for workspace splits of 8 and more; a config of 1 group keeps its dict form (and so the key of
+    every config from before the axis); each group's slabs in order, all of them once."""
+    from autocutlass.kernels.hopper_conv_wgrad.slab_sum import SlabSum, slab_sum_key
+
+    assert slab_sum_key(SlabSum(8, "bf16", 2, 4)) != slab_sum_key(SlabSum(8, "bf16", 2))
+    for bad in ((8, "bf16", 2, 3), (7, "bf16", 2, 4)):
+        with pytest.raises(ValueError, match="groups"):
+            SlabSum(*bad)  # type: ignore[arg-type]
+    if dsl_available():
+        from autocutlass.kernels.hopper_conv_wgrad.slab_sum_kernel import GroupedSlabSumKernel
+
+        plan = GroupedSlabSumKernel(22, None, 2, 8, 8, 4).plan
+        assert [first for first, _ in plan] == [0, 5, 11, 16]
+        covered = [s for first, chunks in plan for s in [first, *(x for lo, hi in chunks for x in range(lo, hi))]]
+        assert covered == list(range(22))
+    ws = C(128, 64, 64, split_k=64, split_mode="workspace")
+    grouped = dataclasses.replace(ws, slab_groups=4)
+    assert "slab_groups" not in ws.as_dict() and grouped.as_dict()["slab_groups"] == 4
+    assert C.from_dict(grouped.as_dict()) == grouped and C.from_dict(ws.as_dict()) == ws
+    assert grouped.short().endswith("sk64w/g4")
+    p = wgrad(n=8, h=28, w=28, c=64, k=256, r=1, s=1, pad_h=0, pad_w=0)
+    assert ON.check(grouped, p) is None
+    assert "split_k >= 8" in (ON.check(dataclasses.replace(grouped, split_k=4), p) or "")
+    assert "split_mode=workspace" in (ON.check(dataclasses.replace(grouped, split_mode="serial", split_k=8), p) or "")
+    assert "one of" in (ON.check(dataclasses.replace(ws, slab_groups=2), p) or "")
+    space = ON.space(p)
+    groups = [c for c in space if c.slab_groups != 1]
+    assert groups and all(c.split_mode.value == "workspace" and c.split_k >= 8 for c in groups)
+    assert grouped in space and any(c.slab_groups == 4 for c in ON.seeds(p))
 
 
 def test_scratch_slots_count_the_kernels_tiles() -> None:

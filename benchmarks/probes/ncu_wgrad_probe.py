@@ -11,7 +11,10 @@ launch after the warm-up:
 dram__bytes_write.sum,launch__grid_size,sm__throughput.avg.pct_of_peak_sustained_elapsed,\
 dram__throughput.avg.pct_of_peak_sustained_elapsed --csv python benchmarks/probes/ncu_wgrad_probe.py [JSON]...
 
-``--plain`` instead times each (CUDA events, 20 calls after 5, no flush) and prints the table.
+``--plain`` instead times each (CUDA events, 20 calls after 5, no flush: host-bound, both sides) and
+prints the table; ``--timed`` times each with the tuner's protocol (``search.timing.time_callable``:
+L2 written over before every call, a head start for the GPU), three interleaved rounds, and checks
+that each config gives the same bits twice.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ DEFAULTS = [
 
 def main() -> int:
     plain = "--plain" in sys.argv
-    given = [json.loads(a) for a in sys.argv[1:] if a != "--plain"]
+    timed = "--timed" in sys.argv
+    given = [json.loads(a) for a in sys.argv[1:] if not a.startswith("--")]
     n, h, w, c, k = 32, 56, 56, 64, 256
     problem = ConvProblem(direction="wgrad", n=n, h=h, w=w, c=c, k=k, r=1, s=1)
     fam = HopperConvWgradFamily(cache_dir=None)
@@ -49,6 +53,7 @@ def main() -> int:
 
     ref = cudnn().float()
     runs = []
+    outs = []
     for d in given or DEFAULTS:
         cfg = HopperConvWgradConfig.from_dict(d)
         why = fam.check(cfg, problem)
@@ -61,6 +66,7 @@ def main() -> int:
         err = ((dw.float() - ref).norm() / ref.norm()).item()
         print(f"{cfg.short()}: rel err {err:.2e}", file=sys.stderr)
         runs.append((cfg.short(), lambda run=run, dw=dw: run(dy, x, dw)))
+        outs.append(dw)
     for _ in range(3):
         for _, fn in runs:
             fn()
@@ -77,6 +83,27 @@ def main() -> int:
             torch.cuda.synchronize()
             us = s.elapsed_time(e) / 20 * 1e3
             print(f"{name:50s} {us:8.1f} us  {gb / us * 1e3:6.2f} TB/s (no flush, back to back)")
+        return 0
+    if timed:
+        # the tuner's protocol (L2 written over before each call, the GPU given a head start over the
+        # host), three rounds interleaved; and each config's dw twice, bit for bit
+        from autocutlass.search.timing import time_callable
+
+        l2 = torch.cuda.get_device_properties(0).L2_cache_size
+        gb = (dy.numel() + x.numel()) * 2 / 1e9
+        rounds: dict[str, list[float]] = {name: [] for name, _ in [*runs, ("cudnn", cudnn)]}
+        for _ in range(3):
+            for name, fn in [*runs, ("cudnn", cudnn)]:
+                rounds[name].append(time_callable(fn, flush_bytes=2 * l2).median_ms * 1e3)
+        for (name, fn), dw in zip(runs, outs, strict=True):
+            first = dw.clone()
+            fn()
+            torch.cuda.synchronize()
+            print(f"{name}: same bits on a second run: {torch.equal(first, dw)}", file=sys.stderr)
+        base = sorted(rounds["cudnn"])[1]
+        for name, us in rounds.items():
+            med = sorted(us)[1]
+            print(f"{name:50s} {med:8.1f} us  {gb / med * 1e3:6.2f} TB/s  x{base / med:.3f} cuDNN (flushed, median of 3)")
         return 0
     print(f"profiled from here: {len(runs)} configs then cuDNN, twice", file=sys.stderr)
     for _ in range(2):

@@ -31,6 +31,8 @@ from autocutlass.kernels.hopper_conv_wgrad.check import check, problem_supported
 from autocutlass.kernels.hopper_conv_wgrad.config import (
     CLUSTERS,
     SERIAL_SPLIT_MAX,
+    SLAB_GROUPS,
+    SLAB_GROUPS_MIN_SPLITS,
     SPLIT_K,
     SWIZZLE,
     TAP_CHANNELS,
@@ -189,6 +191,11 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
             for (cm, cn), ras in itertools.product(CLUSTERS, tuple(Raster))
         ]
         out += [
+            dataclasses.replace(cfg, slab_groups=g)
+            for cfg in out if cfg.split_mode is SplitMode.WORKSPACE and cfg.split_k >= SLAB_GROUPS_MIN_SPLITS
+            for g in SLAB_GROUPS[1:]
+        ]
+        out += [
             c(tm, tn, tk, cm, cn, 0, coop, ras, 1, 1, True, Store.TMA, taps)
             for tm, (tn, taps), tk, (cm, cn), ras in itertools.product(TILE_M, widths, TILE_K, CLUSTERS, tuple(Raster))
         ]
@@ -209,6 +216,8 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
         data-parallel config on every suite layer, up to 1.7x on the large ones: their CTAs walk
         each tile's pixel loop at scattered offsets, so the tiles that read one pixel block (9 taps
         and more) read it at different times and miss the L2, which the model does not see. Then the
+        model's best workspace split with its slabs summed in groups (``slab_groups``: the slab sum of
+        many slabs is latency-bound in one chain per output); then the
         best data-parallel config in a 2x1 cluster and as ping-pong, the large and small tiles, and
         a 256x128 stream-K tile in a 1x2 cluster (the dy tile multicast): the one stream-K config
         that won in that probe, on two 512-channel layers (rn50-l4-3x3-b256 x1.039 against x0.974 for
@@ -235,6 +244,9 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
         guesses = sorted(picks, key=order.__getitem__)
         if firsts["stream"] is not None:
             guesses.append(firsts["stream"])
+        ws = firsts["workspace"]
+        if ws is not None and ws.split_k >= SLAB_GROUPS_MIN_SPLITS:  # its slabs summed in groups
+            guesses.append(dataclasses.replace(ws, slab_groups=SLAB_GROUPS[-1]))
         data = firsts["data"]
         if data is not None:
             guesses += [dataclasses.replace(data, cluster_m=2), dataclasses.replace(data, schedule=Schedule.PINGPONG)]

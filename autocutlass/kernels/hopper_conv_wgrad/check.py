@@ -22,6 +22,7 @@ from autocutlass.kernels.hopper_conv.check import problem_supported as fprop_sup
 from autocutlass.kernels.hopper_conv_wgrad.config import (
     CLUSTERS,
     SERIAL_SPLIT_MAX,
+    SLAB_GROUPS,
     SPLIT_K,
     SWIZZLE,
     TAP_CHANNELS,
@@ -117,6 +118,12 @@ def _split(config: HopperConvWgradConfig, problem: ConvProblem) -> str | None:
         return "stream_k divides the pixel loop among the CTAs itself: use split_k=1"
     if config.split_k > SERIAL_SPLIT_MAX and config.split_mode is not SplitMode.WORKSPACE:
         return f"split_k={config.split_k}: serial split-K chains at most {SERIAL_SPLIT_MAX} splits; use split_mode=workspace"
+    if config.slab_groups != 1:
+        if config.slab_groups not in SLAB_GROUPS:
+            return f"slab_groups={config.slab_groups} is not one of {SLAB_GROUPS}"
+        if config.split_mode is not SplitMode.WORKSPACE or config.split_k < 2 * config.slab_groups:
+            return (f"slab_groups={config.slab_groups} groups the workspace slab sum: it needs split_mode=workspace "
+                    f"and split_k >= {2 * config.slab_groups} (two slabs per group)")  # fmt: skip
     if config.split_k > 1 and config.split_mode is SplitMode.WORKSPACE:
         gm = implicit_gemm(problem, config.tap_channels)
         slab_bytes = config.split_k * gm.l * gm.m * (-(-gm.n // 4) * 4) * 4

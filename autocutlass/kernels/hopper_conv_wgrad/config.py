@@ -24,7 +24,7 @@ from autocutlass.kernels.hopper_gemm.config import (
 )
 
 __all__ = [
-    "CLUSTERS", "SERIAL_SPLIT_MAX", "SPLIT_K", "SplitMode", "SWIZZLE", "TAP_CHANNELS", "TILE_K", "TILE_M", "TILE_N", "HopperConvWgradConfig", "Raster", "Schedule",
+    "CLUSTERS", "SERIAL_SPLIT_MAX", "SLAB_GROUPS", "SLAB_GROUPS_MIN_SPLITS", "SPLIT_K", "SplitMode", "SWIZZLE", "TAP_CHANNELS", "TILE_K", "TILE_M", "TILE_N", "HopperConvWgradConfig", "Raster", "Schedule",
     "Store",
 ]  # fmt: skip
 
@@ -41,6 +41,10 @@ SWIZZLE = (1, 2, 4, 8)
 SPLIT_K = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 """The pixel loop split among this many CTAs per output tile (serial, in split order, up to
 ``SERIAL_SPLIT_MAX``; or each to its own workspace slab)."""
+SLAB_GROUPS = (1, 4)
+"""Slab groups of the workspace slab sum (``HopperConvWgradConfig.slab_groups``)."""
+SLAB_GROUPS_MIN_SPLITS = 8
+"""The fewest splits the space offers grouped slab sums for (two slabs per group and more)."""
 SERIAL_SPLIT_MAX = 16
 """The most splits the space offers in SERIAL mode (a turnstile chain that long already costs more
 than it saves); WORKSPACE mode goes on to ``max(SPLIT_K)``, for the narrow layers whose few
@@ -74,6 +78,11 @@ class HopperConvWgradConfig:
     order, and the last split runs the epilogue; WORKSPACE stores each split's raw fp32 partial
     to its own slab and the GEMM family's reduce kernel sums the slabs in split order after the
     kernel (no serial chain; both bitwise deterministic)."""
+    slab_groups: int = 1
+    """WORKSPACE mode: the slab sum adds each output's slabs in one chain per thread (1) or in
+    ``SLAB_GROUPS``' other count of consecutive groups, one warp each, then the group sums in
+    order (``slab_sum.GroupedSlabSumKernel``: more loads in flight for few outputs and many
+    slabs). Left out of the dict form when 1, so the configs from before it keep their keys."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "schedule", Schedule(self.schedule))
@@ -81,7 +90,7 @@ class HopperConvWgradConfig:
         object.__setattr__(self, "store", Store(self.store))
         object.__setattr__(self, "split_mode", SplitMode(self.split_mode))
         for name in ("tile_m", "tile_n", "tile_k", "cluster_m", "cluster_n", "stages", "swizzle", "split_k",
-                     "tap_channels"):
+                     "tap_channels", "slab_groups"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool):
                 raise TypeError(f"HopperConvWgradConfig.{name} must be int, got {v!r}")
@@ -108,6 +117,8 @@ class HopperConvWgradConfig:
         d["raster"] = self.raster.value
         d["store"] = self.store.value
         d["split_mode"] = self.split_mode.value
+        if self.slab_groups == 1:
+            del d["slab_groups"]
         return d
 
     @classmethod
@@ -121,7 +132,7 @@ class HopperConvWgradConfig:
         ras = "m" if self.raster is Raster.ALONG_M else "n"
         sk = f" sk{self.split_k}" if self.split_k != 1 else ""
         if self.split_mode is SplitMode.WORKSPACE:
-            sk += "w"
+            sk += "w" if self.slab_groups == 1 else f"w/g{self.slab_groups}"
         sk += " streamk" if self.stream_k else ""
         st = " direct" if self.store is Store.DIRECT else ""
         taps = f" {self.tile_n // self.tap_channels}taps" if self.tap_channels else ""

@@ -52,7 +52,7 @@ class HopperConvWgradRunner:
         # The slab sum's view of dw: one (K, R*S*C) matrix with several taps per tile, else
         # (R*S, K, C) batched over the taps (batch stride C).
         self._sum = (
-            get_slab_sum(config.split_k, problem.w_dtype, 2 if config.tap_channels else 3, cache_dir)
+            get_slab_sum(config.split_k, problem.w_dtype, 2 if config.tap_channels else 3, cache_dir, config.slab_groups)
             if self._slabs else None
         )  # fmt: skip
 

@@ -43,9 +43,11 @@ from autocutlass.kernels.hopper_conv_wgrad.sources import source_hash
 from autocutlass.kernels.object_cache import ObjectCache
 from autocutlass.ops.gemm.problem import DType
 
-__all__ = ["IN_FLIGHT", "MAX_SPLITS", "SlabSum", "get_slab_sum", "slab_sum_key"]
+__all__ = ["GROUPS", "IN_FLIGHT", "MAX_SPLITS", "SlabSum", "get_slab_sum", "slab_sum_key"]
 
 MAX_SPLITS = 64
+GROUPS = (1, 4)
+"""Slab groups a sum may use (``SlabSum.groups``)."""
 IN_FLIGHT = 8
 """Slab loads issued before their adds: a thread holds this many 16-byte-of-dw vectors in fp32."""
 FUNCTION_NAME = "autocutlass_wgrad_slab_sum"
@@ -59,6 +61,9 @@ class SlabSum:
     splits: int
     dtype: DType
     rank: int
+    groups: int = 1
+    """1: one thread sums a vector's slabs in one chain (``SlabSumKernel``); more: that many warps
+    each sum a consecutive group of the slabs, added in group order (``GroupedSlabSumKernel``)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dtype", DType(self.dtype))
@@ -68,6 +73,9 @@ class SlabSum:
             raise ValueError(f"wgrad slab sum: dw dtype {self.dtype.value} is not one of {[d.value for d in DTYPES]}")
         if self.rank not in (2, 3):
             raise ValueError(f"wgrad slab sum: rank={self.rank!r} is not 2 or 3")
+        if self.groups not in GROUPS or (self.groups > 1 and self.splits < 2 * self.groups):
+            raise ValueError(f"wgrad slab sum: groups={self.groups!r} is not one of {GROUPS} with at least two "
+                             f"slabs each (splits={self.splits})")  # fmt: skip
 
     @property
     def vec(self) -> int:
@@ -78,9 +86,11 @@ class SlabSum:
 
 def slab_sum_key(cls: SlabSum) -> str:
     """The on-disk cache key of ``cls``'s kernel (no DSL import)."""
-    return digest({"family": "wgrad_slab_sum", "class": {"splits": cls.splits, "dtype": cls.dtype.value,
-                   "rank": cls.rank}, "in_flight": IN_FLIGHT, "dsl": dsl_version(), "src": source_hash(),
-                   "arch": target_arch()})  # fmt: skip
+    klass: dict[str, object] = {"splits": cls.splits, "dtype": cls.dtype.value, "rank": cls.rank}
+    if cls.groups > 1:
+        klass["groups"] = cls.groups
+    return digest({"family": "wgrad_slab_sum", "class": klass, "in_flight": IN_FLIGHT, "dsl": dsl_version(),
+                   "src": source_hash(), "arch": target_arch()})  # fmt: skip
 
 
 def _compile(cls: SlabSum) -> Any:
@@ -90,7 +100,7 @@ def _compile(cls: SlabSum) -> Any:
     from cutlass import cute
     from cutlass.cute.runtime import make_fake_stream, make_fake_tensor
 
-    from autocutlass.kernels.hopper_conv_wgrad.slab_sum_kernel import SlabSumKernel
+    from autocutlass.kernels.hopper_conv_wgrad.slab_sum_kernel import GroupedSlabSumKernel, SlabSumKernel
 
     elem = {DType.BF16: cutlass.BFloat16, DType.FP16: cutlass.Float16}[cls.dtype]
     vec = cls.vec
@@ -106,7 +116,8 @@ def _compile(cls: SlabSum) -> Any:
         d = make_fake_tensor(elem, (m, n), (sym64(vec), 1), assumed_align=16)
     else:
         d = make_fake_tensor(elem, (l, m, n), (sym64(vec), sym64(vec), 1), assumed_align=16)
-    kernel = SlabSumKernel(cls.splits, elem, cls.rank, vec, IN_FLIGHT)
+    kernel: Any = (SlabSumKernel(cls.splits, elem, cls.rank, vec, IN_FLIGHT) if cls.groups == 1
+                   else GroupedSlabSumKernel(cls.splits, elem, cls.rank, vec, IN_FLIGHT, cls.groups))  # fmt: skip
     try:
         return cute.compile(kernel, ws, d, make_fake_stream(use_tvm_ffi_env_stream=True), options="--enable-tvm-ffi")
     except Exception as e:
@@ -117,9 +128,9 @@ _CACHE = ObjectCache("wgrad_slab_sum", FUNCTION_NAME)
 STATS = _CACHE.stats
 
 
-def get_slab_sum(splits: int, dtype: DType, rank: int, cache_dir: Path | None) -> Any:
-    """The compiled slab sum of (``splits``, dw's ``dtype``, dw's ``rank``): from memory, disk or the
-    DSL. Called as ``fn(ws, dw)`` with torch CUDA tensors ws (S, L, M, n_pad) fp32 and dw (M, N) or
-    (L, M, N); one launch on torch's current stream."""
-    cls = SlabSum(splits, dtype, rank)
+def get_slab_sum(splits: int, dtype: DType, rank: int, cache_dir: Path | None, groups: int = 1) -> Any:
+    """The compiled slab sum of (``splits``, dw's ``dtype``, dw's ``rank``, ``groups``): from memory,
+    disk or the DSL. Called as ``fn(ws, dw)`` with torch CUDA tensors ws (S, L, M, n_pad) fp32 and dw
+    (M, N) or (L, M, N); one launch on torch's current stream."""
+    cls = SlabSum(splits, dtype, rank, groups)
     return _CACHE.get(slab_sum_key(cls), cache_dir, lambda: _compile(cls))
