@@ -50,13 +50,7 @@ class SlabSumKernel:
                 loaded = [self._slab(mWs, s, li, mi, v) for s in range(lo, hi)]
                 for part in loaded:
                     acc.store(acc.load() + part.load())
-            out = cute.make_rmem_tensor((self.vec,), self.dtype)
-            out.store(acc.load().to(self.dtype))
-            if cutlass.const_expr(self.rank == 2):
-                dst = mD[(mi, None)]
-            else:
-                dst = mD[(li, mi, None)]
-            cute.autovec_copy(out, cute.local_tile(dst, (self.vec,), (v,)))
+            self._store(mD, acc, li, mi, v)
 
     @cute.jit
     def _slab(self, mWs: cute.Tensor, s, li, mi, v) -> cute.Tensor:
@@ -65,12 +59,23 @@ class SlabSumKernel:
         cute.autovec_copy(cute.local_tile(mWs[(s, li, mi, None)], (self.vec,), (v,)), frag)
         return frag
 
+    @cute.jit
+    def _store(self, mD: cute.Tensor, acc: cute.Tensor, li, mi, v) -> None:
+        """The fp32 sum ``acc`` of vector ``v`` of row (l, m), converted to dw's dtype and stored."""
+        out = cute.make_rmem_tensor((self.vec,), self.dtype)
+        out.store(acc.load().to(self.dtype))
+        if cutlass.const_expr(self.rank == 2):
+            dst = mD[(mi, None)]
+        else:
+            dst = mD[(li, mi, None)]
+        cute.autovec_copy(out, cute.local_tile(dst, (self.vec,), (v,)))
+
 
 LANES = 32
 """dw vectors per block of the grouped slab sum: one per lane; each warp of the block sums one group."""
 
 
-class GroupedSlabSumKernel:
+class GroupedSlabSumKernel(SlabSumKernel):
     """Compile-time object: the ``splits`` slabs cut into ``groups`` consecutive groups, each summed
     in split order by one warp of a block (``in_flight`` loads issued before their adds), the group
     sums then added in group order by the first warp through shared memory, into dw of ``dtype``
@@ -78,7 +83,8 @@ class GroupedSlabSumKernel:
     count S puts S/groups loads per thread in flight on groups times as many threads as
     ``SlabSumKernel``: for few outputs and many slabs (a pointwise wgrad: 64 slabs of a 256x64
     filter) that one runs on 32 CTAs, latency-bound. The order of the additions is fixed: the same
-    bits on every run (not those of ``SlabSumKernel``, which adds in one chain)."""
+    bits on every run (not those of ``SlabSumKernel``, which adds in one chain). Its slab loads and
+    the final store are ``SlabSumKernel``'s."""
 
     def __init__(self, splits: int, dtype, rank: int, vec: int, in_flight: int, groups: int) -> None:
         self.splits = splits
@@ -140,17 +146,4 @@ class GroupedSlabSumKernel:
                 for i in cutlass.range_constexpr(self.vec):
                     part[i] = sPart[(j * LANES + lane) * self.vec + i]
                 acc.store(acc.load() + part.load())
-            out = cute.make_rmem_tensor((self.vec,), self.dtype)
-            out.store(acc.load().to(self.dtype))
-            if cutlass.const_expr(self.rank == 2):
-                dst = mD[(mi, None)]
-            else:
-                dst = mD[(li, mi, None)]
-            cute.autovec_copy(out, cute.local_tile(dst, (self.vec,), (v,)))
-
-    @cute.jit
-    def _slab(self, mWs: cute.Tensor, s, li, mi, v) -> cute.Tensor:
-        """Slab ``s``'s vector ``v`` of row (l, m), in registers (16-byte loads)."""
-        frag = cute.make_rmem_tensor((self.vec,), cutlass.Float32)
-        cute.autovec_copy(cute.local_tile(mWs[(s, li, mi, None)], (self.vec,), (v,)), frag)
-        return frag
+            self._store(mD, acc, li, mi, v)
