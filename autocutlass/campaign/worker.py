@@ -16,9 +16,10 @@ its own thread: it asks its lane's benchmark child for the GPU (``DeviceInfo``) 
    by then is DONE as *already tuned*, without timing anything;
 4. ``tune_problem`` with the campaign's budget (the worker's ``WorkerOptions`` override it),
    starting from the databases' priors (``LayeredStore.seed_configs``: a sibling GPU's record of
-   the problem, this GPU's nearest record, the nearest tuned problems' winners), resuming from recorded trials: a problem retried after its worker died evaluates only configs
-   not recorded yet, and with a trial budget only what is left of it; the winner is arbitrated
-   (``merge_best``), never last-writer-wins;
+   the problem, this GPU's nearest record, the nearest tuned problems' winners), resuming from
+   recorded trials: a problem retried after its worker died evaluates only configs not recorded
+   yet, and with a trial budget only what is left of it; the winner is arbitrated (``merge_best``),
+   never last-writer-wins;
 5. DONE as *tuned* (with the best time), or FAILED when no candidate passed or a worker child
    raised (a handler bug): those would fail again, so they are not retried.
 

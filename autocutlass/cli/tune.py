@@ -17,7 +17,8 @@ the problems dispatch missed on this GPU that still have no best record. ``--tim
 problem. Each search starts from the databases' priors, as an on-line tuning does
 (``LayeredStore.seed_configs`` over ``--db`` and the shipped databases: this GPU's record of the
 problem or its nearest, a sibling GPU's record of it, the nearest tuned problems' winners;
-``--no-priors``: the family's own seeds only); the JSON rows count them (``priors``). An interrupted run resumes where it stopped (finished trials are in the database).
+``--no-priors``: the family's own seeds only); the JSON rows count them (``priors``). An
+interrupted run resumes where it stopped (finished trials are in the database).
 
 One worker pipeline (compile children + one benchmark child on the GPU) serves every problem;
 this process never touches the GPU itself. Output: progress on stderr (a bar on a terminal,

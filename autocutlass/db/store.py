@@ -372,7 +372,7 @@ class TuningStore:
     def retired_configs(self, problem: OpProblem, hard_key: HardKey, family: str) -> list[dict[str, Any]]:
         """The configs ``family`` won ``problem`` with on this GPU under other kernel sources or
         DSL versions (records a source change retired: same GPU name, compute capability and SM
-        count, another ``kernel_hash`` or ``dsl_version``), newest first, one per config. Priors of
+        count, another ``kernel_hash`` or ``dsl_version``), newest first. Priors of
         a re-tuning after a kernel change: the old winner is usually still among the best. Never
         served (dispatch reads records of ``hard_key`` only)."""
         key = problem.key()
@@ -389,15 +389,7 @@ class TuningStore:
             )  # fmt: skip
             return list(s.execute(stmt).all())
 
-        out: list[dict[str, Any]] = []
-        seen: set[str] = set()
-        for row in self._read(_q, []):
-            cfg = row.config if isinstance(row.config, dict) else json.loads(row.config)
-            ident = canonical_json(cfg)
-            if ident not in seen:
-                seen.add(ident)
-                out.append(cfg)
-        return out
+        return [row.config if isinstance(row.config, dict) else json.loads(row.config) for row in self._read(_q, [])]
 
     def _best_record(self, cand: _Candidate, hard_key: HardKey, source: LookupSource, *,
                      sibling: bool = False) -> BestRecord:  # fmt: skip

@@ -32,7 +32,6 @@ from autocutlass.kernels.hopper_conv_wgrad.config import (
     CLUSTERS,
     SERIAL_SPLIT_MAX,
     SLAB_GROUPS,
-    SLAB_GROUPS_MIN_SPLITS,
     SPLIT_K,
     SWIZZLE,
     TAP_CHANNELS,
@@ -192,8 +191,8 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
         ]
         out += [
             dataclasses.replace(cfg, slab_groups=g)
-            for cfg in out if cfg.split_mode is SplitMode.WORKSPACE and cfg.split_k >= SLAB_GROUPS_MIN_SPLITS
-            for g in SLAB_GROUPS[1:]
+            for cfg in out if cfg.split_mode is SplitMode.WORKSPACE
+            for g in SLAB_GROUPS[1:] if cfg.split_k >= 2 * g
         ]
         out += [
             c(tm, tn, tk, cm, cn, 0, coop, ras, 1, 1, True, Store.TMA, taps)
@@ -244,9 +243,8 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
         guesses = sorted(picks, key=order.__getitem__)
         if firsts["stream"] is not None:
             guesses.append(firsts["stream"])
-        ws = firsts["workspace"]
-        if ws is not None and ws.split_k >= SLAB_GROUPS_MIN_SPLITS:  # its slabs summed in groups
-            guesses.append(dataclasses.replace(ws, slab_groups=SLAB_GROUPS[-1]))
+        if firsts["workspace"] is not None:  # its slabs summed in groups (feasible_seeds drops too few)
+            guesses.append(dataclasses.replace(firsts["workspace"], slab_groups=SLAB_GROUPS[-1]))
         data = firsts["data"]
         if data is not None:
             guesses += [dataclasses.replace(data, cluster_m=2), dataclasses.replace(data, schedule=Schedule.PINGPONG)]

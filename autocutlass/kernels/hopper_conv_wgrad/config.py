@@ -24,7 +24,7 @@ from autocutlass.kernels.hopper_gemm.config import (
 )
 
 __all__ = [
-    "CLUSTERS", "SERIAL_SPLIT_MAX", "SLAB_GROUPS", "SLAB_GROUPS_MIN_SPLITS", "SPLIT_K", "SplitMode", "SWIZZLE", "TAP_CHANNELS", "TILE_K", "TILE_M", "TILE_N", "HopperConvWgradConfig", "Raster", "Schedule",
+    "CLUSTERS", "SERIAL_SPLIT_MAX", "SLAB_GROUPS", "SPLIT_K", "SplitMode", "SWIZZLE", "TAP_CHANNELS", "TILE_K", "TILE_M", "TILE_N", "HopperConvWgradConfig", "Raster", "Schedule",
     "Store",
 ]  # fmt: skip
 
@@ -42,9 +42,8 @@ SPLIT_K = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 """The pixel loop split among this many CTAs per output tile (serial, in split order, up to
 ``SERIAL_SPLIT_MAX``; or each to its own workspace slab)."""
 SLAB_GROUPS = (1, 4)
-"""Slab groups of the workspace slab sum (``HopperConvWgradConfig.slab_groups``)."""
-SLAB_GROUPS_MIN_SPLITS = 8
-"""The fewest splits the space offers grouped slab sums for (two slabs per group and more)."""
+"""Slab groups of the workspace slab sum (``HopperConvWgradConfig.slab_groups``; two slabs per
+group at least, so 4 groups take 8 splits and more)."""
 SERIAL_SPLIT_MAX = 16
 """The most splits the space offers in SERIAL mode (a turnstile chain that long already costs more
 than it saves); WORKSPACE mode goes on to ``max(SPLIT_K)``, for the narrow layers whose few

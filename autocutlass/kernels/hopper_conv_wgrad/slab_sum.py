@@ -39,15 +39,14 @@ from typing import Any
 from autocutlass.device import dsl_version
 from autocutlass.errors import KernelCompileError
 from autocutlass.kernels.compile_keys import ARCH, digest, target_arch
+from autocutlass.kernels.hopper_conv_wgrad.config import SLAB_GROUPS
 from autocutlass.kernels.hopper_conv_wgrad.sources import source_hash
 from autocutlass.kernels.object_cache import ObjectCache
 from autocutlass.ops.gemm.problem import DType
 
-__all__ = ["GROUPS", "IN_FLIGHT", "MAX_SPLITS", "SlabSum", "get_slab_sum", "slab_sum_key"]
+__all__ = ["IN_FLIGHT", "MAX_SPLITS", "SlabSum", "get_slab_sum", "slab_sum_key"]
 
 MAX_SPLITS = 64
-GROUPS = (1, 4)
-"""Slab groups a sum may use (``SlabSum.groups``)."""
 IN_FLIGHT = 8
 """Slab loads issued before their adds: a thread holds this many 16-byte-of-dw vectors in fp32."""
 FUNCTION_NAME = "autocutlass_wgrad_slab_sum"
@@ -73,8 +72,8 @@ class SlabSum:
             raise ValueError(f"wgrad slab sum: dw dtype {self.dtype.value} is not one of {[d.value for d in DTYPES]}")
         if self.rank not in (2, 3):
             raise ValueError(f"wgrad slab sum: rank={self.rank!r} is not 2 or 3")
-        if self.groups not in GROUPS or (self.groups > 1 and self.splits < 2 * self.groups):
-            raise ValueError(f"wgrad slab sum: groups={self.groups!r} is not one of {GROUPS} with at least two "
+        if self.groups not in SLAB_GROUPS or (self.groups > 1 and self.splits < 2 * self.groups):
+            raise ValueError(f"wgrad slab sum: groups={self.groups!r} is not one of {SLAB_GROUPS} with at least two "
                              f"slabs each (splits={self.splits})")  # fmt: skip
 
     @property
