@@ -116,6 +116,43 @@ def test_strategy_with_everything_finished_proposes_nothing(exhaustive: bool) ->
     assert s.propose() is None
 
 
+def test_fields_a_config_dict_leaves_out_are_an_axis_value() -> None:
+    """hopper_conv leaves split_mode out of a serial config's dict (so older records keep their
+    keys): Optuna sees the field as an axis with ABSENT among its values. The seeds come first as
+    they are (an unsplit seed stays unsplit: with the field sampled, every combination named
+    split_mode and only workspace configs could be drawn), and TPE draws serial and workspace
+    splits alike; each candidate resolves back to itself."""
+    from autocutlass.kernels.hopper_conv import HopperConvFamily
+    from autocutlass.kernels.hopper_conv.config import HopperConvConfig, SplitMode
+    from autocutlass.ops.conv.problem import ConvProblem
+    from autocutlass.search.space import ABSENT
+    from autocutlass.search.tuner import differs_in_one_field
+
+    fam = HopperConvFamily()
+    prob = ConvProblem("fprop", n=32, h=7, w=7, c=512, k=512, r=3, s=3, pad_h=1, pad_w=1)
+    space = SearchSpace(fam, prob)
+    assert set(space.axes["split_mode"]) == {ABSENT, "workspace"}
+    for cand in space.feasible[::37]:
+        assert space.resolve(space.axis_params(cand)) == (cand, None)
+    seeds = fam.seeds(prob)
+    tpe = TpeStrategy(space, seeds, skip=set(), seed=0)
+    drawn = []
+    for _ in range(60):
+        cand = tpe.propose()
+        assert cand is not None
+        drawn.append(cand.config)
+        tpe.observe(cand, 1.0)
+    feasible_seeds = [c for c in seeds if space.candidate_of(c) and space.rejection(space.candidate_of(c).key) is None]
+    assert drawn[: len(feasible_seeds)] == feasible_seeds
+    assert any(c.split_mode is SplitMode.SERIAL and c.split_k == 1 for c in drawn[len(feasible_seeds):])
+    assert any(c.split_mode is SplitMode.WORKSPACE for c in drawn)
+    serial = HopperConvConfig(128, 256, 64, split_k=5)
+    assert differs_in_one_field(fam.config_to_dict(serial),
+                                fam.config_to_dict(HopperConvConfig(128, 256, 64, split_k=5, split_mode="workspace")))
+    assert not differs_in_one_field(fam.config_to_dict(serial),
+                                    fam.config_to_dict(HopperConvConfig(128, 128, 64, split_k=5, split_mode="workspace")))
+
+
 def test_search_does_not_import_db() -> None:
     import ast
     from pathlib import Path

@@ -10,6 +10,12 @@ with its reason instead of a candidate, before anything is compiled.
 
 Candidates are identified by ``config_key`` (sha256 of the canonical JSON of the config dict),
 the same key the tuning database stores, so resuming compares keys, never ``str(config)``.
+
+A family may leave a field out of a config's dict where it holds its default (so that configs
+from before the field keep their keys: ``hopper_conv``'s ``split_mode``, ``hopper_conv_wgrad``'s
+``slab_groups``). Optuna still sees that field as an axis, with ``ABSENT`` among its values for
+the configs that lack it (``axis_params``); otherwise every sampled or enqueued combination would
+carry the field and only the configs that name it could ever be drawn.
 """
 
 from __future__ import annotations
@@ -28,6 +34,9 @@ from autocutlass.ops.base import OpProblem
 C = TypeVar("C")
 
 NOT_IN_SPACE = "combination of axis values is not in the family's space for this problem"
+
+ABSENT = "<absent>"
+"""The axis value of a field a config's dict leaves out (``SearchSpace.axis_params``)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,11 @@ class SearchSpace(Generic[C]):
             reason = family.check(cfg, problem)
             if reason is not None:
                 self._reject[cand.key] = reason
+        for cand in self.candidates:
+            for name in axes.keys() - cand.params.keys():
+                axes[name].add(ABSENT)
+        self._axis_names = tuple(sorted(axes))
+        self._by_axes: dict[str, Candidate[C]] = {config_key(self.axis_params(c)): c for c in self.candidates}
         self.axes: dict[str, tuple[Any, ...]] = {
             name: tuple(sorted(values, key=_sort_key)) for name, values in sorted(axes.items())
         }
@@ -88,13 +102,18 @@ class SearchSpace(Generic[C]):
         """How many configs of the space each rejection reason rules out."""
         return Counter(self._reject.values())
 
+    def axis_params(self, candidate: Candidate[C]) -> dict[str, Any]:
+        """The candidate as Optuna sees it: a value for every axis, ``ABSENT`` for the fields its
+        dict leaves out. What ``resolve`` takes back, and what seeds and priors are enqueued as."""
+        return {name: candidate.params.get(name, ABSENT) for name in self._axis_names}
+
     def resolve(self, params: Mapping[str, Any]) -> tuple[Candidate[C] | None, str | None]:
-        """A sampled parameter combination as (feasible candidate, None) or (None, reason)."""
-        key = config_key(params)
-        cand = self._by_key.get(key)
+        """A sampled parameter combination (``axis_params`` form) as (feasible candidate, None) or
+        (None, reason)."""
+        cand = self._by_axes.get(config_key({name: params.get(name, ABSENT) for name in self._axis_names}))
         if cand is None:
             return None, NOT_IN_SPACE
-        reason = self._reject.get(key)
+        reason = self._reject.get(cand.key)
         if reason is not None:
             return None, reason
         return cand, None

@@ -116,7 +116,7 @@ class TpeStrategy(Generic[C]):
         for cfg in seeds:
             cand = space.candidate_of(cfg)
             if cand is not None and space.rejection(cand.key) is None and cand.key not in self._seen:
-                self._study.enqueue_trial(dict(cand.params), skip_if_exists=True)
+                self._study.enqueue_trial(space.axis_params(cand), skip_if_exists=True)
 
     @property
     def rejections(self) -> Counter[str]:
@@ -148,7 +148,7 @@ class TpeStrategy(Generic[C]):
         fallback = self._random_unseen()
         if fallback is None:
             return None
-        self._study.enqueue_trial(dict(fallback.params))
+        self._study.enqueue_trial(self._space.axis_params(fallback))
         trial = self._study.ask(self._space.distributions)
         return self._accept(fallback, trial)
 
@@ -162,7 +162,7 @@ class TpeStrategy(Generic[C]):
         failed = median_ms is None or not math.isfinite(median_ms)
         self._study.add_trial(
             optuna.trial.create_trial(
-                params=dict(candidate.params),
+                params=self._space.axis_params(candidate),
                 distributions=self._space.distributions,
                 value=math.inf if failed else float(median_ms),  # type: ignore[arg-type]
                 constraints={FAILED: 1.0} if failed else None,

@@ -60,7 +60,7 @@ from autocutlass.errors import UnsupportedProblem
 from autocutlass.kernels.base import KernelFamily
 from autocutlass.keys import config_key
 from autocutlass.ops.base import OpProblem
-from autocutlass.search.space import Candidate, SearchSpace
+from autocutlass.search.space import ABSENT, Candidate, SearchSpace
 from autocutlass.search.strategy import Strategy, make_strategy
 from autocutlass.search.timing import Timing, beats
 from autocutlass.search.workers import OK, CandidatePipeline, EvalOutcome, FinalsOutcome
@@ -376,10 +376,10 @@ def _typed(family: KernelFamily[C], seeds: Sequence[Mapping[str, Any]]) -> list[
 
 
 def differs_in_one_field(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """True when two config dicts have the same fields and exactly one of them differs."""
-    if a.keys() != b.keys():
-        return False
-    return sum(1 for name in a if a[name] != b[name]) == 1
+    """True when exactly one field differs between two config dicts, a field one of them leaves
+    out counting as one more value (``search.space.ABSENT``: a serial config and its workspace
+    twin, which names ``split_mode``, are neighbours)."""
+    return sum(1 for name in a.keys() | b.keys() if a.get(name, ABSENT) != b.get(name, ABSENT)) == 1
 
 
 def _plural(n: int, word: str) -> str:
