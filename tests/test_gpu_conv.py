@@ -77,6 +77,15 @@ CASES = [
     # a wave-filling split count (layer_splits): 5 serial splits of 72 K blocks, and 7 of 9 with a bias
     (C(128, 256, 64, split_k=5), conv(32, 7, 7, 512, 512, 3, 3, pad=(1, 1))),
     (C(128, 128, 64, split_k=7), conv(2, 7, 7, 64, 128, 3, 3, pad=(1, 1), epilogue=E(bias=True))),
+    # workspace split-K (the GEMM family's reduce kernel sums the slabs and runs the epilogue):
+    # uneven splits, a wave-filling count, a cluster, residual + bias + activation, fp16 into fp32
+    (C(128, 128, 64, split_k=3, split_mode="workspace"), conv(2, 7, 7, 256, 128, 3, 3, pad=(1, 1))),
+    (C(128, 256, 64, split_k=5, split_mode="workspace"), conv(32, 7, 7, 512, 512, 3, 3, pad=(1, 1))),
+    (C(128, 128, 64, split_k=2, cluster_m=2, split_mode="workspace"), conv(2, 7, 7, 512, 256, 3, 3, pad=(1, 1))),
+    (C(64, 128, 64, split_k=4, split_mode="workspace"), conv(2, 7, 7, 136, 136, 3, 3, pad=(1, 1),
+                                     epilogue=E(with_c=True, bias=True, activation=A.RELU))),
+    (C(128, 128, 64, split_k=7, split_mode="workspace"), conv(3, 9, 11, 64, 128, 3, 3, stride=(2, 2), pad=(1, 1),
+                                                          x=FP16, y=FP32, epilogue=E(bias=True, activation=A.SILU))),
     # epilogues: bias, residual, activations, fp32 and fp16 outputs
     (C(128, 128, 64), conv(2, 17, 17, 64, 128, 3, 3, pad=(1, 1), epilogue=E(bias=True))),
     (C(128, 128, 64, schedule="pingpong"), conv(2, 17, 17, 64, 128, 3, 3, pad=(1, 1),
@@ -192,11 +201,12 @@ def test_one_compiled_kernel_serves_many_shapes_and_geometries() -> None:
     assert STATS.compiled == before
 
 
-def test_split_k_is_bitwise_deterministic() -> None:
+@pytest.mark.parametrize("mode", ["serial", "workspace"])
+def test_split_k_is_bitwise_deterministic(mode: str) -> None:
     import torch
 
     prob = conv(2, 7, 7, 512, 256, 3, 3, pad=(1, 1))
-    runner = HopperConvFamily(cache_dir=None).compile(C(128, 128, 64, split_k=4), prob)
+    runner = HopperConvFamily(cache_dir=None).compile(C(128, 128, 64, split_k=4, split_mode=mode), prob)
     x, w, y, _, _ = _tensors(prob, 5)
     outs = []
     for _ in range(4):

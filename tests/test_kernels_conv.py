@@ -17,6 +17,7 @@ from autocutlass.kernels.hopper_conv import HopperConvConfig as C
 from autocutlass.kernels.hopper_conv import HopperConvFamily, check, layer_splits, modelled_pick
 from autocutlass.kernels.hopper_conv.check import problem_supported
 from autocutlass.kernels.hopper_conv.compile import compile_key
+from autocutlass.kernels.hopper_conv.config import Schedule, SplitMode
 from autocutlass.kernels.hopper_conv.plan import implicit_gemm, make_plan, output_size
 from autocutlass.kernels.hopper_conv.sources import SOURCE_FILES, source_hash
 from autocutlass.ops.conv.problem import ConvProblem
@@ -148,6 +149,31 @@ def test_few_tile_layers_get_the_split_that_fills_a_wave() -> None:
     assert modelled_pick(conv(n=8, c=640, k=640, h=32, w=32)) is None  # no split-K: no model pick
 
 
+def test_few_tile_layers_get_workspace_splits_in_space_and_seeds() -> None:
+    """Every split config of a few-tile layer comes summed serially and through the workspace;
+    the seeds carry the model's cheapest workspace split (rn50-l4-3x3: 26 tiles of 128x256 in 5
+    slabs, one wave); a large layer gets neither."""
+    fam = HopperConvFamily()
+    small = conv(c=512, k=512, h=7, w=7)
+    space = fam.space(small)
+    serial = {c for c in space if c.split_k > 1 and c.split_mode is SplitMode.SERIAL}
+    slabs = {c for c in space if c.split_mode is SplitMode.WORKSPACE}
+    assert serial and {dataclasses.replace(c, split_mode=SplitMode.WORKSPACE) for c in serial} == slabs
+    assert all(c.split_k > 1 and c.schedule is Schedule.COOPERATIVE for c in slabs)
+    pick = modelled_pick(small, SplitMode.WORKSPACE)
+    assert pick == C(128, 256, 64, split_k=5, split_mode="workspace")
+    assert pick in fam.seeds(small) and check(pick, small) is None
+    assert modelled_pick(small, SplitMode.SERIAL).split_mode is SplitMode.SERIAL
+    large = conv(n=8, c=640, k=640, h=32, w=32)
+    assert not any(c.split_mode is SplitMode.WORKSPACE for c in [*fam.space(large), *fam.seeds(large)])
+
+
+def test_workspace_split_needs_splits_and_the_tma_store() -> None:
+    small = conv(c=512, k=512, h=7, w=7)
+    assert "split_k > 1" in (check(C(128, 128, 64, split_mode="workspace"), small) or "")
+    assert "store" in (check(C(128, 128, 64, split_k=2, store="direct", split_mode="workspace"), small) or "")
+
+
 def test_suite_file_layers_are_served_except_the_stem() -> None:
     fam = HopperConvFamily()
     for case in json.loads(SHAPES_CONV.read_text())["cases"]:
@@ -176,6 +202,11 @@ def test_config_round_trip() -> None:
     assert C.from_dict(cfg.as_dict()) == cfg
     assert C.from_dict({**cfg.as_dict(), "unknown_future_field": 1}) == cfg
     assert cfg.short() == "256x128x128 c2x1 s4 coop n/8 sk3 direct"
+    # serial configs keep the dict form they had before split_mode (their stored records' keys)
+    assert "split_mode" not in cfg.as_dict()
+    ws = C(128, 256, 64, split_k=5, split_mode="workspace")
+    assert ws.as_dict()["split_mode"] == "workspace" and C.from_dict(ws.as_dict()) == ws
+    assert ws.short() == "128x256x64 c1x1 s0 coop m/1 sk5w"
     with pytest.raises(TypeError):
         C(tile_m=128.0)  # type: ignore[arg-type]
 
@@ -184,8 +215,9 @@ def test_gemm_config_mirrors_the_conv_config() -> None:
     cfg = C(128, 256, 64, 2, 1, 0, "pingpong", "along_n", 4, 1, "tma")
     g = cfg.gemm_config()
     for f in ("tile_m", "tile_n", "tile_k", "cluster_m", "cluster_n", "stages", "schedule", "raster", "swizzle",
-              "split_k", "store"):  # fmt: skip
+              "split_k", "store", "split_mode"):  # fmt: skip
         assert getattr(g, f) == getattr(cfg, f)
+    assert C(split_k=3, split_mode="workspace").gemm_config().split_mode is SplitMode.WORKSPACE
     assert not g.swap_ab and not g.stream_k
 
 
@@ -261,6 +293,10 @@ COMPILE_CASES = [
         epilogue=Epilogue(with_c=True, bias=True, activation=Activation.GELU))),
     # a wave-filling split count (layer_splits): 26 tiles of 128x256 split 5 ways
     (C(128, 256, 64, split_k=5), conv(c=512, k=512, h=7, w=7)),
+    # the same through the workspace (no turnstiles); and with residual + bias + ReLU (run by the reduce)
+    (C(128, 256, 64, split_k=5, split_mode="workspace"), conv(c=512, k=512, h=7, w=7)),
+    (C(64, 128, 64, split_k=3, cluster_m=2, split_mode="workspace"), conv(
+        c=256, k=256, h=7, w=7, epilogue=Epilogue(with_c=True, bias=True, activation=Activation.RELU))),
     # fp16, direct store, 5x3 (R != S), dilation 2
     (C(64, 128, 64, store="direct"), conv(r=5, s=3, pad_h=4, pad_w=2, dil_h=2, dil_w=2, x_dtype=DType.FP16,
                                           w_dtype=DType.FP16, y_dtype=DType.FP16,

@@ -27,6 +27,7 @@ from autocutlass.kernels.hopper_conv.config import (
     HopperConvConfig,
     Raster,
     Schedule,
+    SplitMode,
     Store,
 )
 from autocutlass.kernels.hopper_conv.plan import implicit_gemm
@@ -71,22 +72,27 @@ def layer_splits(problem: ConvProblem, tile_m: int, tile_n: int, tile_k: int) ->
     return (*TUNED_SPLIT_K, *(s for s in extra if s not in TUNED_SPLIT_K))
 
 
-def modelled_pick(problem: ConvProblem) -> HopperConvConfig | None:
+def modelled_pick(problem: ConvProblem, mode: SplitMode | None = None) -> HopperConvConfig | None:
     """The cost model's cheapest cooperative config (``kernels.waves.predicted_cost``) among the
-    tile shapes whose width does not exceed K rounded up to 64, data-parallel or split serially by
-    ``layer_splits``, tile_k 64, no cluster; None for a layer without split-K in its space."""
+    tile shapes whose width does not exceed K rounded up to 64, data-parallel or split by
+    ``layer_splits`` (serially or through the workspace; with ``mode``: split configs of that mode
+    only), tile_k 64, no cluster; None for a layer without split-K in its space."""
     if not _splits_layer(problem):
         return None
     gm = implicit_gemm(problem)
     k_blocks = -(-gm.k // 64)
+    modes = tuple(SplitMode) if mode is None else (mode,)
     best: tuple[float, int, HopperConvConfig] | None = None
     for tm, tn in itertools.product(TILE_M, TILE_N):
         if tn > -(-gm.n // 64) * 64:
             continue
         tiles = -(-gm.m // tm) * -(-gm.n // tn)
-        for split in (1, *layer_splits(problem, tm, tn, 64)):
-            cost = waves.predicted_cost(tiles, k_blocks, tm, tn, 64, split=split)
-            cfg = HopperConvConfig(tm, tn, 64, split_k=split)
+        units = [] if mode is not None else [(1, SplitMode.SERIAL)]
+        units += [(sp, md) for sp in layer_splits(problem, tm, tn, 64) for md in modes]
+        for split, md in units:
+            workspace = md is SplitMode.WORKSPACE
+            cost = waves.predicted_cost(tiles, k_blocks, tm, tn, 64, split=split, workspace=workspace)
+            cfg = HopperConvConfig(tm, tn, 64, split_k=split, split_mode=md)
             if check(cfg, problem) is None and (best is None or (cost, split) < best[:2]):
                 best = (cost, split, cfg)
     return None if best is None else best[2]
@@ -112,8 +118,9 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
 
     def space(self, problem: ConvProblem) -> Sequence[HopperConvConfig]:
         """Tiles x clusters x schedules x raster/swizzle at stages = as many as fit (the TMA
-        store; the direct store too for tiny outputs). Split-K (cooperative, serial; ``layer_splits``)
-        joins where the output tiles cannot fill the GPU and the K loop is long."""
+        store; the direct store too for tiny outputs). Split-K (cooperative, ``layer_splits``, summed
+        serially or through the workspace and the reduce kernel) joins where the output tiles
+        cannot fill the GPU and the K loop is long."""
         gm = implicit_gemm(problem)
         stores = tuple(Store) if gm.m <= SMALL_M_DIRECT_STORE else (Store.TMA,)
         out = [
@@ -124,10 +131,10 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
         ]
         if _splits_layer(problem):
             out += [
-                HopperConvConfig(tm, tn, tk, cm, cn, st, Schedule.COOPERATIVE, ras, 1, sk, Store.TMA)
+                HopperConvConfig(tm, tn, tk, cm, cn, st, Schedule.COOPERATIVE, ras, 1, sk, Store.TMA, mode)
                 for tm, tn, tk in itertools.product(TILE_M, TILE_N, TILE_K)
                 for sk in layer_splits(problem, tm, tn, tk)
-                for (cm, cn), st, ras in itertools.product(CLUSTERS, TUNED_STAGES, tuple(Raster))
+                for (cm, cn), st, ras, mode in itertools.product(CLUSTERS, TUNED_STAGES, tuple(Raster), tuple(SplitMode))
             ]
         return out
 
@@ -161,6 +168,9 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
             pick = modelled_pick(problem)
             if pick is not None and pick not in guesses:
                 guesses.insert(1, pick)
+            slabs = modelled_pick(problem, SplitMode.WORKSPACE)
+            if slabs is not None and slabs not in guesses:
+                guesses.insert(2, slabs)
         else:  # large: tiles that fit K, walked along N (the im2col tile stays in L2 across them)
             guesses = [
                 c(128, fit, 64, raster=n_, swizzle=8), c(128, fit, 64, cluster_m=2, raster=n_, swizzle=8),
@@ -192,4 +202,5 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
             config.tile_k,
             int(config.store is Store.DIRECT),
             config.split_k,
+            int(config.split_mode is SplitMode.WORKSPACE),
         )

@@ -100,7 +100,8 @@ def _compile(plan: ConvPlan) -> Any:
     workspace = counters = None
     if g.split_k > 1:
         workspace = make_fake_tensor(cutlass.Float32, (cute.sym_int64(),), (1,), assumed_align=16)
-        counters = make_fake_tensor(cutlass.Int32, (cute.sym_int32(),), (1,), assumed_align=4)
+        if not g.split_workspace:  # the workspace's slabs need no turnstiles
+            counters = make_fake_tensor(cutlass.Int32, (cute.sym_int32(),), (1,), assumed_align=4)
     kernel = HopperConvKernel(plan)
     one = cutlass.Int32(1)
     try:

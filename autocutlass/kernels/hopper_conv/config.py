@@ -22,7 +22,7 @@ from autocutlass.kernels.hopper_gemm.config import (
 
 __all__ = [
     "CLUSTERS", "SPLIT_K", "STAGES", "SWIZZLE", "TILE_K", "TILE_M", "TILE_N", "HopperConvConfig", "Raster", "Schedule",
-    "Store",
+    "SplitMode", "Store",
 ]  # fmt: skip
 
 TILE_M = (64, 128, 256)
@@ -40,7 +40,8 @@ STAGES = (0, 2, 3, 4, 5, 6, 7, 8)
 SWIZZLE = (1, 2, 4, 8)
 SPLIT_K = (1, 2, 3, 4)
 """The implicit GEMM's K loop (taps x channel blocks) split among this many CTAs per output
-tile, summed serially in split order through a turnstile (bitwise deterministic)."""
+tile, summed in split order (bitwise deterministic): serially through a turnstile, or through
+the workspace (``split_mode``)."""
 
 
 @dataclass(frozen=True, order=True)
@@ -56,8 +57,16 @@ class HopperConvConfig:
     swizzle: int = 1
     split_k: int = 1
     store: Store = Store.TMA
+    split_mode: SplitMode = SplitMode.SERIAL
+    """How the splits of one output tile are summed (the GEMM family's ``SplitMode``). SERIAL: in
+    the conv kernel, through a per-tile turnstile. WORKSPACE: every split writes its raw fp32
+    partial to a slab of its own without waiting, and the GEMM family's reduce kernel (launched
+    after, as a programmatic dependent) sums the slabs in split order and runs the epilogue
+    (``hopper_gemm.reduce``). Left out of ``as_dict`` when SERIAL, so configs from before it
+    keep their dict form."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "split_mode", SplitMode(self.split_mode))
         object.__setattr__(self, "schedule", Schedule(self.schedule))
         object.__setattr__(self, "raster", Raster(self.raster))
         object.__setattr__(self, "store", Store(self.store))
@@ -76,7 +85,7 @@ class HopperConvConfig:
         return HopperGemmConfig(
             tile_m=self.tile_m, tile_n=self.tile_n, tile_k=self.tile_k, cluster_m=self.cluster_m,
             cluster_n=self.cluster_n, stages=self.stages, schedule=self.schedule, raster=self.raster,
-            swizzle=self.swizzle, split_k=self.split_k, store=self.store, split_mode=SplitMode.SERIAL,
+            swizzle=self.swizzle, split_k=self.split_k, store=self.store, split_mode=self.split_mode,
         )  # fmt: skip
 
     def as_dict(self) -> dict[str, Any]:
@@ -84,6 +93,10 @@ class HopperConvConfig:
         d["schedule"] = self.schedule.value
         d["raster"] = self.raster.value
         d["store"] = self.store.value
+        if self.split_mode is SplitMode.SERIAL:
+            del d["split_mode"]
+        else:
+            d["split_mode"] = self.split_mode.value
         return d
 
     @classmethod
@@ -96,6 +109,8 @@ class HopperConvConfig:
         sched = "coop" if self.schedule is Schedule.COOPERATIVE else "pp"
         ras = "m" if self.raster is Raster.ALONG_M else "n"
         sk = f" sk{self.split_k}" if self.split_k != 1 else ""
+        if self.split_mode is SplitMode.WORKSPACE:
+            sk += "w"
         st = " direct" if self.store is Store.DIRECT else ""
         return (
             f"{self.tile_m}x{self.tile_n}x{self.tile_k} c{self.cluster_m}x{self.cluster_n}"

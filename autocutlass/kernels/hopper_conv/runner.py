@@ -13,6 +13,10 @@ residual as (N*P*Q, K)); a y or residual that is not channels_last-contiguous is
 other strides are whole 16-byte units (a size-1 dimension's stride is made so,
 ``dense_channels_last``). The stride, padding and dilation are the problem's; N, H,
 W, C and K are read from the tensors (one runner serves every shape of its kernel class).
+
+Workspace split-K (``split_mode``): the conv kernel writes the splits' raw fp32 partials to slabs
+(S, 1, N*P*Q, K) and the GEMM family's reduce kernel, launched right after on the same stream,
+sums them in split order and runs the epilogue into y (two launches).
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autocutlass.kernels.helper_kernels import get_reduce
 from autocutlass.kernels.hopper_conv.compile import get_compiled
-from autocutlass.kernels.hopper_conv.config import HopperConvConfig
+from autocutlass.kernels.hopper_conv.config import HopperConvConfig, SplitMode
 from autocutlass.kernels.hopper_gemm.runner import SplitKWorkspace, max_active_clusters
 
 if TYPE_CHECKING:
@@ -61,6 +66,11 @@ class HopperConvRunner:
         self._fn = get_compiled(config, problem, cache_dir)
         self._clusters: dict[int, int] = {}
         self._workspace = SplitKWorkspace() if config.split_k > 1 else None
+        self._reduce = None
+        if config.split_k > 1 and config.split_mode is SplitMode.WORKSPACE:
+            ep = problem.epilogue
+            self._reduce = get_reduce(config.split_k, problem.y_dtype, problem.y_dtype if ep.with_c else None, ep.bias,
+                                      ep.activation, 2, cache_dir)  # fmt: skip
 
     def poison_scratch(self) -> None:
         """Verification's hook: NaN in the split-K partials (``SplitKWorkspace.poison``)."""
@@ -108,6 +118,14 @@ class HopperConvRunner:
             clusters = max_active_clusters(max(dev, 0), self.config.cluster_size)
             self._clusters[dev] = clusters
         work = count = None
+        if self._reduce is not None:
+            # Workspace split-K: S raw fp32 slabs (K is a multiple of 8, so rows need no padding),
+            # then the reduce kernel sums them in split order and runs the epilogue into y.
+            splits = self.config.split_k
+            work, _ = self._workspace.get(d.device, splits * m * k, 0)
+            self._fn(xv, wv, d, c, bias, work, None, alpha, beta, *self._geometry, clusters)
+            self._reduce(work[: splits * m * k].view(splits, 1, m, k), d, c, bias, alpha, beta)
+            return
         if self._workspace is not None:
             cfg = self.config
             slots = (
