@@ -125,6 +125,42 @@ def test_shipped_objects_serve_a_fresh_cache_without_compiling(tmp_path: Path, c
         assert len(list(user.glob("hopper_gemm-*.o"))) == 1  # copied (or compiled) into the user's cache
 
 
+def test_an_archive_rewritten_from_an_older_one_keeps_only_the_kernels_in_use(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Warming into an archive reuses the shipped archive it replaces (unpacked whole into the
+    fresh directory), but packs only the objects the records' and seeds' kernels loaded or compiled:
+    an object no record names any more (older kernel sources, a replaced record) is dropped."""
+    pytest.importorskip("cutlass")
+    import tarfile
+
+    from autocutlass.cli.kernels_warm import write_archive
+    from autocutlass.db import TuningStore
+    from autocutlass.kernels.hopper_gemm import HopperGemmFamily
+
+    fam = HopperGemmFamily(cache_dir=None)
+    p = GemmProblem(m=512, n=256, k=512)
+    db = tmp_path / "records.sqlite"
+    TuningStore(db).record_best(p, _hard_key(fam.source_hash()), fam.name, fam.config_to_dict(fam.seeds(p)[0]), 0.01,
+                                100.0)  # fmt: skip
+    first = tmp_path / "first.tar.xz"
+    assert main(["kernels", "warm", "--db", str(db), "--archive", str(first), "--workers", "1"]) == 0
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    with tarfile.open(first) as tar:
+        tar.extractall(objects, filter="data")
+        kept = sorted(tar.getnames())
+    (objects / "hopper_gemm-0123456789abcdef01234567.o").write_bytes(b"a kernel of older sources")
+    old = tmp_path / "old.tar.xz"
+    assert write_archive(objects, old) == len(kept) + 1
+    monkeypatch.setenv("AUTOCUTLASS_SHIPPED_KERNELS", str(old))
+    capsys.readouterr()
+    new = tmp_path / "new.tar.xz"
+    assert main(["kernels", "warm", "--db", str(db), "--archive", str(new), "--workers", "1"]) == 0
+    assert "0 compiled" in capsys.readouterr().out  # every kernel came from the old archive
+    with tarfile.open(new) as tar:
+        assert sorted(tar.getnames()) == kept
+
+
 def test_shipped_objects_come_from_an_archive_or_a_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                              caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
     import logging

@@ -27,7 +27,7 @@ import argparse
 import json
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,9 @@ from autocutlass.kernels import ALL_GATES
 
 Job = tuple[str, dict[str, Any], dict[str, Any]]
 """(family, config, problem) of one compile."""
-Outcome = tuple[str, str | None, bool]
-"""(label, error or None, whether it compiled: False for a kernel already in the cache)."""
+Outcome = tuple[str, str | None, bool, frozenset[str]]
+"""(label, error or None, whether it compiled: False for a kernel already in the cache, the names
+of the objects the worker process has loaded or written so far: ``object_cache.touched_objects``)."""
 
 
 def add_warm_parser(sub: argparse._SubParsersAction[Any]) -> None:
@@ -159,7 +160,7 @@ def compile_job(job: Job, cache_dir: str) -> Outcome:
     family, cfg_dict, prob_dict = job
     from autocutlass.errors import CantImplement, KernelCompileError
     from autocutlass.kernels import get_family
-    from autocutlass.kernels.object_cache import ObjectCache
+    from autocutlass.kernels.object_cache import ObjectCache, touched_objects
     from autocutlass.ops.registry import problem_from_dict
 
     fam = type(get_family(family))(cache_dir=Path(cache_dir))
@@ -170,23 +171,23 @@ def compile_job(job: Job, cache_dir: str) -> Outcome:
     try:
         fam.compile(cfg, problem)
     except (CantImplement, KernelCompileError) as e:
-        return label, f"{type(e).__name__}: {e}", False
-    return label, None, ObjectCache.total_compiled() > before
+        return label, f"{type(e).__name__}: {e}", False, touched_objects()
+    return label, None, ObjectCache.total_compiled() > before, touched_objects()
 
 
 def _helpers_job(cache_dir: str) -> Outcome:
     """Worker: the grouped torch path's tail-zeroing kernel, both widths."""
     from autocutlass.errors import KernelCompileError
     from autocutlass.kernels.helper_kernels import get_tail_zero
-    from autocutlass.kernels.object_cache import ObjectCache
+    from autocutlass.kernels.object_cache import ObjectCache, touched_objects
 
     before = ObjectCache.total_compiled()
     try:
         for width in (16, 32):
             get_tail_zero(width, Path(cache_dir))
     except KernelCompileError as e:
-        return "tail_zero", str(e), False
-    return "tail_zero (16 and 32 bits)", None, ObjectCache.total_compiled() > before
+        return "tail_zero", str(e), False, touched_objects()
+    return "tail_zero (16 and 32 bits)", None, ObjectCache.total_compiled() > before, touched_objects()
 
 
 GATE_VARIABLES = tuple(var for _, var in ALL_GATES.values())
@@ -217,13 +218,15 @@ def _run(jobs: Sequence[Job], cache_dir: str, workers: int, arch: str) -> Iterat
             yield fut.result()
 
 
-def write_archive(objects: Path, archive: Path) -> int:
-    """Pack the ``*.o`` files of ``objects`` into ``archive`` (xz, names sorted, times and owners
-    zeroed: the same objects give the same bytes), replacing it atomically; the member count."""
+def write_archive(objects: Path, archive: Path, only: Iterable[str] | None = None) -> int:
+    """Pack the ``*.o`` files of ``objects`` (with ``only``: those of these names) into ``archive``
+    (xz, names sorted, times and owners zeroed: the same objects give the same bytes), replacing
+    it atomically; the member count."""
     import tarfile
     import tempfile
 
-    names = sorted(p.name for p in objects.glob("*.o"))
+    keep = None if only is None else set(only)
+    names = sorted(p.name for p in objects.glob("*.o") if keep is None or p.name in keep)
     archive.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=archive.parent, prefix=archive.name, suffix=".tmp")
     os.close(fd)
@@ -251,11 +254,20 @@ def cmd_warm(ns: argparse.Namespace) -> int:
             raise UsageError("--archive and --cache-dir: give one (the archive is written from a fresh cache)")
         with tempfile.TemporaryDirectory() as tmp:
             ns.cache_dir = Path(tmp)  # objects of the same key in the archive being replaced are reused
-            rc = cmd_warm(argparse.Namespace(**{**vars(ns), "archive": None}))
+            rc, touched = _warm(argparse.Namespace(**{**vars(ns), "archive": None}))
             if rc == 0:
-                n = write_archive(Path(tmp), ns.archive)
+                # Only the objects this run's kernels loaded or compiled: reusing the archive being
+                # replaced unpacks all of it into the directory, objects no record or seed names
+                # any more (older kernel sources, records since replaced) included.
+                n = write_archive(Path(tmp), ns.archive, only=touched)
                 print(f"kernels warm: {n} objects into {ns.archive} ({ns.archive.stat().st_size} bytes)")
         return rc
+    return _warm(ns)[0]
+
+
+def _warm(ns: argparse.Namespace) -> tuple[int, frozenset[str]]:
+    """``cmd_warm`` into a kernel cache: the exit status, and the names of the objects the
+    compile processes loaded or wrote."""
     from autocutlass.settings import current
 
     seeds: dict[JobKey, Job] = {}
@@ -285,7 +297,9 @@ def cmd_warm(ns: argparse.Namespace) -> int:
     jobs = list(keyed.values())
     t0 = time.perf_counter()
     compiled = cached = failed = 0
-    for label, err, did in _run(jobs, str(cache_dir), ns.workers, ns.arch):
+    touched: set[str] = set()
+    for label, err, did, names in _run(jobs, str(cache_dir), ns.workers, ns.arch):
+        touched |= names
         if err is not None:
             failed += 1
             print(f"FAILED {label}: {err[:300]}", flush=True)
@@ -295,4 +309,4 @@ def cmd_warm(ns: argparse.Namespace) -> int:
             cached += 1
     print(f"kernels warm: {len(jobs)} kernel(s) of {len(records)} record(s) and the helpers into {cache_dir}: "
           f"{compiled} compiled, {cached} already cached, {failed} failed in {time.perf_counter() - t0:.1f} s")  # fmt: skip
-    return 1 if failed else 0
+    return (1 if failed else 0), frozenset(touched)

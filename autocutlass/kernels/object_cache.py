@@ -183,6 +183,23 @@ class _State:
 
 _STATES: dict[tuple[str, str], _State] = {}
 _STATES_LOCK = threading.Lock()
+_TOUCHED: set[str] = set()
+"""File names of the objects this process loaded from a cache directory or wrote there
+(``touched_objects``)."""
+
+
+def touched_objects() -> frozenset[str]:
+    """The names (``<prefix>-<key>.o``) of the objects this process has loaded from a cache
+    directory (written there by a compile, or unpacked from the shipped kernels) or compiled
+    into one: what ``kernels warm --archive`` packs, not every object an unpacked archive left
+    beside them."""
+    with _STATES_LOCK:
+        return frozenset(_TOUCHED)
+
+
+def _touch(path: Path) -> None:
+    with _STATES_LOCK:
+        _TOUCHED.add(path.name)
 _no_linker_logged: list[bool] = []
 
 
@@ -227,6 +244,7 @@ class ObjectCache:
             if fn is not None:
                 self.stats.disk_hits += 1
                 self.memory[key] = fn
+                _touch(self.path(cache_dir, key))
         return fn
 
     def _from_shipped(self, key: str, cache_dir: Path) -> Any | None:
@@ -270,6 +288,7 @@ class ObjectCache:
                 path = self.path(cache_dir, key)
                 try:
                     self._save(fn, path)
+                    _touch(path)
                     loaded = self._load(path)
                     fn = loaded if loaded is not None else fn
                 except OSError as e:
