@@ -36,7 +36,8 @@ summary = {
     "what": "session 30: workspace split-K in the conv forward; the search's fix for fields a config dict leaves out",
     "fprop_suite": {"h100_call_a": bench("h100-s30-a-bench-fprop"), "h100_call_b": bench("h100-s30-b-bench-suite"),
                     "h200_call_c": bench("h200-s30-c-bench-suite")},
-    "fewtiles": {"h100_12_trials": bench("h100-s30-b-bench-fewtiles"), "h100": bench("h100-s30-e-bench-fewtiles"),
+    "fewtiles": {"h100_12_trials": bench("h100-s30-b-bench-fewtiles"), "h100_32_trials": bench("h100-s30-e-bench-fewtiles"),
+                 "h100": bench("h100-s30-f-bench-fewtiles"),
                  "h200": bench("h200-s30-c-bench-fewtiles")},
     "wgrad_suite": {"h200_call_d": bench("h200-s30-d-bench-wgrad")},
     "split_modes": {"h100": modes("h100-s30-b-split-modes"), "h200": modes("h200-s30-c-split-modes")},
@@ -51,7 +52,7 @@ for i, (gpu, w) in enumerate((("h100", -0.2), ("h200", 0.2))):
 a.axhline(1.0, color="k", lw=0.8)
 a.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=8)
 a.set_ylabel("x cuDNN (benchmark mode)")
-a.set_title("few-tile conv fprop (shapes-conv-fewtiles.json), policy cached\n(H100: call e, its four losers re-tuned at 32 trials)", fontsize=9)
+a.set_title("few-tile conv fprop (shapes-conv-fewtiles.json), policy cached\n(H100: call f, the final file; H200: call c)", fontsize=9)
 a.legend()
 layers = list(summary["split_modes"]["h100"]["best_us"])
 for i, mode in enumerate(("unsplit", "serial", "workspace")):
