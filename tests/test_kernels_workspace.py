@@ -71,3 +71,14 @@ def test_the_raw_stream_binding_is_asked_when_torch_has_it(monkeypatch: pytest.M
     assert ws.get(dev, 64, 8)[0] is not kept[0]
     current[0] = DEFAULT.cuda_stream
     assert ws.get(dev, 64, 8)[0] is kept[0]
+
+
+def test_slabs_view_the_kept_buffer_with_rows_padded_to_16_bytes(on: list[FakeStream]) -> None:
+    """Workspace split-K's slabs (GEMM, conv forward, wgrad runners): (S, L, M, N_pad) over the
+    front of the stream's kept buffer, N padded to 4 fp32 elements; the kernel gets the buffer."""
+    ws, dev = SplitKWorkspace(), torch.device("cpu")
+    work, slabs = ws.slabs(dev, 3, 2, 5, 6)
+    assert slabs.shape == (3, 2, 5, 8) and slabs.is_contiguous()
+    assert slabs.data_ptr() == work.data_ptr() and work.numel() >= 3 * 2 * 5 * 8
+    assert ws.slabs(dev, 2, 1, 4, 8)[0] is work  # smaller: the same buffer, rows of 8 unpadded
+    assert ws.slabs(dev, 2, 1, 4, 8)[1].shape == (2, 1, 4, 8)

@@ -119,12 +119,11 @@ class HopperConvRunner:
             self._clusters[dev] = clusters
         work = count = None
         if self._reduce is not None:
-            # Workspace split-K: S raw fp32 slabs (K is a multiple of 8, so rows need no padding),
-            # then the reduce kernel sums them in split order and runs the epilogue into y.
-            splits = self.config.split_k
-            work, _ = self._workspace.get(d.device, splits * m * k, 0)
+            # Workspace split-K: S raw fp32 slabs, then the reduce kernel sums them in split order
+            # and runs the epilogue into y.
+            work, slabs = self._workspace.slabs(d.device, self.config.split_k, 1, m, k)
             self._fn(xv, wv, d, c, bias, work, None, alpha, beta, *self._geometry, clusters)
-            self._reduce(work[: splits * m * k].view(splits, 1, m, k), d, c, bias, alpha, beta)
+            self._reduce(slabs, d, c, bias, alpha, beta)
             return
         if self._workspace is not None:
             cfg = self.config

@@ -94,9 +94,7 @@ class HopperConvWgradRunner:
             if self._slabs:
                 # Workspace split-K: S raw fp32 slabs (S, L, M, N_pad), summed in split order into dw
                 # (the slab sum's view of it: (M, N) or (L, M, N)) by the slab sum (``slab_sum``).
-                n_pad = -(-n_ // 4) * 4
-                work, _ = self._workspace.get(dw3.device, cfg.split_k * l_ * m_ * n_pad, 0)
-                slabs = work[: cfg.split_k * l_ * m_ * n_pad].view(cfg.split_k, l_, m_, n_pad)
+                work, slabs = self._workspace.slabs(dw3.device, cfg.split_k, l_, m_, n_)
                 self._fn(dy2, xv, dw3, work, None, *self._geometry, clusters)
                 self._sum(slabs, dw3.view(m_, n_) if cfg.tap_channels else dw3.permute(1, 0, 2))
                 return

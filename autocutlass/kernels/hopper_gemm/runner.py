@@ -94,6 +94,14 @@ class SplitKWorkspace:
         for work, _ in self._bufs.values():
             work.fill_(float("nan"))
 
+    def slabs(self, device: Any, splits: int, l: int, m: int, n: int) -> tuple[Any, Any]:  # noqa: E741
+        """Workspace mode's buffer and its (splits, l, m, N_pad) fp32 slab view, rows padded to a
+        multiple of 4 elements (16 bytes): what the kernel writes and the slab sum reads."""
+        n_pad = -(-n // 4) * 4
+        count = splits * l * m * n_pad
+        work, _ = self.get(device, count, 0)
+        return work, work[:count].view(splits, l, m, n_pad)
+
     def _new_work(self, partials: int, device: Any) -> Any:
         import torch
 
@@ -329,9 +337,7 @@ class HopperGemmRunner:
             # reduce kernel sums them in split order and runs the epilogue into D.
             if m * n * l == 0:
                 return
-            n_pad = -(-n // 4) * 4
-            work, _ = self._workspace.get(d.device, cfg.split_k * l * m * n_pad, 0)
-            slabs = work[: cfg.split_k * l * m * n_pad].view(cfg.split_k, l, m, n_pad)
+            work, slabs = self._workspace.slabs(d.device, cfg.split_k, l, m, n)
             fn(a, b, d, c, bias, work, None, scale_a, scale_b, alpha, beta, clusters)  # C, bias: unused here
             self._reduce[d.dim()](slabs, d, c, bias, alpha, beta)
             return
