@@ -28,7 +28,7 @@ import torch
 from autocutlass import settings as settings_mod
 from autocutlass import torch_ops as _ops
 from autocutlass.dispatch import Dispatcher, Stats, policy
-from autocutlass.ops.conv.frontend import CONV2D
+from autocutlass.ops.conv.frontend import CONV2D, channels_last_input
 from autocutlass.ops.gemm.entries import GEMM, LINEAR, MATMUL, SCALED_MM
 from autocutlass.ops.gemm.problem import Activation
 from autocutlass.ops.grouped.frontend import GROUPED_MM
@@ -42,6 +42,7 @@ _COMPILING = torch.compiler.is_compiling
 """True while torch.compile traces (Dynamo folds it to True), False when code runs."""
 _GRAD = torch.is_grad_enabled
 _AUTOCAST = torch._C._is_any_autocast_enabled
+_CL = torch.channels_last
 """Whether autocast is on for any device (CPU autocast included: the dispatcher's dtype checks
 would otherwise run before torch casts, where ``F.linear`` under CPU autocast accepts mixed
 dtypes)."""
@@ -229,7 +230,13 @@ def conv2d(
     Differentiable: dX and dW are autocutlass calls of their own (``torch.ops.autocutlass.conv2d_dgrad``
     and ``conv2d_wgrad``: conv2d problems of directions 'dgrad' and 'wgrad', served by our kernels
     where a family computes them, by ``aten.convolution_backward`` otherwise), db sums dY; while
-    autograd records, the activation runs after the kernel, in torch (as in ``linear``)."""
+    autograd records, the activation runs after the kernel, in torch (as in ``linear``).
+
+    An NCHW x with a channels_last weight (a GroupNorm's output in a channels_last model) is made
+    channels_last first, the copy ``F.conv2d`` would make itself on CUDA
+    (``ops.conv.frontend.channels_last_input``), so that our kernels serve it."""
+    if isinstance(x, torch.Tensor) and not x.is_contiguous(memory_format=_CL):  # the hit path: one stride check
+        x = channels_last_input(x, weight, groups)
     try:
         graph = _COMPILING() or _AUTOCAST() or _GRAD() and (
             x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)

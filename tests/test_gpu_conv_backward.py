@@ -346,12 +346,13 @@ def test_conv_modules_train_through_their_sites() -> None:
     autocutlass.reset()
 
 
-def test_an_nchw_input_layer_trains_on_torch_conv_after_its_first_backward() -> None:
-    """A channels_last conv module fed an NCHW input (a GroupNorm's output in Stable Diffusion's
-    resnet blocks): cuDNN serves its forward and wgrad, so from the third call on its training calls
-    are ``F.conv2d`` under torch's autograd (one backward call for dX and dW, no dgrad of ours beside
-    it); every step's gradients equal torch's bf16 step's (the same cuDNN calls from then on) or are
-    as close to float32 as those."""
+def test_an_nchw_input_layer_trains_on_our_kernels() -> None:
+    """A channels_last conv module fed an NCHW input and an NCHW dY (a GroupNorm's output and its
+    backward in Stable Diffusion's resnet blocks): the module makes x channels_last, the copy cuDNN
+    makes itself, so from its third call on every training call runs our forward, dgrad and wgrad
+    through the site's autograd Function (torch's ``ConvolutionBackward0`` served it before); no
+    direction falls back to torch; the output is channels_last as F.conv2d's; every step's
+    gradients, dX included, are as close to float32 as torch's bf16 step's."""
     import torch
     from torch import nn
 
@@ -364,7 +365,7 @@ def test_an_nchw_input_layer_trains_on_torch_conv_after_its_first_backward() -> 
     bf = copy.deepcopy(ref).bfloat16()
     ours = autocutlass.nn.Conv2d.from_conv2d(copy.deepcopy(bf))
     x = torch.randn(4, 64, 24, 24, device="cuda")  # NCHW
-    dy = torch.randn(4, 128, 24, 24, device="cuda").to(memory_format=cl)
+    dy = torch.randn(4, 128, 24, 24, device="cuda")  # NCHW
 
     def grads(model: Any, dtype: Any) -> tuple[Any, list[Any]]:
         xi = x.to(dtype).detach().requires_grad_()
@@ -376,12 +377,17 @@ def test_an_nchw_input_layer_trains_on_torch_conv_after_its_first_backward() -> 
 
     (_, want), (_, base) = grads(ref, torch.float32), grads(bf, torch.bfloat16)
     for step in range(4):
+        before = autocutlass.stats().fallbacks
         y, got = grads(ours, torch.bfloat16)
         assert y.is_contiguous(memory_format=cl)
         for i, (a, t, b) in enumerate(zip(got, base, want, strict=True)):
             assert a is not None and torch.isfinite(a).all(), (step, i)
             err = lambda u: float((u.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30))  # noqa: E731
             assert err(a) <= max(2e-2, 1.5 * err(t)), f"step {step}, grad {i}: ours {err(a):.3e}, torch {err(t):.3e}"
+        assert autocutlass.stats().fallbacks == before, step
         if step >= 2:
-            assert type(y.grad_fn).__name__ == "ConvolutionBackward0", step
+            assert type(y.grad_fn).__name__ == "_SiteConv2dBackward", step
+    y = autocutlass.conv2d(x.bfloat16(), bf.weight.detach(), bf.bias.detach(), padding=1)  # the functional form too
+    torch.testing.assert_close(y.float(), ref(x).detach(), rtol=3e-2, atol=3e-2)
+    assert y.is_contiguous(memory_format=cl) and autocutlass.stats().fallbacks == before
     autocutlass.reset()

@@ -34,9 +34,10 @@ the signature:
   torch computes dW, one ``aten.convolution_backward`` gives dX with it: our dgrad beside it would
   add a launch, a Python autograd node and, each step the weight changes, the flipped and
   transposed copy of the filter that the dgrad kernel reads (two copies), so the backward then
-  counts 0 whatever serves the dgrad (``GradEntries.ours_margin``). The common case is an NCHW
-  input (a GroupNorm's output: Stable Diffusion's resnet blocks), whose forward and wgrad run
-  cuDNN. A dgrad wanted alone (a frozen weight) on our kernel without a vendor margin stays there,
+  counts 0 whatever serves the dgrad (``GradEntries.ours_margin``). An NCHW input of a
+  channels_last weight (a GroupNorm's output: Stable Diffusion's resnet blocks) is made
+  channels_last first, the copy cuDNN makes itself (``ops.conv.frontend.channels_last_input``), so
+  our kernels may serve all three directions. A dgrad wanted alone (a frozen weight) on our kernel without a vendor margin stays there,
   its filter copy kept. On an H100 a ResNet-50 b128 training step on our kernels kept the GPU as
   busy as torch's (32.4 against 32.6 ms of kernels per step) but left it idle 6.7-9.4 ms per step
   in about 57 gaps over 50 us, against 2.0 ms for torch: the GPU waited on our host
@@ -61,19 +62,23 @@ import torch.nn.functional as F
 
 from autocutlass import api
 from autocutlass.dispatch import POLICY_OVERRIDE, torch_served
-from autocutlass.ops.conv.frontend import CONV2D
+from autocutlass.ops.conv.frontend import CONV2D, channels_last_input
 from autocutlass.torch_ops import GradEntries, conv2d_grads, conv2d_output_format, eager_autograd, ours_margin
 
 _F32 = torch.float32
+_CL = torch.channels_last
 
-NODE_HOST_MS = 0.03
+NODE_HOST_MS = 0.14
 """What a recording call of a conv site costs the host beyond ``F.conv2d``'s, in ms: the site's
-Python autograd Function with its forward and backward logic against torch's C++ node. On the CPU
-of the test rig (``benchmarks/probes/conv_host_cpu_probe.py``, case ``mixed``, 2026-11-27) a call
-keeping our (no-op) forward in the Function took 304 us against 292 for ``F.conv2d`` with its own
-CPU forward of about 40 us inside: about 50 us; a bare Python Function costs 10 us more than a C++
-node. 30 us is the lower end. A recording call of a site runs our kernels only where their vendor
-margins (``dispatch.vendor_margin_of``) sum to more than this; otherwise ``F.conv2d``, torch's own
+Python autograd Function with its forward and backward logic against torch's C++ node. Measured on
+an H100 machine's host (2026-11-28, ``benchmarks/probes/conv_train_probe.py --nchw-copy on|off``,
+``benchmarks/results/2026-11-28-h100-s31-c-*``): in the UNet-style stack at batch 8, whose step is
+host-bound, moving 13 layers from ``F.conv2d`` to our sites added 1.85 ms of host time per step
+(11.40 against 9.55 ms; the GPU's work fell from 9.50 to 8.89 ms, the step rose from 10.20 to
+11.44): 0.14 ms per layer and step. (The test rig's CPU, ``conv_host_cpu_probe.py`` case
+``mixed``, 2026-11-27, put the Function alone at about 50 us; 0.03 ms was the rule's value until
+session 31.) A recording call of a site runs our kernels only where their vendor margins
+(``dispatch.vendor_margin_of``) sum to more than this; otherwise ``F.conv2d``, torch's own
 autograd node (the module docstring)."""
 
 _CUDNN = torch.backends.cudnn
@@ -164,6 +169,8 @@ class ConvHits:
         """``autocutlass.conv2d(x, w, b, stride, padding, dilation, groups)``."""
         if padding.__class__ is str or not eager_autograd(x, w, b) or x.dim() != 4:
             return api.conv2d(x, w, b, stride, padding, dilation, groups)
+        if not x.is_contiguous(memory_format=_CL):  # an NCHW x of a channels_last weight: the copy F.conv2d makes
+            x = channels_last_input(x, w, groups)
         grad = torch.is_grad_enabled()
         needs = (grad and x.requires_grad, grad and w.requires_grad, grad and b is not None and b.requires_grad)
         site = self._site

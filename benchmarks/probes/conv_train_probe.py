@@ -157,6 +157,9 @@ def main() -> int:
                     help="conv sites in training: 'ours' runs our kernels wherever they serve (the rule before "
                          "session 22), 'torch' runs F.conv2d wherever our kernels have vendor margins; default: "
                          "the library's rule (their margins summed against conv_site.NODE_HOST_MS)")
+    ap.add_argument("--nchw-copy", choices=["on", "off"], default="on",
+                    help="off: an NCHW input of a channels_last conv is not made channels_last for our kernels "
+                         "(ops.conv.frontend.channels_last_input; torch serves such calls, the rule before session 31)")
     ap.add_argument("--no-gc", action="store_true", help="disable Python's garbage collector during the timed rounds")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="after timing, profile one step per side and print its N costliest GPU kernels")
@@ -180,6 +183,10 @@ def main() -> int:
         conv_site.ConvHits.conv2d = plain  # type: ignore[method-assign]
     if ns.mixed_sites is not None:
         _site_rule(ns.mixed_sites)
+    if ns.nchw_copy == "off":
+        from autocutlass.ops.conv import frontend
+
+        frontend._is_cuda = lambda t: False  # type: ignore[assignment]
     if ns.torch_wgrad_layers == "split":
         from autocutlass import torch_ops
         from autocutlass.dispatch import torch_served
@@ -200,7 +207,7 @@ def main() -> int:
         "device": torch.cuda.get_device_name(), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
         "policy": s.policy.value, "db": str(s.db_url), "conv_wgrad_kernel": s.conv_wgrad_kernel,
         "kernel_source_hashes": source_hashes(), "swap": ns.swap, "stem": ns.stem, "sites": ns.sites,
-        "torch_wgrad_layers": ns.torch_wgrad_layers, "site_node_host_ms": _node_host_ms(), "models": {},
+        "torch_wgrad_layers": ns.torch_wgrad_layers, "nchw_copy": ns.nchw_copy, "site_node_host_ms": _node_host_ms(), "models": {},
     }  # fmt: skip
 
     def keep(m: Any, fqn: str) -> bool:
@@ -261,16 +268,19 @@ def main() -> int:
             def run() -> float:
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
+                t0 = time.perf_counter()
                 for _ in range(ns.steps):
                     opt.zero_grad(set_to_none=True)
                     loss_of(model).backward()
                     opt.step()
                 end.record()
+                host_ms[id(model)].append((time.perf_counter() - t0) * 1e3 / ns.steps)  # enqueue time, no sync
                 end.synchronize()
                 return start.elapsed_time(end) / ns.steps
 
             return run
 
+        host_ms: dict[int, list[float]] = {id(ours): [], id(ref): []}
         sides = {"autocutlass": stepper(ours), "torch": stepper(ref)}
         for f in sides.values():
             f()  # warm-up: the optimizer's state, cuDNN's benchmark of the new shapes
@@ -299,6 +309,7 @@ def main() -> int:
             "grad_rel_err_max": errs[-1] if errs else None, "grad_rel_err_median": errs[len(errs) // 2][0] if errs else None,
             "grad_rel_err_vs_fp32": {k: {"max": max(v), "median": statistics.median(v)} for k, v in vs32.items() if v},
             "first_step_s": first_s, "ms_per_step": med, "rounds_ms": ms,
+            "host_ms_per_step": {k: statistics.median(host_ms[id(m)][1:]) for k, m in (("autocutlass", ours), ("torch", ref))},
             "images_per_s": {k: batch / (v * 1e-3) for k, v in med.items()},
             "speedup_vs_torch": med["torch"] / med["autocutlass"],
             "stats_warmup": {k: after_warmup[k] - before[k] for k in before},

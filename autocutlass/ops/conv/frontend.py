@@ -61,6 +61,50 @@ def verdicts_in_benchmark_mode() -> bool:
     return bool(_cudnn_benchmark())
 
 
+def suggests_channels_last(t: torch.Tensor) -> bool:
+    """Whether torch reads a 4-d tensor's strides as channels_last (``suggest_memory_format``, the
+    rule of c10's ``is_channels_last_strides_2d``): ambiguous strides (size-1 dimensions) count as
+    channels_last when they are its strides, so a 1x1 filter moved to channels_last, strides
+    (C, 1, C, C), suggests it while a contiguous one, (C, 1, 1, 1), does not."""
+    if t.dim() != 4:
+        return False
+    sizes, strides = t.shape, t.stride()
+    if strides[1] == 0:
+        return False
+    low = 0
+    for d in (1, 3, 2, 0):
+        if sizes[d] == 0 or strides[d] < low or (d == 0 and low == strides[1]):
+            return False
+        low = strides[d] * sizes[d] if sizes[d] > 1 else strides[d]
+    return True
+
+
+def _is_cuda(t: torch.Tensor) -> bool:
+    return t.is_cuda
+
+
+def channels_last_input(x: Any, weight: Any, groups: Any, on_gpu: Callable[[torch.Tensor], bool] | None = None) -> Any:
+    """``x`` made channels_last where ``F.conv2d`` on CUDA would make it so itself, else ``x``.
+
+    cuDNN runs a convolution channels_last when x or the weight is, and copies the other operand
+    to that layout first (``cudnn_conv_suggest_memory_format``). So an NCHW x with a channels_last
+    weight, e.g. a GroupNorm's output (CUDA's GroupNorm writes NCHW whatever its input) in a model
+    moved to channels_last, costs torch that copy anyway; making it here lets our kernels serve the
+    call (they take channels_last x) for the same copy. The output is channels_last either way (the
+    weight is), and autograd carries dX back through the copy to x. Only for what the kernels could
+    serve: a 4-d CUDA x (``on_gpu``, default ``Tensor.is_cuda``) of bf16, fp16 or fp32, a weight of
+    its dtype that is channels_last by its strides (``suggests_channels_last``), one group. Anything else (not tensors
+    included) comes back unchanged."""
+    if (
+        isinstance(x, torch.Tensor) and isinstance(weight, torch.Tensor) and x.dim() == 4 and weight.dim() == 4
+        and groups == 1 and x.dtype in _DTYPES and weight.dtype is x.dtype
+        and weight.is_contiguous(memory_format=_CL) and suggests_channels_last(weight)
+        and not x.is_contiguous(memory_format=_CL) and (on_gpu or _is_cuda)(x)
+    ):  # fmt: skip
+        return x.contiguous(memory_format=_CL)
+    return x
+
+
 def _int(v: Any) -> int | None:
     """``v`` as an int when it is one (a Python int, a numpy integer: ``__index__``), not a bool."""
     if isinstance(v, bool) or not hasattr(v, "__index__"):
