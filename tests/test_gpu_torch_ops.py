@@ -81,10 +81,17 @@ def test_matmul_and_gemm_forward_and_backward() -> None:
 
 
 def test_pointwise_conv2d_forward_and_backward() -> None:
+    """The float32 reference takes the ReLU mask of our bf16 output: a pre-activation within bf16
+    rounding of 0 flips the mask between the two and moves a whole pixel's dX (14 elements of 401k
+    past the tolerance in one run of the random inputs, 2026-11-28). A dropped or swapped
+    activation still fails the forward comparison (negative outputs, or values of another shape)."""
+    torch.manual_seed(0)
     x = cuda(8, 256, 14, 14).contiguous(memory_format=CL).requires_grad_()
     w = cuda(512, 256, 1, 1).contiguous(memory_format=CL).requires_grad_()
     b = cuda(512, grad=True)
-    _check(lambda x, w, b: autocutlass.conv2d(x, w, b, activation="relu"), lambda x, w, b: F.relu(F.conv2d(x, w, b)),
+    leaves = [t.detach().requires_grad_() for t in (x, w, b)]  # the recorded path _check takes: the same kernel
+    mask = (autocutlass.conv2d(*leaves, activation="relu") > 0).float().detach()
+    _check(lambda x, w, b: autocutlass.conv2d(x, w, b, activation="relu"), lambda x, w, b: F.conv2d(x, w, b) * mask,
            [x, w, b], "conv 1x1")  # fmt: skip
     assert x.grad.is_contiguous(memory_format=CL)
 
