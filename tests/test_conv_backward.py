@@ -472,3 +472,28 @@ def test_the_eager_torch_served_backward_copies_nothing_torch_does_not(frozen: s
     ours = _aten_ops(model, x)
     for op in ("aten::copy_", "aten::clone", "aten::contiguous", "aten::convolution_backward", "aten::sum"):
         assert ours.get(op, 0) == ref.get(op, 0), (op, ours.get(op, 0), ref.get(op, 0))
+
+
+def test_an_nchw_input_under_compile_runs_our_kernels_on_its_channels_last_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch.compile (fullgraph: no graph break) of a conv whose input is NCHW and whose weight is
+    channels_last: the traced call makes x channels_last (``channels_last_input``; CPU tensors
+    stand in for CUDA ones) and our kernels serve the forward, dgrad and wgrad (the rig's family);
+    dX reaches the NCHW input; gradients as F.conv2d's."""
+    from autocutlass.ops.conv import frontend
+
+    rig = make_rig(Policy.HEURISTIC)
+    monkeypatch.setattr(api, "_default", rig.dispatcher)
+    monkeypatch.setattr(frontend, "_is_cuda", lambda t: True)
+    conv = nn.Conv2d(32, 48, 1, dtype=BF).to(memory_format=CL)
+    compiled = torch.compile(lambda x: autocutlass.conv2d(x, conv.weight, conv.bias), backend="aot_eager", fullgraph=True)
+    x = r(2, 32, 4, 6, dtype=BF, grad=True)  # NCHW
+    assert not x.is_contiguous(memory_format=CL)
+    y = compiled(x)
+    assert y.is_contiguous(memory_format=CL)
+    y.float().square().mean().backward()
+    assert not counters["graph_break"]
+    assert rig.dispatcher.stats().fallbacks == 0 and len(rig.family.launches) == 3  # fprop, dgrad, wgrad
+    xr, wr, br = (t.detach().clone().requires_grad_() for t in (x, conv.weight, conv.bias))
+    F.conv2d(xr, wr, br).float().square().mean().backward()
+    for got, want in ((x.grad, xr.grad), (conv.weight.grad, wr.grad), (conv.bias.grad, br.grad)):
+        torch.testing.assert_close(got, want, atol=0.05, rtol=0.05)
