@@ -42,10 +42,10 @@ _COMPILING = torch.compiler.is_compiling
 """True while torch.compile traces (Dynamo folds it to True), False when code runs."""
 _GRAD = torch.is_grad_enabled
 _AUTOCAST = torch._C._is_any_autocast_enabled
-_CL = torch.channels_last
 """Whether autocast is on for any device (CPU autocast included: the dispatcher's dtype checks
 would otherwise run before torch casts, where ``F.linear`` under CPU autocast accepts mixed
 dtypes)."""
+_CL = torch.channels_last
 
 
 def _make_default() -> Dispatcher:

@@ -258,14 +258,10 @@ def _conv_padding_arg(padding: Sequence[int], padding_mode: str | None) -> Any:
     return padding_mode if padding_mode is not None else tuple(padding)
 
 
-def _suggests_cl(t: Tensor) -> bool:
-    return t.dim() == 4 and t.is_contiguous(memory_format=_CL) and not t.is_contiguous()
-
-
 def conv2d_output_format(x: Tensor, weight: Tensor) -> torch.memory_format:
     """The layout of ``conv2d``'s output: channels_last when x or the weight is (as ``F.conv2d``
     chooses on CPU and CUDA, and as the served pointwise convs write), else contiguous."""
-    return _CL if _suggests_cl(x) or _suggests_cl(weight) else torch.contiguous_format
+    return _CL if conv_fe.suggests_channels_last(x) or conv_fe.suggests_channels_last(weight) else torch.contiguous_format
 
 
 def _conv2d_impl(x: Tensor, weight: Tensor, bias: Tensor | None, stride: list[int], padding: list[int],

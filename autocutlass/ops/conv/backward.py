@@ -35,7 +35,14 @@ import torch
 import torch.nn.functional as F
 
 from autocutlass.ops.base import Entry, PlanContext, Unsupported
-from autocutlass.ops.conv.frontend import _DTYPES, _OUT_DTYPES, ConvPlan, _cudnn_benchmark, verdicts_in_benchmark_mode
+from autocutlass.ops.conv.frontend import (
+    _DTYPES,
+    _OUT_DTYPES,
+    ConvPlan,
+    _cudnn_benchmark,
+    suggests_channels_last,
+    verdicts_in_benchmark_mode,
+)
 from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
 from autocutlass.ops.gemm.frontend import SERVED_CC, pow2_align
 from autocutlass.ops.launch import on_device
@@ -45,14 +52,10 @@ _CL = torch.channels_last
 __all__ = ["CONV2D_DGRAD", "CONV2D_WGRAD", "ConvGradCall", "ConvGradFrontEnd", "grad_output_format", "torch_grad"]
 
 
-def _suggests_cl(t: torch.Tensor) -> bool:
-    return t.dim() == 4 and t.is_contiguous(memory_format=_CL) and not t.is_contiguous()
-
-
 def grad_output_format(dy: torch.Tensor, other: torch.Tensor) -> torch.memory_format:
     """The layout of a dgrad's dx or a wgrad's dw: channels_last when dy or the other operand is
     (as the forward's ``conv2d_output_format``), else contiguous."""
-    return _CL if _suggests_cl(dy) or _suggests_cl(other) else torch.contiguous_format
+    return _CL if suggests_channels_last(dy) or suggests_channels_last(other) else torch.contiguous_format
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,10 @@ def suggests_channels_last(t: torch.Tensor) -> bool:
     (C, 1, C, C), suggests it while a contiguous one, (C, 1, 1, 1), does not."""
     if t.dim() != 4:
         return False
+    if t.shape[1] > 1 and t.shape[2] > 1 and t.shape[3] > 1:  # no ambiguous dimension: the common case
+        dense_cl, dense = t.is_contiguous(memory_format=_CL), t.is_contiguous()
+        if dense_cl != dense:  # the strides of one layout, which the rule below would read the same
+            return dense_cl
     sizes, strides = t.shape, t.stride()
     if strides[1] == 0:
         return False
