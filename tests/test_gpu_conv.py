@@ -86,6 +86,20 @@ CASES = [
                                      epilogue=E(with_c=True, bias=True, activation=A.RELU))),
     (C(128, 128, 64, split_k=7, split_mode="workspace"), conv(3, 9, 11, 64, 128, 3, 3, stride=(2, 2), pad=(1, 1),
                                                           x=FP16, y=FP32, epilogue=E(bias=True, activation=A.SILU))),
+    # stream-K (every cluster the same share of the (tile, K block) iterations; a tile cut between
+    # clusters summed in K order): ResNet-50 stage 4 at batch 256 in 128x256 tiles (196 tiles, 72 K
+    # blocks), pixel and channel residues with residual + bias + ReLU, 2-CTA clusters both ways
+    # (odd tile counts: a cluster's second CTA past the last tile), stride 2, fp16 into fp32,
+    # more clusters than tiles (each tile cut many ways)
+    (C(128, 256, 64, stream_k=True), conv(256, 7, 7, 512, 512, 3, 3, pad=(1, 1))),
+    (C(128, 128, 64, stream_k=True), conv(3, 9, 11, 136, 136, 3, 3, pad=(1, 1),
+                                          epilogue=E(with_c=True, bias=True, activation=A.RELU))),
+    (C(128, 128, 64, cluster_m=2, stream_k=True), conv(5, 7, 7, 256, 128, 3, 3, pad=(1, 1))),
+    (C(256, 128, 64, cluster_n=2, stream_k=True), conv(8, 14, 14, 256, 384, 3, 3, pad=(1, 1),
+                                                       epilogue=E(bias=True))),
+    (C(128, 128, 64, raster="along_n", stream_k=True), conv(4, 17, 17, 64, 128, 3, 3, stride=(2, 2), pad=(1, 1),
+                                                            x=FP16, y=FP32, epilogue=E(activation=A.SILU))),
+    (C(128, 256, 128, stream_k=True), conv(1, 8, 8, 1280, 1280, 3, 3, pad=(1, 1))),
     # epilogues: bias, residual, activations, fp32 and fp16 outputs
     (C(128, 128, 64), conv(2, 17, 17, 64, 128, 3, 3, pad=(1, 1), epilogue=E(bias=True))),
     (C(128, 128, 64, schedule="pingpong"), conv(2, 17, 17, 64, 128, 3, 3, pad=(1, 1),
@@ -201,12 +215,13 @@ def test_one_compiled_kernel_serves_many_shapes_and_geometries() -> None:
     assert STATS.compiled == before
 
 
-@pytest.mark.parametrize("mode", ["serial", "workspace"])
+@pytest.mark.parametrize("mode", ["serial", "workspace", "stream_k"])
 def test_split_k_is_bitwise_deterministic(mode: str) -> None:
     import torch
 
     prob = conv(2, 7, 7, 512, 256, 3, 3, pad=(1, 1))
-    runner = HopperConvFamily(cache_dir=None).compile(C(128, 128, 64, split_k=4, split_mode=mode), prob)
+    cfg = C(128, 128, 64, stream_k=True) if mode == "stream_k" else C(128, 128, 64, split_k=4, split_mode=mode)
+    runner = HopperConvFamily(cache_dir=None).compile(cfg, prob)
     x, w, y, _, _ = _tensors(prob, 5)
     outs = []
     for _ in range(4):

@@ -62,6 +62,7 @@ def _dgrad_cases() -> list[tuple[Any, ConvProblem]]:
         (C(128, 128, 64), problem("dgrad", 2, 15, 15, 64, 64, 3, 3, pad=(1, 1), dt=FP16)),
         (C(128, 128, 64, split_k=3), problem("dgrad", 2, 7, 7, 128, 512, 3, 3, pad=(1, 1))),
         (C(128, 256, 64, split_k=5, split_mode="workspace"), problem("dgrad", 32, 7, 7, 512, 512, 3, 3, pad=(1, 1))),
+        (C(128, 256, 64, stream_k=True), problem("dgrad", 128, 7, 7, 512, 512, 3, 3, pad=(1, 1))),
         # direct store with residues; the ResNet stage-3 layer's shape
         (C(64, 128, 64, store="direct"), problem("dgrad", 1, 7, 9, 72, 64, 3, 3, pad=(1, 1))),
         (C(128, 128, 64, cluster_n=2, raster="along_n"), problem("dgrad", 32, 14, 14, 256, 256, 3, 3, pad=(1, 1))),

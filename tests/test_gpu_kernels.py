@@ -216,7 +216,7 @@ def test_split_k_scratch_follows_the_current_stream(mode: str) -> None:
     buffers, and replays with new operands give the right products."""
     import torch
 
-    from autocutlass.kernels.hopper_gemm.runner import current_raw_stream
+    from autocutlass.ops.launch import current_raw_stream
     from autocutlass.ops.gemm.evaluation import make_inputs
 
     assert current_raw_stream(0) == torch.cuda.current_stream().cuda_stream == torch.cuda.default_stream().cuda_stream

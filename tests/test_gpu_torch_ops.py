@@ -163,3 +163,38 @@ def test_reduce_overhead_captures_cuda_graphs_of_our_kernels() -> None:
         want = model(x)
     close(y, want, "reduce-overhead")
     assert counters["inductor"]["cudagraph_skips"] == 0 and not counters["graph_break"]
+
+
+def test_reduce_overhead_trains_a_convnet_on_our_kernels() -> None:
+    """Training steps of a swapped convnet (3x3 convs whose dgrad runs our kernel on a flipped copy
+    of the filter, a strided 3x3, a 1x1) under ``torch.compile(mode="reduce-overhead")``: CUDA
+    graphs recorded and replayed for the forward and the backward, no tensor of ours left in the
+    graphs' pool (the dgrad's kept filter copy is made off the default stream there: it raised
+    "tensors in the cudagraph pool not tracked as outputs" until session 32), and every step's
+    gradients as the same model's eager step gives them, SGD updating the weights in place
+    between steps (each replay transforms the weight it reads)."""
+    torch.manual_seed(0)
+    ref = nn.Sequential(nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(), nn.Conv2d(128, 128, 3, padding=1), nn.ReLU(),
+                        nn.Conv2d(128, 128, 3, 2, 1, bias=False), nn.Conv2d(128, 64, 1, bias=False))  # fmt: skip
+    ref = ref.to("cuda", BF).to(memory_format=CL)
+    model = autocutlass.swap_conv2d_(copy.deepcopy(ref))
+    eager = copy.deepcopy(model)
+    x = torch.randn(8, 64, 30, 30, device="cuda", dtype=BF).to(memory_format=CL)
+    dy = torch.randn(8, 64, 15, 15, device="cuda", dtype=BF).to(memory_format=CL)
+    for m in (model, eager):  # eager warm-up: our kernels tuned or looked up, compiled and memoised
+        m(x).backward(dy)
+        m.zero_grad(set_to_none=True)
+    counters.clear()
+    compiled = torch.compile(model, mode="reduce-overhead")
+    opts = [torch.optim.SGD(m.parameters(), lr=1e-2) for m in (model, eager)]
+    for step in range(4):  # warm-up, record, replays
+        for opt in opts:
+            opt.zero_grad(set_to_none=True)
+        compiled(x).backward(dy)
+        eager(x).backward(dy)
+        torch.cuda.synchronize()
+        for (name, p), q in zip(model.named_parameters(), eager.parameters(), strict=True):
+            close(p.grad, q.grad, f"step {step} {name}")
+        for opt in opts:
+            opt.step()
+    assert counters["inductor"]["cudagraph_skips"] == 0

@@ -91,6 +91,9 @@ def test_corners_at_the_limits_are_accepted() -> None:
         (C(256, 256, 64), conv(k=256), "accumulator registers"),
         (C(128, 128, 64, split_k=2, schedule="pingpong"), conv(), "split_k > 1 needs the cooperative"),
         (C(128, 256, 128, stages=3), conv(c=128, k=256), "shared memory"),
+        (C(128, 128, 64, split_k=2, stream_k=True), conv(), "stream_k divides K"),
+        (C(128, 128, 64, schedule="pingpong", stream_k=True), conv(), "stream_k needs the cooperative"),
+        (C(128, 128, 64, swizzle=4, stream_k=True), conv(), "use swizzle=1"),
     ],
 )
 def test_config_reasons(config: C, problem: ConvProblem, needle: str) -> None:
@@ -166,6 +169,36 @@ def test_few_tile_layers_get_workspace_splits_in_space_and_seeds() -> None:
     assert modelled_pick(small, SplitMode.SERIAL).split_mode is SplitMode.SERIAL
     large = conv(n=8, c=640, k=640, h=32, w=32)
     assert not any(c.split_mode is SplitMode.WORKSPACE for c in [*fam.space(large), *fam.seeds(large)])
+
+
+def test_stream_k_joins_the_space_of_few_wave_layers_only() -> None:
+    """Layers whose 128x128 tiles fill at most four waves and whose K loop is long get stream-K
+    (cooperative, swizzle 1, unsplit, every tile and cluster) in the space (ResNet-50 stage 4 at
+    batch 256: 196 tiles of 128x256 are 1.48 waves, 72 K blocks), not in the seeds. A layer of
+    many waves, or of a short K loop, gets none."""
+    fam = HopperConvFamily()
+    b256 = conv(n=256, c=512, k=512, h=7, w=7)
+    streamed = [c for c in fam.space(b256) if c.stream_k]
+    assert all(c.schedule is Schedule.COOPERATIVE and c.swizzle == 1 and c.split_k == 1 for c in streamed)
+    assert {(c.tile_m, c.tile_n, c.cluster_m, c.cluster_n) for c in streamed} >= {(128, 256, 2, 1), (256, 128, 1, 2)}
+    assert check(C(128, 256, 64, cluster_m=2, stream_k=True), b256) is None
+    assert not any(c.stream_k for c in fam.seeds(b256))
+    large = conv(n=4, c=512, k=512, h=128, w=128)  # 65536 x 512 outputs: 16 waves of 128x128
+    short_k = conv(n=32, c=64, k=64)  # K = 576
+    for layer in (large, short_k):
+        assert not any(c.stream_k for c in fam.space(layer))
+
+
+def test_stream_k_configs_keep_their_dict_form_and_reach_the_gemm_config() -> None:
+    cfg = C(128, 256, 64, stream_k=True)
+    assert cfg.as_dict()["stream_k"] is True and C.from_dict(cfg.as_dict()) == cfg
+    assert "stream_k" not in C(128, 256, 64).as_dict()  # the records before stream-K keep their keys
+    assert cfg.short() == "128x256x64 c1x1 s0 coop m/1 streamk"
+    assert cfg.gemm_config().stream_k and not C().gemm_config().stream_k
+    with pytest.raises(TypeError):
+        C(stream_k=1)  # type: ignore[arg-type]
+    fam = HopperConvFamily()
+    assert fam.simplicity(C(128, 256, 64)) < fam.simplicity(cfg)
 
 
 def test_workspace_split_needs_splits_and_the_tma_store() -> None:
@@ -297,6 +330,10 @@ COMPILE_CASES = [
     (C(128, 256, 64, split_k=5, split_mode="workspace"), conv(c=512, k=512, h=7, w=7)),
     (C(64, 128, 64, split_k=3, cluster_m=2, split_mode="workspace"), conv(
         c=256, k=256, h=7, w=7, epilogue=Epilogue(with_c=True, bias=True, activation=Activation.RELU))),
+    # stream-K: a big tile on ResNet-50 stage 4 at batch 256; a 2-CTA cluster with residual + bias + ReLU
+    (C(128, 256, 64, stream_k=True), conv(n=256, c=512, k=512, h=7, w=7)),
+    (C(128, 128, 64, cluster_n=2, stream_k=True), conv(
+        c=256, k=256, h=14, w=14, epilogue=Epilogue(with_c=True, bias=True, activation=Activation.RELU))),
     # fp16, direct store, 5x3 (R != S), dilation 2
     (C(64, 128, 64, store="direct"), conv(r=5, s=3, pad_h=4, pad_w=2, dil_h=2, dil_w=2, x_dtype=DType.FP16,
                                           w_dtype=DType.FP16, y_dtype=DType.FP16,

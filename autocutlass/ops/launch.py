@@ -34,6 +34,33 @@ def on_device(run: Entry, dev: int) -> Entry:
     return guarded
 
 
+def current_raw_stream(index: int) -> int:
+    """The handle (``cudaStream_t`` as an int) of device ``index``'s current stream. torch's own
+    binding returns it without building a ``torch.cuda.Stream`` object, which took 5-12 us of a
+    split wgrad call's host time (H100, 2026-11-27,
+    ``benchmarks/results/2026-11-27-h100-s23-conv-entry-host.txt``); builds without it ask
+    ``torch.cuda.current_stream``."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return int(raw(index))
+    return int(torch.cuda.current_stream(index).cuda_stream)
+
+
+_DEFAULT_STREAMS: dict[int, int] = {}
+
+
+def on_default_stream(index: int) -> bool:
+    """Whether device ``index``'s current stream is its default stream. CUDA-graph capture and
+    torch.compile's cudagraph trees (their warm-up runs and their recording) run on side streams
+    whose allocations go to the graph's private pool: a buffer made there and kept across calls is
+    a live tensor the graph does not own ("tensors in the cudagraph pool not tracked as outputs"),
+    so scratch and derived copies are kept only on the default stream."""
+    default = _DEFAULT_STREAMS.get(index)
+    if default is None:
+        default = _DEFAULT_STREAMS[index] = int(torch.cuda.default_stream(index).cuda_stream)
+    return current_raw_stream(index) == default
+
+
 def overlaps(p: int, span: int, q: int, qspan: int) -> bool:
     """Whether the byte ranges [p, p + span) and [q, q + qspan) share a byte."""
     return span > 0 and qspan > 0 and p < q + qspan and q < p + span
@@ -78,14 +105,17 @@ def derived_per_version(slot: list[tuple[Any, Any, Any]], w: torch.Tensor,
     address and its version counter (``Tensor._version``, which every in-place update through
     autograd-visible ops bumps, e.g. ``torch.optim``'s steps): a call with the same weight at the
     same version reuses it. Writes through ``.data`` do not bump the version: a weight updated that
-    way between two calls is read stale, so one weight only is kept. Nothing is kept while a CUDA
-    graph is captured (the capture then records the transform, so each replay transforms the weight
-    it reads)."""
+    way between two calls is read stale, so one weight only is kept. Nothing is kept off the
+    default stream (``on_default_stream``): while a CUDA graph is captured the capture records the
+    transform, so each replay transforms the weight it reads, and a copy made in the warm-up of
+    torch.compile's cudagraph trees would sit in the graph's pool untracked (the training step of
+    ``torch.compile(mode="reduce-overhead")`` then raised, H100, 2026-11-28,
+    ``benchmarks/results/2026-11-28-h100-s32-b-train-unet-compiled.txt``)."""
     seen = slot[0]
     at = (w.data_ptr(), w._version)
     if seen[0]() is w and at == seen[2]:
         return seen[1]  # type: ignore[no-any-return]
     out = derive(w.detach())
-    if not (w.is_cuda and torch.cuda.is_current_stream_capturing()):
+    if not w.is_cuda or on_default_stream(w.get_device()):
         remember_view(slot, w, out, at)
     return out

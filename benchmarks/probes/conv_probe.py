@@ -7,7 +7,10 @@ the timing protocol (``autocutlass.search.timing.time_callable``: L2 flushed bef
 in interleaved rounds, and prints one table: median microseconds, TFLOP/s and the ratio to cuDNN
 (> 1: ours faster). ``--sweep N`` also samples N other feasible configs of the family's space per
 layer (compiled, verified, timed once each) and takes the fastest ``--configs`` of seeds and
-samples into the interleaved rounds.
+samples into the interleaved rounds. ``--stream-k`` adds stream-K configs (the cooperative 128x256,
+256x128 and 128x128 tiles, with and without a 2-CTA cluster), each also run twice for the same bits; ``--records DB.sqlite`` adds the
+database's ``hopper_conv`` record of each layer (labelled ``record``); ``--shapes`` names other
+shapes files (comma-separated; the layers are looked up in all of them); ``--json`` writes the rows.
 
 GPU machine, from the project root (about 2-3 minutes; kernels compile into a temporary cache):
 
@@ -31,7 +34,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from autocutlass.kernels.hopper_conv import HopperConvFamily, check
+from autocutlass.kernels.hopper_conv import HopperConvConfig, HopperConvFamily, check
 from autocutlass.ops.conv.problem import ConvProblem
 from autocutlass.ops.gemm.problem import DType
 from autocutlass.search.timing import time_callable
@@ -83,12 +86,19 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
     ap.add_argument("--tol", type=float, default=1e-2, help="relative Frobenius tolerance (bf16)")
     ap.add_argument("--sweep", type=int, default=0, help="also sample this many configs of the space per layer")
+    ap.add_argument("--stream-k", action="store_true", help="add stream-K configs (checked for the same bits twice)")
+    ap.add_argument("--records", help="a tuning database file: add its hopper_conv record of each layer")
+    ap.add_argument("--shapes", help="shapes files to look the layers up in (comma-separated)")
+    ap.add_argument("--json", help="write the table's rows here")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("no CUDA GPU", file=sys.stderr)
         return 2
     torch.backends.cudnn.benchmark = True
     cases = json.loads(SHAPES.read_text())["cases"] if SHAPES is not None else FALLBACK_CASES
+    for extra in (args.shapes or "").split(","):
+        if extra:
+            cases = cases + json.loads(Path(extra).read_text())["cases"]
     by_name = {c["name"]: c for c in cases}
     names = [n for n in args.layers.split(",") if n]
     props = torch.cuda.get_device_properties(0)
@@ -125,6 +135,14 @@ def main() -> int:
             F.conv2d(x, w, None, **geom)
 
         candidates = list(fam.seeds(prob))[: args.configs]
+        labels: dict[HopperConvConfig, str] = {}
+        if args.records:
+            record = record_of(args.records, prob)
+            if record is not None:
+                candidates = [c for c in candidates if c != record] + [record]
+                labels[record] = "record " + record.short()
+        if args.stream_k:
+            candidates += [c for c in stream_configs(prob) if c not in candidates]
         if args.sweep:
             feasible = [c for c in fam.space(prob) if check(c, prob) is None and c not in candidates]
             candidates += random.Random(name).sample(feasible, min(args.sweep, len(feasible)))
@@ -141,15 +159,23 @@ def main() -> int:
             runner(x, w, y)
             torch.cuda.synchronize()
             err = rel_error(y, ref)
-            print(f"{name} {cfg.short()}: compiled in {time.time() - t0:.1f}s, rel err {err:.2e}", flush=True)
-            if not err < args.tol:
-                rows.append((name, cfg.short(), None, math.nan, err))
+            same = ""
+            if cfg.stream_k or cfg.split_k > 1:  # the split sums run in a fixed order: same bits again
+                first = y.clone()
+                y.fill_(float("nan"))
+                runner(x, w, y)
+                torch.cuda.synchronize()
+                same = f", same bits {bool(torch.equal(first.view(torch.int16), y.view(torch.int16)))}"
+            label = labels.get(cfg, cfg.short())
+            print(f"{name} {label}: compiled in {time.time() - t0:.1f}s, rel err {err:.2e}{same}", flush=True)
+            if not err < args.tol or same.endswith("False"):
+                rows.append((name, label, None, math.nan, err))
                 continue
 
             def ours(runner=runner, x=x, w=w, y=y) -> None:
                 runner(x, w, y)
 
-            timers.append((cfg.short(), ours))
+            timers.append((label, ours))
         if args.sweep and len(timers) > args.configs + 1:
             once = sorted((time_callable(fn, flush_bytes=flush).median_ms, label, fn) for label, fn in timers[1:])  # type: ignore[arg-type]
             print(f"{name}: sweep, fastest first: " + "; ".join(f"{lab} {ms * 1e3:.1f}us" for ms, lab, _ in once[:6]))
@@ -175,7 +201,36 @@ def main() -> int:
         tail = "" if label.startswith("cudnn") else f"{ratio:8.3f}"
         print(f"{name:16s} {label:36s} {ms * 1e3:9.1f} {tflops:8.1f} {tail:>8s}")
     print(f"# total {time.time() - t_start:.0f}s; kernel cache {cache}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "device": props.name, "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
+            "rows": [{"layer": n, "kernel": lab, "us": None if ms is None else ms * 1e3, "tflops": tf,
+                      "x_cudnn": r if ms is not None else None} for n, lab, ms, tf, r in rows],
+        }, indent=1))  # fmt: skip
     return 0
+
+
+def record_of(path: str, prob: ConvProblem) -> HopperConvConfig | None:
+    """The ``hopper_conv`` record of ``prob`` in the tuning database file ``path`` (any GPU's)."""
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        row = db.execute(
+            "select b.config from best b join problems p on p.id = b.problem_id where p.key = ? and b.family = ?",
+            (prob.key(), "hopper_conv"),
+        ).fetchone()
+    return None if row is None else HopperConvConfig.from_dict(json.loads(row[0]))
+
+
+def stream_configs(prob: ConvProblem) -> list[HopperConvConfig]:
+    """Stream-K configs to time: the big cooperative tiles with and without a 2-CTA cluster (those
+    the layer's check accepts). (Session 32's call a also timed the cost model's pick, the
+    cheapest of ``waves.predicted_cost(..., stream_k=True)`` among tiles of at least 128x128 outputs.)"""
+    c = HopperConvConfig
+    out = [c(128, 256, 64, stream_k=True), c(128, 256, 64, cluster_m=2, stream_k=True),
+            c(256, 128, 64, stream_k=True), c(256, 128, 64, cluster_n=2, stream_k=True),
+            c(128, 128, 64, stream_k=True), c(128, 128, 64, cluster_n=2, stream_k=True)]  # fmt: skip
+    return [cfg for cfg in dict.fromkeys(out) if check(cfg, prob) is None]
 
 
 if __name__ == "__main__":

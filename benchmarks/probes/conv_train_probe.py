@@ -26,6 +26,10 @@ counters (database hits, misses recorded, compiles, fallbacks) and the fallbacks
 layer direction served by cuDNN is visible. ``AUTOCUTLASS_CONV_WGRAD=1`` turns the implicit-GEMM
 wgrad kernel on.
 
+``--compile reduce-overhead`` times both sides' steps through ``torch.compile`` with CUDA graphs
+(the gradient check stays eager): neither side's host time shows, so a host-bound small batch reads
+its GPU time.
+
 GPU machine:
     AUTOCUTLASS_POLICY=cached python benchmarks/probes/conv_train_probe.py --json OUT.json
 """
@@ -160,6 +164,9 @@ def main() -> int:
     ap.add_argument("--nchw-copy", choices=["on", "off"], default="on",
                     help="off: an NCHW input of a channels_last conv is not made channels_last for our kernels "
                          "(ops.conv.frontend.channels_last_input; torch serves such calls, the rule before session 31)")
+    ap.add_argument("--compile", choices=["off", "default", "reduce-overhead"], default="off",
+                    help="time the steps of torch.compile'd models (both sides; 'reduce-overhead': CUDA graphs, "
+                         "so that neither side's host time shows); the gradient check stays eager")
     ap.add_argument("--no-gc", action="store_true", help="disable Python's garbage collector during the timed rounds")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="after timing, profile one step per side and print its N costliest GPU kernels")
@@ -207,7 +214,7 @@ def main() -> int:
         "device": torch.cuda.get_device_name(), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
         "policy": s.policy.value, "db": str(s.db_url), "conv_wgrad_kernel": s.conv_wgrad_kernel,
         "kernel_source_hashes": source_hashes(), "swap": ns.swap, "stem": ns.stem, "sites": ns.sites,
-        "torch_wgrad_layers": ns.torch_wgrad_layers, "nchw_copy": ns.nchw_copy, "site_node_host_ms": _node_host_ms(), "models": {},
+        "torch_wgrad_layers": ns.torch_wgrad_layers, "nchw_copy": ns.nchw_copy, "compile": ns.compile, "site_node_host_ms": _node_host_ms(), "models": {},
     }  # fmt: skip
 
     def keep(m: Any, fqn: str) -> bool:
@@ -264,6 +271,7 @@ def main() -> int:
         # (b) time per step
         def stepper(model: Any) -> Any:
             opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+            forward = model if ns.compile == "off" else torch.compile(model, mode=ns.compile)
 
             def run() -> float:
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -271,7 +279,7 @@ def main() -> int:
                 t0 = time.perf_counter()
                 for _ in range(ns.steps):
                     opt.zero_grad(set_to_none=True)
-                    loss_of(model).backward()
+                    loss_of(forward).backward()
                     opt.step()
                 end.record()
                 host_ms[id(model)].append((time.perf_counter() - t0) * 1e3 / ns.steps)  # enqueue time, no sync
@@ -284,6 +292,8 @@ def main() -> int:
         sides = {"autocutlass": stepper(ours), "torch": stepper(ref)}
         for f in sides.values():
             f()  # warm-up: the optimizer's state, cuDNN's benchmark of the new shapes
+            if ns.compile != "off":
+                f()  # cudagraph trees record on a later call than the first
         ms: dict[str, list[float]] = {k: [] for k in sides}
         mem_keys = ("num_device_alloc", "num_device_free", "num_alloc_retries")
         mem: dict[str, dict[str, int]] = {k: dict.fromkeys(mem_keys, 0) for k in sides}

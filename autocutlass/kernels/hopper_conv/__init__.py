@@ -51,6 +51,17 @@ TUNED_SPLIT_K = (2, 3, 4)
 wave with the layer's tiles."""
 SPLIT_MIN_BLOCKS = 4
 """The fewest K blocks (tile_k channels of one tap) a wave-filling split leaves each split."""
+STREAM_K_MAX_OUTPUT = 4 * budgets.SM_COUNT_SM90 * 128 * 128
+"""Output elements (N*P*Q * K) up to which the space offers stream-K (with a K loop of at least
+``SPLIT_K_MIN_K``): layers whose 128x128 tiles fill at most four waves, where a part-empty last
+wave costs the most (ResNet-50's 3x3 layers of stages 3 and 4 at batch 128-256: 196 tiles of
+128x256 are 1.48 waves), and whose activation and filter fit in L2, so that the clusters'
+scattered K offsets cost little (on a 4096 x 4096 GEMM, whose operands do not, stream-K lost
+12-30%: ``benchmarks/results/2026-11-22-h200-streamk-probe.txt``). Measured on an H100
+(``benchmarks/results/2026-11-28-h100-s32-{a-conv-streamk-probe,b-tune-sd}.*``): stream-K tiles
+in a 2-CTA cluster reached x1.07-1.09 of cuDNN on those two ResNet-50 layers, still behind their
+records' ping-pong and 64x256 tiles (x1.15-1.18), and lost to 128x160 tiles on Stable
+Diffusion's 16x16 layer (102 against 85 us); unclustered ones ran 8-35% slower."""
 TUNED_STAGES = (0,)
 """Stages stay at 'as many as fit' in the search, as in the GEMM family."""
 
@@ -98,6 +109,12 @@ def modelled_pick(problem: ConvProblem, mode: SplitMode | None = None) -> Hopper
     return None if best is None else best[2]
 
 
+def _streams_layer(problem: ConvProblem) -> bool:
+    """Whether the space offers the layer stream-K (``STREAM_K_MAX_OUTPUT``, ``SPLIT_K_MIN_K``)."""
+    gm = implicit_gemm(problem)
+    return gm.m * gm.n <= STREAM_K_MAX_OUTPUT and gm.k >= SPLIT_K_MIN_K
+
+
 def _splits_layer(problem: ConvProblem) -> bool:
     """Whether the space offers the layer split-K: its output tiles alone leave SMs idle and its K
     loop is long (``SPLIT_K_MAX_OUTPUT``, ``SPLIT_K_MIN_K``)."""
@@ -120,7 +137,8 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
         """Tiles x clusters x schedules x raster/swizzle at stages = as many as fit (the TMA
         store; the direct store too for tiny outputs). Split-K (cooperative, ``layer_splits``, summed
         serially or through the workspace and the reduce kernel) joins where the output tiles
-        cannot fill the GPU and the K loop is long."""
+        cannot fill the GPU and the K loop is long; stream-K (cooperative, swizzle 1) where the
+        output fills at most a few waves (``STREAM_K_MAX_OUTPUT``) and the K loop is long."""
         gm = implicit_gemm(problem)
         stores = tuple(Store) if gm.m <= SMALL_M_DIRECT_STORE else (Store.TMA,)
         out = [
@@ -136,6 +154,13 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
                 for sk in layer_splits(problem, tm, tn, tk)
                 for (cm, cn), st, ras, mode in itertools.product(CLUSTERS, TUNED_STAGES, tuple(Raster), tuple(SplitMode))
             ]
+        if _streams_layer(problem):
+            out += [
+                HopperConvConfig(tm, tn, tk, cm, cn, st, Schedule.COOPERATIVE, ras, 1, 1, Store.TMA, stream_k=True)
+                for tm, tn, tk, (cm, cn), st, ras in itertools.product(
+                    TILE_M, TILE_N, TILE_K, CLUSTERS, TUNED_STAGES, tuple(Raster)
+                )
+            ]
         return out
 
     def check(self, config: HopperConvConfig, problem: ConvProblem) -> str | None:
@@ -149,7 +174,9 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
         narrow ping-pong tile the K = 64 layers (rn50-l1-3x3, 1.15x), 128x128 tiles with im2col
         multicast the few-tile layers (rn50-l3-3x3, 1.13x) and 64-row tiles those with fewer
         128x128 tiles than half the SMs (rn50-l4-3x3, 0.89x). A few-tile layer's second guess is the
-        cost model's (``modelled_pick``), which may split the K loop so that its units fill a wave."""
+        cost model's (``modelled_pick``), which may split the K loop so that its units fill a wave.
+        Stream-K is in the space, not in the seeds: on an H100 it beat neither the records nor the
+        seeds of the suite's few-wave layers (``STREAM_K_MAX_OUTPUT``)."""
         c = HopperConvConfig
         pp, n_ = Schedule.PINGPONG, Raster.ALONG_N
         gm = implicit_gemm(problem)
@@ -203,4 +230,5 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
             int(config.store is Store.DIRECT),
             config.split_k,
             int(config.split_mode is SplitMode.WORKSPACE),
+            int(config.stream_k),
         )

@@ -98,7 +98,7 @@ def _compile(plan: ConvPlan) -> Any:
     if g.bias:
         bias = make_fake_tensor(yd if g.d_dtype is not DType.FP32 else cutlass.Float32, (sym(),), (1,), assumed_align=4)
     workspace = counters = None
-    if g.split_k > 1:
+    if g.split_k > 1 or g.stream_k:
         workspace = make_fake_tensor(cutlass.Float32, (cute.sym_int64(),), (1,), assumed_align=16)
         if not g.split_workspace:  # the workspace's slabs need no turnstiles
             counters = make_fake_tensor(cutlass.Int32, (cute.sym_int32(),), (1,), assumed_align=4)

@@ -64,6 +64,13 @@ class HopperConvConfig:
     after, as a programmatic dependent) sums the slabs in split order and runs the epilogue
     (``hopper_gemm.reduce``). Left out of ``as_dict`` when SERIAL, so configs from before it
     keep their dict form."""
+    stream_k: bool = False
+    """Stream-K (the GEMM family's ``stream_k``): every cluster of the grid takes the same share of
+    the layer's (output tile, K block) iterations, a tile cut between clusters summed in K order
+    through the workspace (bitwise deterministic). For layers whose tiles leave the last wave
+    part-empty (ResNet-50's 7x7 and 14x14 stages, Stable Diffusion's 16x16 layers): the activation
+    and filter of such a layer sit in L2, so the scattered K offsets of the clusters cost little.
+    Left out of ``as_dict`` when False, so configs from before it keep their dict form."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "split_mode", SplitMode(self.split_mode))
@@ -74,6 +81,8 @@ class HopperConvConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool):
                 raise TypeError(f"HopperConvConfig.{name} must be int, got {v!r}")
+        if not isinstance(self.stream_k, bool):
+            raise TypeError(f"HopperConvConfig.stream_k must be bool, got {self.stream_k!r}")
 
     @property
     def cluster_size(self) -> int:
@@ -86,6 +95,7 @@ class HopperConvConfig:
             tile_m=self.tile_m, tile_n=self.tile_n, tile_k=self.tile_k, cluster_m=self.cluster_m,
             cluster_n=self.cluster_n, stages=self.stages, schedule=self.schedule, raster=self.raster,
             swizzle=self.swizzle, split_k=self.split_k, store=self.store, split_mode=self.split_mode,
+            stream_k=self.stream_k,
         )  # fmt: skip
 
     def as_dict(self) -> dict[str, Any]:
@@ -97,6 +107,8 @@ class HopperConvConfig:
             del d["split_mode"]
         else:
             d["split_mode"] = self.split_mode.value
+        if not self.stream_k:
+            del d["stream_k"]
         return d
 
     @classmethod
@@ -111,6 +123,7 @@ class HopperConvConfig:
         sk = f" sk{self.split_k}" if self.split_k != 1 else ""
         if self.split_mode is SplitMode.WORKSPACE:
             sk += "w"
+        sk += " streamk" if self.stream_k else ""
         st = " direct" if self.store is Store.DIRECT else ""
         return (
             f"{self.tile_m}x{self.tile_n}x{self.tile_k} c{self.cluster_m}x{self.cluster_n}"

@@ -2,9 +2,12 @@
 
 It is the GEMM family's warp-specialised persistent kernel (``hopper_gemm.kernel``) with another
 producer: the consumers (WGMMA over the shared-memory ring, cooperative or ping-pong), serial
-split-K and the epilogue ``act(alpha * acc + beta * residual + bias)`` with its stmatrix + TMA
-store (or direct store) are inherited unchanged; this module replaces the host-side set-up
-(``__call__``), the kernel entry (``kernel``) and the producer (``_conv_producer``).
+split-K, stream-K's partial-tile fix-up and the epilogue ``act(alpha * acc + beta * residual +
+bias)`` with its stmatrix + TMA store (or direct store) are inherited unchanged; this module
+replaces the host-side set-up (``__call__``: the grid, one cluster per resident slot for
+stream-K), the kernel entry (``kernel``) and the producer (``_conv_producer``, which walks the
+persistent scheduler's tiles or, for stream-K, the segments of its cluster's span of (tile, K
+block) iterations).
 
 The implicit GEMM: M = N*P*Q output pixels (q fastest, then p, then the image), N = K output
 channels, K = R*S taps x C channels. Per K block the producer issues
@@ -149,8 +152,18 @@ class HopperConvKernel(HopperGemmKernel):
         sched_params = utils.PersistentTileSchedulerParams(
             units_mnl, (*self.cluster_mn, 1), p.swizzle, p.raster_along_m
         )
-        grid = utils.StaticPersistentTileScheduler.get_grid_shape(sched_params, max_active_clusters)
-        c_blocks = (chans + p.tile_k - 1) // p.tile_k
+        if cutlass.const_expr(p.stream_k):
+            # Stream-K: one cluster per resident cluster slot, never more than there are iterations.
+            c_blocks = (chans + p.tile_k - 1) // p.tile_k
+            total = (
+                (tiles_mnl[0] + p.cluster_m - 1) // p.cluster_m
+                * ((tiles_mnl[1] + p.cluster_n - 1) // p.cluster_n)
+                * cutlass.max(c_blocks * (taps_r * taps_s), 1)
+            )
+            grid = (*self.cluster_mn, cutlass.max(cutlass.min(max_active_clusters, total), 1))
+        else:
+            grid = utils.StaticPersistentTileScheduler.get_grid_shape(sched_params, max_active_clusters)
+            c_blocks = (chans + p.tile_k - 1) // p.tile_k
 
         self._define_shared_storage(a_staged, b_staged, d_staged)
         self.kernel(
@@ -266,6 +279,9 @@ class HopperConvKernel(HopperGemmKernel):
         gA = cute.local_tile(mA, (p.tile_m, (p.tile_k, 1, 1)), (None, (None, None, None)))
         gB = cute.local_tile(mB, (p.tile_n, p.tile_k), (None, None, None, None))
         k_tiles = c_blocks * (taps_r * taps_s)
+        geom = None
+        if cutlass.const_expr(p.stream_k):
+            geom = self._stream_geometry(cute.size(gA, mode=[2]), cute.size(gB, mode=[2]), 1, k_tiles)
 
         pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
 
@@ -274,21 +290,23 @@ class HopperConvKernel(HopperGemmKernel):
             if warp_idx == 0:
                 self._conv_producer(
                     ring, tma_a, tma_b, sA, sB, gA, gB, k_tiles, c_blocks, a_mask, b_mask,
-                    cta_layout_mnk, cluster_coord, sched_params,
+                    cta_layout_mnk, cluster_coord, sched_params, geom,
                 )
         else:
             cute.arch.setmaxregister_increase(p.consumer_regs)
             self._consumer(
                 ring, tiled_mma, sA, sB, k_tiles, storage, d_staged, tma_d, mD_tma, mD, mC, mBias,
-                mWork, mCount, alpha, beta, tidx, warp_idx, wg_idx, sched_params, None, cluster_coord, cta_rank,
+                mWork, mCount, alpha, beta, tidx, warp_idx, wg_idx, sched_params, geom, cluster_coord, cta_rank,
             )
 
     # ------------------------------------------------------------------ producer
     @cute.jit
     def _conv_producer(self, ring, tma_a, tma_b, sA, sB, gA, gB, k_tiles, c_blocks, a_mask, b_mask,
-                       cta_layout_mnk, cluster_coord, sched_params):
+                       cta_layout_mnk, cluster_coord, sched_params, geom):
         """One warp: for each of the CTA's work units, its K blocks (channel block fastest, then
-        the tap's s, then r), each an im2col load of A and a tiled load of B into one ring stage."""
+        the tap's s, then r), each an im2col load of A and a tiled load of B into one ring stage.
+        Stream-K: the units are the segments of the cluster's span of (tile, K block) iterations
+        (``_stream_unit``), in the order the inherited consumers take them."""
         taps_s = self.filter_rs[1]
         a_cta_layout = cute.make_layout(cute.slice_(cta_layout_mnk, (0, None, 0)).shape)
         tAsA, tAgA = cute.nvgpu.cpasync.tma_partition(
@@ -298,30 +316,57 @@ class HopperConvKernel(HopperGemmKernel):
         tBsB, tBgB = cute.nvgpu.cpasync.tma_partition(
             tma_b, cluster_coord[0], b_cta_layout, cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)
         )
-        sched = utils.StaticPersistentTileScheduler.create(
-            sched_params, cute.arch.block_idx(), cute.arch.grid_dim()
-        )
-        work = sched.initial_work_tile_info()
-        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.plan.stages)
-        while work.is_valid_tile:
-            unit = work.tile_idx
-            _, kt0, kt_count = self._split_range(unit, k_tiles)
-            tAgA_t = tAgA[(None, unit[0], None, None, None)]
-            tBgB_t = tBgB[(None, unit[1], None, None, None)]
-            for kt in range(kt_count):
-                kb = kt0 + kt
-                tap = kb // c_blocks
-                cb = kb - tap * c_blocks
-                r = tap // taps_s
-                s = tap - r * taps_s
-                ring.producer_acquire(state)
-                barrier = ring.producer_get_barrier(state)
-                cute.copy(tma_a, tAgA_t[(None, cb, s, r)], tAsA[(None, state.index)], tma_bar_ptr=barrier,
-                          mcast_mask=a_mask)
-                cute.copy(tma_b, tBgB_t[(None, cb, s, r)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
-                          mcast_mask=b_mask)
-                ring.producer_commit(state)
-                state.advance()
-            sched.advance_to_next_work()
-            work = sched.get_current_work()
+        if cutlass.const_expr(self.plan.stream_k):
+            it, end = self._stream_span(geom, cute.arch.block_idx()[2])
+            state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.plan.stages)
+            while it < end:
+                unit, kt0, count = self._stream_unit(geom, it, end, cluster_coord)
+                kt_count = cutlass.max(cutlass.min(count, k_tiles - kt0), 0)
+                # (The K-block loop is written out in both branches: the data-parallel and split
+                # configs' generated code stays byte for byte what it was before stream-K, so
+                # ``db rekey`` carries their records.)
+                tAgA_t = tAgA[(None, unit[0], None, None, None)]
+                tBgB_t = tBgB[(None, unit[1], None, None, None)]
+                for kt in range(kt_count):
+                    kb = kt0 + kt
+                    tap = kb // c_blocks
+                    cb = kb - tap * c_blocks
+                    r = tap // taps_s
+                    s = tap - r * taps_s
+                    ring.producer_acquire(state)
+                    barrier = ring.producer_get_barrier(state)
+                    cute.copy(tma_a, tAgA_t[(None, cb, s, r)], tAsA[(None, state.index)], tma_bar_ptr=barrier,
+                              mcast_mask=a_mask)
+                    cute.copy(tma_b, tBgB_t[(None, cb, s, r)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
+                              mcast_mask=b_mask)
+                    ring.producer_commit(state)
+                    state.advance()
+                it = it + count
+        else:
+            sched = utils.StaticPersistentTileScheduler.create(
+                sched_params, cute.arch.block_idx(), cute.arch.grid_dim()
+            )
+            work = sched.initial_work_tile_info()
+            state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.plan.stages)
+            while work.is_valid_tile:
+                unit = work.tile_idx
+                _, kt0, kt_count = self._split_range(unit, k_tiles)
+                tAgA_t = tAgA[(None, unit[0], None, None, None)]
+                tBgB_t = tBgB[(None, unit[1], None, None, None)]
+                for kt in range(kt_count):
+                    kb = kt0 + kt
+                    tap = kb // c_blocks
+                    cb = kb - tap * c_blocks
+                    r = tap // taps_s
+                    s = tap - r * taps_s
+                    ring.producer_acquire(state)
+                    barrier = ring.producer_get_barrier(state)
+                    cute.copy(tma_a, tAgA_t[(None, cb, s, r)], tAsA[(None, state.index)], tma_bar_ptr=barrier,
+                              mcast_mask=a_mask)
+                    cute.copy(tma_b, tBgB_t[(None, cb, s, r)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
+                              mcast_mask=b_mask)
+                    ring.producer_commit(state)
+                    state.advance()
+                sched.advance_to_next_work()
+                work = sched.get_current_work()
         ring.producer_tail(state)

@@ -16,7 +16,9 @@ W, C and K are read from the tensors (one runner serves every shape of its kerne
 
 Workspace split-K (``split_mode``): the conv kernel writes the splits' raw fp32 partials to slabs
 (S, 1, N*P*Q, K) and the GEMM family's reduce kernel, launched right after on the same stream,
-sums them in split order and runs the epilogue into y (two launches).
+sums them in split order and runs the epilogue into y (two launches). Serial split-K and stream-K
+(``stream_k``) keep their partial tiles and turnstiles in a ``SplitKWorkspace`` (one slot per
+output tile, or per CTA of the stream-K grid: ``hopper_gemm.runner.scratch_slots``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from autocutlass.kernels.helper_kernels import get_reduce
 from autocutlass.kernels.hopper_conv.compile import get_compiled
 from autocutlass.kernels.hopper_conv.config import HopperConvConfig, SplitMode
-from autocutlass.kernels.hopper_gemm.runner import SplitKWorkspace, max_active_clusters
+from autocutlass.kernels.hopper_gemm.runner import SplitKWorkspace, max_active_clusters, scratch_slots
 
 if TYPE_CHECKING:
     from autocutlass.ops.conv.problem import ConvProblem
@@ -65,7 +67,7 @@ class HopperConvRunner:
         self._bias = problem.epilogue.bias
         self._fn = get_compiled(config, problem, cache_dir)
         self._clusters: dict[int, int] = {}
-        self._workspace = SplitKWorkspace() if config.split_k > 1 else None
+        self._workspace = SplitKWorkspace() if config.split_k > 1 or config.stream_k else None
         self._reduce = None
         if config.split_k > 1 and config.split_mode is SplitMode.WORKSPACE:
             ep = problem.epilogue
@@ -126,10 +128,8 @@ class HopperConvRunner:
             self._reduce(slabs, d, c, bias, alpha, beta)
             return
         if self._workspace is not None:
+            # Serial split-K: a partial tile and a turnstile per output tile; stream-K: per CTA.
             cfg = self.config
-            slots = (
-                -(-m // (cfg.tile_m * cfg.cluster_m)) * cfg.cluster_m * -(-k // (cfg.tile_n * cfg.cluster_n))
-                * cfg.cluster_n
-            )
+            slots = scratch_slots(cfg, m, k, 1, clusters)
             work, count = self._workspace.get(d.device, slots * cfg.tile_m * cfg.tile_n, slots)
         self._fn(xv, wv, d, c, bias, work, count, alpha, beta, *self._geometry, clusters)

@@ -56,20 +56,6 @@ def _dsl_max_active_clusters(device_index: int, cluster_size: int) -> int:
         return 0
 
 
-def current_raw_stream(index: int) -> int:
-    """The handle (``cudaStream_t`` as an int) of device ``index``'s current stream. torch's own
-    binding returns it without building a ``torch.cuda.Stream`` object, which took 5-12 us of a
-    split wgrad call's host time (H100, 2026-11-27,
-    ``benchmarks/results/2026-11-27-h100-s23-conv-entry-host.txt``); builds without it ask
-    ``torch.cuda.current_stream``."""
-    import torch
-
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return int(raw(index))
-    return int(torch.cuda.current_stream(index).cuda_stream)
-
-
 class SplitKWorkspace:
     """Split-K scratch of one runner: an fp32 partial-sum buffer and zeroed int32 turnstiles,
     per device, grown on demand and reused across calls on the default stream; on any other
@@ -85,7 +71,6 @@ class SplitKWorkspace:
 
     def __init__(self) -> None:
         self._bufs: dict[tuple[int, int], tuple[Any, Any]] = {}
-        self._default: dict[int, int] = {}  # each device's default stream handle (asked once)
         self._poisoned = False
 
     def poison(self) -> None:
@@ -111,19 +96,17 @@ class SplitKWorkspace:
     def get(self, device: Any, partials: int, turnstiles: int) -> tuple[Any, Any]:
         import torch
 
+        from autocutlass.ops.launch import on_default_stream
+
         index = device.index or 0
-        stream = current_raw_stream(index)
-        default = self._default.get(index)
-        if default is None:
-            default = self._default[index] = torch.cuda.default_stream(device).cuda_stream
-        if stream != default:
+        if not on_default_stream(index):
             # Not the default stream: CUDA-graph capture, or torch.compile's cudagraph trees, whose
             # warm-up and recording run on a side stream with allocations routed to the graph's
             # private pool: a buffer kept from there is a live tensor the graph does not own
             # ("tensors in the cudagraph pool not tracked as outputs"). A call's own temporaries
             # are freed when it returns; the zeroed turnstiles cost one memset (a graph node).
             return self._new_work(partials, device), torch.zeros(turnstiles, dtype=torch.int32, device=device)
-        key = (index, stream)
+        key = (index, 0)
         have = self._bufs.get(key)
         if have is None or have[0].numel() < partials or have[1].numel() < turnstiles:
             work = self._new_work(partials, device)
