@@ -59,6 +59,8 @@ out = {
     },
     "conv_streamk_probe_h100_a": {"file": f"{P}h100-s32-a-conv-streamk-probe.json", "best_of_each_kind": best},
     "ncu_gemm_4096x4096x8192_h100_b": ncu("h100-s32-b-ncu-square-4k-k8192.txt"),
+    "conv_suite_fprop_h100_f": {"file": f"{P}h100-s32-f-bench-fprop.json",
+                                "geomean": load("h100-s32-f-bench-fprop.json")["geomean"]},
 }  # fmt: skip
 (R / f"{P}s32-summary.json").write_text(json.dumps(out, indent=1))
 
