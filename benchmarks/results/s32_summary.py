@@ -61,6 +61,8 @@ out = {
     "ncu_gemm_4096x4096x8192_h100_b": ncu("h100-s32-b-ncu-square-4k-k8192.txt"),
     "conv_suite_fprop_h100_f": {"file": f"{P}h100-s32-f-bench-fprop.json",
                                 "geomean": load("h100-s32-f-bench-fprop.json")["geomean"]},
+    "conv_suite_fprop_h200_g": {"file": f"{P}h200-s32-g-bench-fprop.json",
+                                "geomean": load("h200-s32-g-bench-fprop.json")["geomean"]},
 }  # fmt: skip
 (R / f"{P}s32-summary.json").write_text(json.dumps(out, indent=1))
 
