@@ -242,7 +242,7 @@ def test_verify_poisons_the_runners_scratch_before_each_launch() -> None:
     # the workspace itself: NaN in the partials held and in those allocated after; turnstiles kept
     ws = SplitKWorkspace()
     work, count = torch.zeros(8), torch.zeros(2, dtype=torch.int32)
-    ws._bufs[(0, 0)] = (work, count)
+    ws._bufs[0] = (work, count)
     ws.poison()
     assert bool(work.isnan().all()) and not bool(count.any()) and bool(ws._new_work(4, "cpu").isnan().all())
 

@@ -17,6 +17,7 @@ from autocutlass.kernels.helper_kernels import get_reduce, get_transpose
 from autocutlass.kernels.hopper_gemm.check import copied_operands, kernel_problem
 from autocutlass.kernels.hopper_gemm.compile import get_compiled
 from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig, SplitMode
+from autocutlass.ops.launch import on_default_stream
 from autocutlass.ops.gemm.problem import DType, GemmProblem
 
 log = logging.getLogger("autocutlass")
@@ -70,7 +71,7 @@ class SplitKWorkspace:
     when the same operands are launched again."""
 
     def __init__(self) -> None:
-        self._bufs: dict[tuple[int, int], tuple[Any, Any]] = {}
+        self._bufs: dict[int, tuple[Any, Any]] = {}  # per device index: the default stream's buffers
         self._poisoned = False
 
     def poison(self) -> None:
@@ -96,8 +97,6 @@ class SplitKWorkspace:
     def get(self, device: Any, partials: int, turnstiles: int) -> tuple[Any, Any]:
         import torch
 
-        from autocutlass.ops.launch import on_default_stream
-
         index = device.index or 0
         if not on_default_stream(index):
             # Not the default stream: CUDA-graph capture, or torch.compile's cudagraph trees, whose
@@ -106,13 +105,12 @@ class SplitKWorkspace:
             # ("tensors in the cudagraph pool not tracked as outputs"). A call's own temporaries
             # are freed when it returns; the zeroed turnstiles cost one memset (a graph node).
             return self._new_work(partials, device), torch.zeros(turnstiles, dtype=torch.int32, device=device)
-        key = (index, 0)
-        have = self._bufs.get(key)
+        have = self._bufs.get(index)
         if have is None or have[0].numel() < partials or have[1].numel() < turnstiles:
             work = self._new_work(partials, device)
             count = torch.zeros(turnstiles, dtype=torch.int32, device=device)
             have = (work, count)
-            self._bufs[key] = have
+            self._bufs[index] = have
         return have
 
 
