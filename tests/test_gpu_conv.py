@@ -86,6 +86,13 @@ CASES = [
                                      epilogue=E(with_c=True, bias=True, activation=A.RELU))),
     (C(128, 128, 64, split_k=7, split_mode="workspace"), conv(3, 9, 11, 64, 128, 3, 3, stride=(2, 2), pad=(1, 1),
                                                           x=FP16, y=FP32, epilogue=E(bias=True, activation=A.SILU))),
+    # the narrow seeds (hopper_conv.narrow_split_seeds): 64-column tiles in workspace slabs, a 1x2 cluster's
+    # im2col multicast (ResNet-50 stage 4 at batch 8: 32 tiles x 4), 256x64 (Stable Diffusion's 16x16 layer at
+    # batch 2: 40 tiles x 3); pixel and channel residues with residual + bias + ReLU
+    (C(128, 64, 64, cluster_n=2, split_k=4, split_mode="workspace"), conv(8, 7, 7, 512, 512, 3, 3, pad=(1, 1))),
+    (C(256, 64, 64, split_k=3, split_mode="workspace"), conv(2, 16, 16, 1280, 1280, 3, 3, pad=(1, 1))),
+    (C(128, 64, 64, cluster_n=2, split_k=6, split_mode="workspace"), conv(3, 5, 7, 200, 136, 3, 3, pad=(1, 1),
+                                     epilogue=E(with_c=True, bias=True, activation=A.RELU))),
     # stream-K (every cluster the same share of the (tile, K block) iterations; a tile cut between
     # clusters summed in K order): ResNet-50 stage 4 at batch 256 in 128x256 tiles (196 tiles, 72 K
     # blocks), pixel and channel residues with residual + bias + ReLU, 2-CTA clusters both ways

@@ -14,7 +14,7 @@ import pytest
 from _conv_helpers import dsl_available
 from autocutlass.device import KERNELS_DIR
 from autocutlass.kernels.hopper_conv import HopperConvConfig as C
-from autocutlass.kernels.hopper_conv import HopperConvFamily, check, layer_splits, modelled_pick
+from autocutlass.kernels.hopper_conv import HopperConvFamily, check, layer_splits, modelled_pick, narrow_split_seeds
 from autocutlass.kernels.hopper_conv.check import problem_supported
 from autocutlass.kernels.hopper_conv.compile import compile_key
 from autocutlass.kernels.hopper_conv.config import Schedule, SplitMode
@@ -169,6 +169,27 @@ def test_few_tile_layers_get_workspace_splits_in_space_and_seeds() -> None:
     assert modelled_pick(small, SplitMode.SERIAL).split_mode is SplitMode.SERIAL
     large = conv(n=8, c=640, k=640, h=32, w=32)
     assert not any(c.split_mode is SplitMode.WORKSPACE for c in [*fam.space(large), *fam.seeds(large)])
+
+
+def test_small_batch_few_tile_layers_get_narrow_workspace_split_seeds() -> None:
+    """A small-batch few-tile layer's first seeds carry 64-column tiles split through the workspace
+    into the most splits one wave holds (rn50-l4-3x3 at batch 8: 32 tiles of 128x64 in a 1x2 cluster
+    x 4 slabs, 16 of 256x64 x 8; Stable Diffusion's 16x16 layer at batch 2: 40 tiles of 256x64 x 3,
+    where 128x64's 80 tiles take no split); each is in the space and feasible. At batch 32 (104
+    tiles of 128x64, 52 of 256x64) no split fills 85% of a wave, and a large layer splits nothing."""
+    fam = HopperConvFamily()
+    b8 = conv(n=8, c=512, k=512, h=7, w=7)
+    narrow = narrow_split_seeds(b8)
+    assert narrow == [C(128, 64, 64, cluster_n=2, split_k=4, split_mode="workspace"),
+                      C(256, 64, 64, split_k=8, split_mode="workspace")]  # fmt: skip
+    seeds, space = fam.seeds(b8), set(fam.space(b8))
+    assert all(c in seeds[:5] and c in space and check(c, b8) is None for c in narrow)
+    sd16 = conv(n=2, c=1280, k=1280, h=16, w=16)
+    assert narrow_split_seeds(sd16) == [C(256, 64, 64, split_k=3, split_mode="workspace")]
+    assert narrow_split_seeds(sd16)[0] in fam.seeds(sd16)[:5]
+    b32 = conv(c=512, k=512, h=7, w=7)
+    assert narrow_split_seeds(b32) == []  # 104 tiles of 128x64; 52 of 256x64 x 2 fill 104 SMs, below 85%
+    assert narrow_split_seeds(conv(n=8, c=640, k=640, h=32, w=32)) == []
 
 
 def test_stream_k_joins_the_space_of_few_wave_layers_only() -> None:

@@ -10,7 +10,10 @@ layer (compiled, verified, timed once each) and takes the fastest ``--configs`` 
 samples into the interleaved rounds. ``--stream-k`` adds stream-K configs (the cooperative 128x256,
 256x128 and 128x128 tiles, with and without a 2-CTA cluster), each also run twice for the same bits; ``--records DB.sqlite`` adds the
 database's ``hopper_conv`` record of each layer (labelled ``record``); ``--shapes`` names other
-shapes files (comma-separated; the layers are looked up in all of them); ``--json`` writes the rows.
+shapes files (comma-separated; the layers are looked up in all of them); ``--json`` writes the rows. ``--grid few|large`` adds a
+structured grid of the space (``grid_configs``: tiles x clusters x K splits for few-tile layers, tiles
+x clusters x schedules x rasters for large ones) in place of a random sample, and ``--workers N``
+compiles every candidate first in N GPU-blind processes (into the probe's kernel cache).
 
 GPU machine, from the project root (about 2-3 minutes; kernels compile into a temporary cache):
 
@@ -21,6 +24,7 @@ GPU machine, from the project root (about 2-3 minutes; kernels compile into a te
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -90,6 +94,8 @@ def main() -> int:
     ap.add_argument("--records", help="a tuning database file: add its hopper_conv record of each layer")
     ap.add_argument("--shapes", help="shapes files to look the layers up in (comma-separated)")
     ap.add_argument("--json", help="write the table's rows here")
+    ap.add_argument("--grid", choices=("few", "narrow", "large"), help="add this structured grid of the space per layer")
+    ap.add_argument("--workers", type=int, default=0, help="compile the candidates first in N processes")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("no CUDA GPU", file=sys.stderr)
@@ -108,6 +114,7 @@ def main() -> int:
     cache = Path(tempfile.mkdtemp(prefix="conv-probe-"))
     fam = HopperConvFamily(cache_dir=cache)
     rows: list[tuple[str, str, float | None, float, float]] = []
+    sweeps: list[dict[str, object]] = []
     t_start = time.time()
     for name in names:
         case = by_name.get(name)
@@ -146,6 +153,13 @@ def main() -> int:
         if args.sweep:
             feasible = [c for c in fam.space(prob) if check(c, prob) is None and c not in candidates]
             candidates += random.Random(name).sample(feasible, min(args.sweep, len(feasible)))
+        if args.grid:
+            candidates += [c for c in grid_configs(prob, args.grid) if c not in candidates]
+        if args.workers > 1:
+            t0 = time.time()
+            failed = precompile(candidates, prob, cache, args.workers)
+            print(f"{name}: {len(candidates)} configs compiled in {time.time() - t0:.0f}s by {args.workers} "
+                  f"processes ({len(failed)} failed)", flush=True)  # fmt: skip
         timers: list[tuple[str, object]] = [("cudnn", cudnn_call)]
         for cfg in candidates:
             assert check(cfg, prob) is None
@@ -176,9 +190,10 @@ def main() -> int:
                 runner(x, w, y)
 
             timers.append((label, ours))
-        if args.sweep and len(timers) > args.configs + 1:
+        if (args.sweep or args.grid) and len(timers) > args.configs + 1:
             once = sorted((time_callable(fn, flush_bytes=flush).median_ms, label, fn) for label, fn in timers[1:])  # type: ignore[arg-type]
             print(f"{name}: sweep, fastest first: " + "; ".join(f"{lab} {ms * 1e3:.1f}us" for ms, lab, _ in once[:6]))
+            sweeps.extend({"layer": name, "kernel": lab, "us": ms * 1e3} for ms, lab, _ in once)
             timers = timers[:1] + [(lab, fn) for _, lab, fn in once[: args.configs]]
         medians: dict[str, list[float]] = {label: [] for label, _ in timers}
         for r in range(args.rounds):
@@ -206,6 +221,7 @@ def main() -> int:
             "device": props.name, "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
             "rows": [{"layer": n, "kernel": lab, "us": None if ms is None else ms * 1e3, "tflops": tf,
                       "x_cudnn": r if ms is not None else None} for n, lab, ms, tf, r in rows],
+            "sweep": sweeps,
         }, indent=1))  # fmt: skip
     return 0
 
@@ -220,6 +236,69 @@ def record_of(path: str, prob: ConvProblem) -> HopperConvConfig | None:
             (prob.key(), "hopper_conv"),
         ).fetchone()
     return None if row is None else HopperConvConfig.from_dict(json.loads(row[0]))
+
+
+def grid_configs(prob: ConvProblem, kind: str) -> list[HopperConvConfig]:
+    """A structured grid of the family's feasible configs. 'few' (layers of few output tiles): the
+    cooperative tiles of 64-256 rows x 128-256 columns, every cluster shape, data-parallel or split
+    2-4 ways or the wave-filling count (``layer_splits``), serially or through the workspace; the
+    ping-pong tiles data-parallel. 'narrow': the same over tiles of 64 columns. 'large': tiles x clusters x schedules x rasters, swizzle 1 and 8."""
+    from autocutlass.kernels.hopper_conv import layer_splits
+    from autocutlass.kernels.hopper_gemm.config import Raster, Schedule, SplitMode
+
+    c = HopperConvConfig
+    clusters = ((1, 1), (2, 1), (1, 2), (2, 2))
+    out: list[HopperConvConfig] = []
+    if kind in ("few", "narrow"):
+        tiles = ((64, 128, 128), (64, 256, 64), (128, 128, 64), (128, 128, 128), (128, 256, 64), (256, 128, 64))
+        if kind == "narrow":  # 64-column tiles: two 64x64 consumer warpgroups in a 128-row tile
+            tiles = ((128, 64, 64), (128, 64, 128), (256, 64, 64), (64, 64, 64), (64, 64, 128))
+        for (tm, tn, tk), (cm, cn) in itertools.product(tiles, clusters):
+            out.append(c(tm, tn, tk, cm, cn))
+            out.append(c(tm, tn, tk, cm, cn, raster=Raster.ALONG_N))
+            out.append(c(tm, tn, tk, cm, cn, schedule=Schedule.PINGPONG))
+            for sk in layer_splits(prob, tm, tn, tk):
+                for mode in SplitMode:
+                    out.append(c(tm, tn, tk, cm, cn, split_k=sk, split_mode=mode))
+    else:
+        tiles = ((128, 128, 64), (128, 192, 64), (128, 256, 64), (256, 128, 64), (64, 256, 64))
+        for (tm, tn, tk), (cm, cn), sch, ras, sw in itertools.product(
+            tiles, clusters, tuple(Schedule), tuple(Raster), (1, 8)
+        ):
+            out.append(c(tm, tn, tk, cm, cn, schedule=sch, raster=ras, swizzle=sw))
+    return [cfg for cfg in dict.fromkeys(out) if check(cfg, prob) is None]
+
+
+def precompile(configs: list[HopperConvConfig], prob: ConvProblem, cache: Path, workers: int) -> list[str]:
+    """Compile ``configs`` for ``prob`` into the kernel cache ``cache`` in ``workers`` spawned
+    GPU-blind processes; the labels of those that failed."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    jobs = [(cfg.as_dict(), prob.as_dict(), str(cache)) for cfg in configs]
+    failed: list[str] = []
+    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+        for fut in cf.as_completed([pool.submit(_compile_one, j) for j in jobs]):
+            label, err = fut.result()
+            if err is not None:
+                failed.append(label)
+                print(f"compile failed: {label}: {err[:200]}", flush=True)
+    return failed
+
+
+def _compile_one(job: tuple[dict, dict, str]) -> tuple[str, str | None]:
+    """Worker: compile one config (GPU-blind) into the cache directory; (label, error or None)."""
+    cfg_dict, prob_dict, cache = job
+    os.environ["CUTE_DSL_ARCH"] = "sm_90a"
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    from autocutlass.ops.registry import problem_from_dict
+
+    cfg = HopperConvConfig.from_dict(cfg_dict)
+    try:
+        HopperConvFamily(cache_dir=Path(cache)).compile(cfg, problem_from_dict(prob_dict))
+        return cfg.short(), None
+    except Exception as e:  # noqa: BLE001 - reported by the parent
+        return cfg.short(), f"{type(e).__name__}: {e}"
 
 
 def stream_configs(prob: ConvProblem) -> list[HopperConvConfig]:

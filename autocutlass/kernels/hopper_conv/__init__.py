@@ -109,6 +109,39 @@ def modelled_pick(problem: ConvProblem, mode: SplitMode | None = None) -> Hopper
     return None if best is None else best[2]
 
 
+NARROW_SPLIT_TILES = ((128, 2), (256, 1))
+"""(tile_m, cluster_n) of the 64-column tiles ``narrow_split_seeds`` offers, each split through the
+workspace into the count that fills a wave."""
+NARROW_SPLIT_FILL = 0.85
+"""The least share of the SMs a narrow seed's split units must fill (in one wave)."""
+
+
+def narrow_split_seeds(problem: ConvProblem) -> list[HopperConvConfig]:
+    """Seeds of 64-column tiles (two 64x64 consumer warpgroups in a 128-row tile, or two 128x64 in a
+    256-row one) whose K loop is split through the workspace into the most splits whose units fit
+    one wave of the GPU (if they fill ``NARROW_SPLIT_FILL`` of it, each split left
+    ``SPLIT_MIN_BLOCKS`` K blocks or more), for a split layer (``_splits_layer``). Measured on an H100
+    (``benchmarks/results/2026-11-28-h100-s33-c-grid-narrow.*``, every config of the grid timed):
+    the fastest configs of the small-batch few-tile layers, which the cost model ranks low (it
+    rates a 64-column tile at half an SM): rn50-l4-3x3-b8 128x64 1x2-cluster in 4 slabs 14.7 us
+    against cuDNN's 15.8 and the record's 16.2; sd-1280@16-b2 256x64 in 3 slabs 39.8 us against
+    cuDNN's 41.3 and the record's 42.8. They lost on the batch-32 layers (rn50-l4-3x3: x0.93)."""
+    if not _splits_layer(problem):
+        return []
+    gm = implicit_gemm(problem)
+    out = []
+    for tile_m, cluster_n in NARROW_SPLIT_TILES:
+        tiles = -(-gm.m // tile_m) * -(-gm.n // 64)
+        fits = [s for s in range(2, min(SERIAL_SPLIT_MAX, -(-gm.k // 64) // SPLIT_MIN_BLOCKS) + 1)
+                if tiles * s <= budgets.SM_COUNT_SM90]  # fmt: skip
+        if not fits or tiles * max(fits) < NARROW_SPLIT_FILL * budgets.SM_COUNT_SM90:
+            continue
+        cfg = HopperConvConfig(tile_m, 64, 64, cluster_n=cluster_n, split_k=max(fits), split_mode=SplitMode.WORKSPACE)
+        if check(cfg, problem) is None:
+            out.append(cfg)
+    return out
+
+
 def _streams_layer(problem: ConvProblem) -> bool:
     """Whether the space offers the layer stream-K (``STREAM_K_MAX_OUTPUT``, ``SPLIT_K_MIN_K``)."""
     gm = implicit_gemm(problem)
@@ -174,7 +207,8 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
         narrow ping-pong tile the K = 64 layers (rn50-l1-3x3, 1.15x), 128x128 tiles with im2col
         multicast the few-tile layers (rn50-l3-3x3, 1.13x) and 64-row tiles those with fewer
         128x128 tiles than half the SMs (rn50-l4-3x3, 0.89x). A few-tile layer's second guess is the
-        cost model's (``modelled_pick``), which may split the K loop so that its units fill a wave.
+        cost model's (``modelled_pick``), which may split the K loop so that its units fill a wave; a
+        small-batch one's also 64-column tiles in workspace slabs (``narrow_split_seeds``).
         Stream-K is in the space, not in the seeds: on an H100 it beat neither the records nor the
         seeds of the suite's few-wave layers (``STREAM_K_MAX_OUTPUT``)."""
         c = HopperConvConfig
@@ -198,6 +232,9 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
             slabs = modelled_pick(problem, SplitMode.WORKSPACE)
             if slabs is not None and slabs not in guesses:
                 guesses.insert(2, slabs)
+            for narrow in reversed(narrow_split_seeds(problem)):
+                if narrow not in guesses:
+                    guesses.insert(3, narrow)
         else:  # large: tiles that fit K, walked along N (the im2col tile stays in L2 across them)
             guesses = [
                 c(128, fit, 64, raster=n_, swizzle=8), c(128, fit, 64, cluster_m=2, raster=n_, swizzle=8),
