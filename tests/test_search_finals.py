@@ -348,12 +348,13 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """A BenchHandler whose compile, verify, timing and torch are fakes. Config ``{"name": X}``
     runs as X; ``ms`` maps names to per-call ms; names in ``bad_verify`` / ``bad_after`` fail
     verification / the check after timing; those in ``no_write`` leave D as it was; ``fault``
-    raises a CUDA fault while timed."""
+    raises a CUDA fault while timed; ``disturbed`` maps names to how many of their next timings
+    come out disturbed (p80 ten times p20, the median ten times the per-call ms)."""
     from autocutlass.search import timing as timing_mod
     from autocutlass.ops.gemm import evaluation as verify_mod
 
     state: dict[str, Any] = {"ms": {}, "bad_verify": set(), "bad_after": set(), "fault": None, "no_compile": set(),
-                             "no_write": set()}  # fmt: skip
+                             "no_write": set(), "disturbed": {}}  # fmt: skip
     log: list[str] = []
     inputs = FakeInputs(log)
 
@@ -368,6 +369,10 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     def time_callable(fn: Any, *, flush_bytes: int) -> Timing:
         fn()
         ms = state["ms"][log[-1]] + 0.01 * len(log)  # later timings are slower: a drift
+        left = state["disturbed"].get(log[-1], 0)  # this many of the participant's timings are disturbed
+        if left:
+            state["disturbed"][log[-1]] = left - 1
+            return Timing(10 * ms + left, 4 * ms, 40 * ms, 10, None)
         host = state.get("host", {}).get(log[-1])  # host ms of one call: the participant's values in turn
         if host:
             host.append(host.pop(0))
@@ -417,6 +422,45 @@ def test_handler_finals_keep_the_median_host_time_of_the_rounds(fake_gpu: dict[s
     assert Timing.from_dict(a["timing"]).host_ms == pytest.approx(0.02)
     assert Timing.from_dict(b["timing"]).host_ms is None and "host_ms" not in b["timing"]
     assert Timing.from_dict(reply["torch"]["timing"]).host_ms == pytest.approx(0.05)
+
+
+def bench_request(name: str | None) -> dict[str, Any]:
+    return {"op": "bench", "family": "fake", "problem": P.as_dict(), "config": None if name is None else {"name": name},
+            "device": 0}  # fmt: skip
+
+
+def test_a_disturbed_search_timing_is_taken_again(fake_gpu: dict[str, Any]) -> None:
+    """A candidate's (and torch's) single search timing whose p80 exceeds 1.5x its p20 is taken
+    again (session 33: one trial timed at 171.8 us, p20 71.5, p80 587.7, a config its next tuning
+    timed at 15.2 us, dropped from the finals); an undisturbed one is taken once."""
+    fake_gpu["ms"] = {"a": 1.0, "b": 2.0, "torch": 3.0}
+    fake_gpu["disturbed"] = {"a": 1, "torch": 2}
+    reply = fake_gpu["handler"]._bench(bench_request("a"))
+    assert reply["state"] == "ok" and fake_gpu["log"].count("a") == 2  # disturbed, then again
+    t = Timing.from_dict(reply["timing"])
+    assert t.median_ms < 1.1 and t.p80_ms == t.p20_ms
+    reply = fake_gpu["handler"]._bench(bench_request(None))
+    assert fake_gpu["log"].count("torch") == 3 and Timing.from_dict(reply["timing"]).median_ms < 3.1
+    reply = fake_gpu["handler"]._bench(bench_request("b"))
+    assert fake_gpu["log"].count("b") == 1 and Timing.from_dict(reply["timing"]).median_ms < 2.1
+
+
+def test_steady_gives_up_after_its_attempts_with_the_lowest_median() -> None:
+    from autocutlass.search.timing import DISTURBED_SPREAD, STEADY_ATTEMPTS, disturbed, steady
+
+    assert not disturbed(Timing(1.0, 0.95, 0.95 * DISTURBED_SPREAD, 10))
+    assert disturbed(Timing(1.0, 0.95, 0.96 * DISTURBED_SPREAD, 10))
+    seq = iter([Timing(9.0, 1.0, 20.0, 10), Timing(5.0, 1.0, 20.0, 10), Timing(7.0, 1.0, 20.0, 10),
+                Timing(1.0, 1.0, 1.0, 10)])  # fmt: skip
+    calls: list[Timing] = []
+
+    def measure() -> Timing:
+        calls.append(next(seq))
+        return calls[-1]
+
+    assert steady(measure).median_ms == 5.0 and len(calls) == STEADY_ATTEMPTS == 3
+    with pytest.raises(ValueError, match="attempts"):
+        steady(measure, attempts=0)
 
 
 def test_the_gpus_head_start_covers_the_hosts_launches() -> None:

@@ -191,17 +191,20 @@ class BenchHandler:
         self._problem_key = problem.key()
 
     def _torch_timing(self, problem: OpProblem) -> Timing:
-        """The op's torch baseline on the prepared inputs, timed like a candidate, under the op's
-        baseline settings (TF32 for TF32 problems; cuDNN benchmark mode for convolutions)."""
-        from autocutlass.search.timing import time_callable
+        """The op's torch baseline on the prepared inputs, timed like a candidate (taken again while
+        disturbed: ``timing.steady``), under the op's baseline settings (TF32 for TF32 problems; cuDNN
+        benchmark mode for convolutions)."""
+        from autocutlass.search.timing import steady, time_callable
 
         ev = evaluation_for(problem)
         with ev.baseline_context(problem):
-            return per_call(time_callable(ev.torch_baseline(problem, self._inputs), flush_bytes=self._flush_bytes),
-                            self._inputs)  # fmt: skip
+            baseline = ev.torch_baseline(problem, self._inputs)
+            return per_call(steady(lambda: time_callable(baseline, flush_bytes=self._flush_bytes)), self._inputs)
 
     def _bench(self, request: dict[str, Any]) -> dict[str, Any]:
-        from autocutlass.search.timing import time_callable
+        """Compile, verify and time one candidate (its timing taken again while disturbed:
+        ``timing.steady``), or torch's baseline for config None."""
+        from autocutlass.search.timing import steady, time_callable
 
         problem = problem_from_dict(request["problem"])
         self._prepare(problem)
@@ -216,7 +219,8 @@ class BenchHandler:
             ok, reason = ev.verify(runner, problem, inputs, ref)
             if not ok:
                 return {"state": "wrong_result", "reason": reason, "timing": None}
-            timing = per_call(time_callable(lambda: inputs.run(runner), flush_bytes=self._flush_bytes), inputs)
+            timing = per_call(steady(lambda: time_callable(lambda: inputs.run(runner), flush_bytes=self._flush_bytes)),
+                              inputs)  # fmt: skip
             ok, reason = ev.check_output(problem, inputs.output, ref)
             if not ok:
                 return {"state": "wrong_result", "reason": f"after timing: {reason}", "timing": None}

@@ -32,6 +32,12 @@ queue or a preempted thread only ever adds to it. Vendor verdicts weigh it (``au
 a convnet's training step at moderate batch is bound by the host, where cuDNN's calls cost more
 than our launches.
 
+**Disturbed timings** (``steady``; like host time, no change to the measurement above): the
+search's single timing of a candidate or of torch is taken again, up to ``STEADY_ATTEMPTS`` times in
+all, while its p80 exceeds ``DISTURBED_SPREAD`` times its p20, a spread no kernel's steady per-call
+times have (another process on the GPU, a clock or power event during the repetitions). One such
+timing otherwise drops a config from the search: the finals only see the fastest few.
+
 **Noise and ties** (``beats``): ``a`` beats ``b`` only when ``b.median - a.median`` exceeds the
 noise, which is the larger of half the wider p20..p80 spread of the two and ``NOISE_FLOOR_REL``
 of ``b``'s median (run-to-run drift on H100/H200 is a few percent; a 1% floor keeps a lucky
@@ -156,6 +162,37 @@ def noise_ms(a: Timing, b: Timing) -> float:
 def beats(a: Timing, b: Timing) -> bool:
     """True when ``a`` is faster than ``b`` by more than the noise."""
     return b.median_ms - a.median_ms > noise_ms(a, b)
+
+
+DISTURBED_SPREAD = 1.5
+"""A timing whose 80th percentile exceeds its 20th by this factor is taken for disturbed (module
+doc). A kernel's per-call times spread a few percent: on an H100 (session 33, call d) a tuning's
+trials of one conv layer spread 1.03-1.08 but for one at 71.5 / 587.7 us (median 171.8), a config
+its next tuning timed at 15.2 us."""
+
+STEADY_ATTEMPTS = 3
+"""How many times ``steady`` measures at most."""
+
+
+def disturbed(t: Timing) -> bool:
+    """True when ``t``'s p80 exceeds ``DISTURBED_SPREAD`` times its p20."""
+    return t.p80_ms > DISTURBED_SPREAD * max(t.p20_ms, 0.0)
+
+
+def steady(measure: Callable[[], Timing], attempts: int = STEADY_ATTEMPTS) -> Timing:
+    """``measure()``'s first timing that is not ``disturbed``, measuring again at most ``attempts``
+    times in all; when every one is disturbed, the one of the lowest median."""
+    if attempts < 1:
+        raise ValueError(f"attempts must be at least 1, got {attempts}")
+    kept: Timing | None = None
+    for _ in range(attempts):
+        t = measure()
+        if not disturbed(t):
+            return t
+        if kept is None or t.median_ms < kept.median_ms:
+            kept = t
+    assert kept is not None
+    return kept
 
 
 def _clamp(v: int, lo: int, hi: int) -> int:

@@ -10,9 +10,10 @@ layer (compiled, verified, timed once each) and takes the fastest ``--configs`` 
 samples into the interleaved rounds. ``--stream-k`` adds stream-K configs (the cooperative 128x256,
 256x128 and 128x128 tiles, with and without a 2-CTA cluster), each also run twice for the same bits; ``--records DB.sqlite`` adds the
 database's ``hopper_conv`` record of each layer (labelled ``record``); ``--shapes`` names other
-shapes files (comma-separated; the layers are looked up in all of them); ``--json`` writes the rows. ``--grid few|large`` adds a
-structured grid of the space (``grid_configs``: tiles x clusters x K splits for few-tile layers, tiles
-x clusters x schedules x rasters for large ones) in place of a random sample, and ``--workers N``
+shapes files (comma-separated; the layers are looked up in all of them); ``--json`` writes the rows
+(and, with a sweep or grid, every candidate's single timing). ``--grid few|narrow|large`` adds a
+structured grid of the space (``grid_configs``: tiles x clusters x K splits for few-tile layers, the
+same over 64-column tiles, tiles x clusters x schedules x rasters for large ones), and ``--workers N``
 compiles every candidate first in N GPU-blind processes (into the probe's kernel cache).
 
 GPU machine, from the project root (about 2-3 minutes; kernels compile into a temporary cache):
@@ -242,7 +243,8 @@ def grid_configs(prob: ConvProblem, kind: str) -> list[HopperConvConfig]:
     """A structured grid of the family's feasible configs. 'few' (layers of few output tiles): the
     cooperative tiles of 64-256 rows x 128-256 columns, every cluster shape, data-parallel or split
     2-4 ways or the wave-filling count (``layer_splits``), serially or through the workspace; the
-    ping-pong tiles data-parallel. 'narrow': the same over tiles of 64 columns. 'large': tiles x clusters x schedules x rasters, swizzle 1 and 8."""
+    ping-pong tiles data-parallel. 'narrow': the same over tiles of 64 columns. 'large': tiles x
+    clusters x schedules x rasters, swizzle 1 and 8."""
     from autocutlass.kernels.hopper_conv import layer_splits
     from autocutlass.kernels.hopper_gemm.config import Raster, Schedule, SplitMode
 
