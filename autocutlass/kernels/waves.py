@@ -115,11 +115,17 @@ def wave_fill(units: int, sms: int = budgets.SM_COUNT_SM90) -> float:
 
 
 def wave_splits(
-    tiles: int, k_blocks: int, *, most: int, min_blocks: int = 4, sms: int = budgets.SM_COUNT_SM90
+    tiles: int,
+    k_blocks: int,
+    *,
+    most: int,
+    min_blocks: int = 4,
+    sms: int = budgets.SM_COUNT_SM90,
+    fill: float | None = None,
 ) -> tuple[int, ...]:
     """The split count (2..``most``, each split left ``min_blocks`` K blocks or more) whose
-    ``tiles * split`` work units fill one wave of ``sms`` CTAs best, if they fill ``WAVE_FILL`` of
-    it or more (the smaller count of a tie): ``(s,)``, or ``()``.
+    ``tiles * split`` work units fill one wave of ``sms`` CTAs best, if they fill ``fill`` of it or
+    more (default ``WAVE_FILL``; the smaller count of a tie): ``(s,)``, or ``()``.
 
     Split counts listed as products of 2 and 3 miss the 132 SMs of an H100 or H200 (4 x 3 x 11):
     a 3x3 convolution's tiles come in nines, and 18 tiles split 6 ways take 108 SMs where 7 ways
@@ -135,4 +141,4 @@ def wave_splits(
     if not fits:
         return ()
     best = max(fits, key=lambda s: (tiles * s, -s))
-    return (best,) if wave_fill(tiles * best, sms) >= WAVE_FILL else ()
+    return (best,) if wave_fill(tiles * best, sms) >= (WAVE_FILL if fill is None else fill) else ()

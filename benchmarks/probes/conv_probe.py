@@ -112,7 +112,7 @@ def main() -> int:
     flush = 2 * int(getattr(props, "L2_cache_size", 50 * 2**20))
     print(f"# {props.name}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
           f"shapes {SHAPES if SHAPES else 'built-in fallback'}")  # fmt: skip
-    cache = Path(tempfile.mkdtemp(prefix="conv-probe-"))
+    cache = Path(tempfile.mkdtemp(prefix="conv-probe-")) / "kernels"
     fam = HopperConvFamily(cache_dir=cache)
     rows: list[tuple[str, str, float | None, float, float]] = []
     sweeps: list[dict[str, object]] = []
@@ -272,35 +272,22 @@ def grid_configs(prob: ConvProblem, kind: str) -> list[HopperConvConfig]:
 
 
 def precompile(configs: list[HopperConvConfig], prob: ConvProblem, cache: Path, workers: int) -> list[str]:
-    """Compile ``configs`` for ``prob`` into the kernel cache ``cache`` in ``workers`` spawned
-    GPU-blind processes; the labels of those that failed."""
-    import concurrent.futures as cf
-    import multiprocessing as mp
+    """Compile ``configs`` for ``prob`` into the kernel cache ``cache`` (``AUTOCUTLASS_CACHE_DIR``'s
+    kernels/) in ``workers`` GPU-blind processes, the pool of ``autocutlass kernels compile``; the
+    labels of those that failed."""
+    from types import SimpleNamespace
 
-    jobs = [(cfg.as_dict(), prob.as_dict(), str(cache)) for cfg in configs]
+    from autocutlass.cli.kernels import _compile_pool
+
+    assert cache.name == "kernels", cache
+    os.environ["AUTOCUTLASS_CACHE_DIR"] = str(cache.parent)  # the spawned workers' kernel cache
     failed: list[str] = []
-    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-        for fut in cf.as_completed([pool.submit(_compile_one, j) for j in jobs]):
-            label, err = fut.result()
-            if err is not None:
-                failed.append(label)
-                print(f"compile failed: {label}: {err[:200]}", flush=True)
+    ns = SimpleNamespace(workers=workers, arch="sm_90a", family="hopper_conv")
+    for label, err in _compile_pool(ns, HopperConvFamily(), configs, prob):
+        if err is not None:
+            failed.append(label)
+            print(f"compile failed: {label}: {err[:200]}", flush=True)
     return failed
-
-
-def _compile_one(job: tuple[dict, dict, str]) -> tuple[str, str | None]:
-    """Worker: compile one config (GPU-blind) into the cache directory; (label, error or None)."""
-    cfg_dict, prob_dict, cache = job
-    os.environ["CUTE_DSL_ARCH"] = "sm_90a"
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    from autocutlass.ops.registry import problem_from_dict
-
-    cfg = HopperConvConfig.from_dict(cfg_dict)
-    try:
-        HopperConvFamily(cache_dir=Path(cache)).compile(cfg, problem_from_dict(prob_dict))
-        return cfg.short(), None
-    except Exception as e:  # noqa: BLE001 - reported by the parent
-        return cfg.short(), f"{type(e).__name__}: {e}"
 
 
 def stream_configs(prob: ConvProblem) -> list[HopperConvConfig]:

@@ -118,9 +118,9 @@ NARROW_SPLIT_FILL = 0.85
 
 def narrow_split_seeds(problem: ConvProblem) -> list[HopperConvConfig]:
     """Seeds of 64-column tiles (two 64x64 consumer warpgroups in a 128-row tile, or two 128x64 in a
-    256-row one) whose K loop is split through the workspace into the most splits whose units fit
-    one wave of the GPU (if they fill ``NARROW_SPLIT_FILL`` of it, each split left
-    ``SPLIT_MIN_BLOCKS`` K blocks or more), for a split layer (``_splits_layer``). Measured on an H100
+    256-row one) whose K loop is split through the workspace into the count whose units fill one
+    wave of the GPU best (``kernels.waves.wave_splits`` with ``NARROW_SPLIT_FILL`` in place of its
+    0.95, each split left ``SPLIT_MIN_BLOCKS`` K blocks or more), for a split layer (``_splits_layer``). Measured on an H100
     (``benchmarks/results/2026-11-28-h100-s33-c-grid-narrow.*``, every config of the grid timed):
     the fastest configs of the small-batch few-tile layers, which the cost model ranks low (it
     rates a 64-column tile at half an SM): rn50-l4-3x3-b8 128x64 1x2-cluster in 4 slabs 14.7 us
@@ -132,13 +132,11 @@ def narrow_split_seeds(problem: ConvProblem) -> list[HopperConvConfig]:
     out = []
     for tile_m, cluster_n in NARROW_SPLIT_TILES:
         tiles = -(-gm.m // tile_m) * -(-gm.n // 64)
-        fits = [s for s in range(2, min(SERIAL_SPLIT_MAX, -(-gm.k // 64) // SPLIT_MIN_BLOCKS) + 1)
-                if tiles * s <= budgets.SM_COUNT_SM90]  # fmt: skip
-        if not fits or tiles * max(fits) < NARROW_SPLIT_FILL * budgets.SM_COUNT_SM90:
-            continue
-        cfg = HopperConvConfig(tile_m, 64, 64, cluster_n=cluster_n, split_k=max(fits), split_mode=SplitMode.WORKSPACE)
-        if check(cfg, problem) is None:
-            out.append(cfg)
+        for split in waves.wave_splits(tiles, -(-gm.k // 64), most=SERIAL_SPLIT_MAX, min_blocks=SPLIT_MIN_BLOCKS,
+                                       fill=NARROW_SPLIT_FILL):  # fmt: skip
+            cfg = HopperConvConfig(tile_m, 64, 64, cluster_n=cluster_n, split_k=split, split_mode=SplitMode.WORKSPACE)
+            if check(cfg, problem) is None:
+                out.append(cfg)
     return out
 
 
