@@ -189,10 +189,17 @@ def _wgrad_cases() -> list[tuple[Any, ConvProblem]]:
          problem("wgrad", 3, 35, 36, 128, 256, 3, 3, pad=(1, 1))),
         (W(64, 192, 64, tap_channels=64, split_k=9, split_mode="workspace", slab_groups=4),
          problem("wgrad", 2, 16, 16, 320, 72, 3, 3, pad=(1, 1), dt=FP16)),
+        # interleaved splits (split s takes pixel blocks s, s + S, ...): a pointwise dw in 12 slabs, 22
+        # slabs of a 3x3 layer's 60 pixel blocks with residues, serial splits across the taps
+        (W(128, 64, 64, split_k=12, split_mode="workspace", interleave=True), problem("wgrad", 8, 28, 28, 64, 256, 1, 1)),
+        (W(128, 128, 64, split_k=22, split_mode="workspace", interleave=True),
+         problem("wgrad", 3, 35, 36, 128, 256, 3, 3, pad=(1, 1))),
+        (W(64, 192, 64, tap_channels=64, split_k=7, interleave=True), problem("wgrad", 2, 16, 16, 320, 320, 3, 3,
+                                                                             pad=(1, 1))),
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("i", range(35))
+@pytest.mark.parametrize("i", range(38))
 def test_wgrad_kernel(tmp_path: Path, i: int) -> None:
     config, p = _wgrad_cases()[i]
     _verify(_wgrad_family(tmp_path), config, p)
@@ -225,6 +232,8 @@ def test_split_reductions_give_the_same_bits_twice(tmp_path: Path) -> None:
         (_wgrad_family(tmp_path), W(64, 192, 64, tap_channels=64, split_k=7, split_mode="workspace"),
          problem("wgrad", 2, 16, 16, 320, 320, 3, 3, pad=(1, 1))),
         (_wgrad_family(tmp_path), W(128, 64, 64, split_k=64, split_mode="workspace", slab_groups=4),
+         problem("wgrad", 8, 28, 28, 64, 256, 1, 1)),
+        (_wgrad_family(tmp_path), W(128, 64, 64, split_k=12, split_mode="workspace", interleave=True),
          problem("wgrad", 8, 28, 28, 64, 256, 1, 1)),
         (HopperGemmFamily(tmp_path), G(128, 64, 64, stream_k=True), problem("wgrad", 32, 56, 56, 64, 256, 1, 1)),
         (HopperGemmFamily(tmp_path), G(128, 128, 64, split_k=8, split_mode="workspace"),

@@ -157,6 +157,20 @@ CASES = [
                                                            b_dtype=DType.TF32, d_dtype=DType.FP32)),
     (C(64, 128, 64, store="direct", stream_k=True), GemmProblem(m=1, n=4096, k=4096, b_major=T)),
     (C(128, 256, 64, stream_k=True), GemmProblem(m=300, n=520, k=64, d_dtype=DType.FP32)),
+    # interleaved splits (split s takes K blocks s, s + S, ...): uneven block counts (16 blocks in 5
+    # splits, 65 in 7, 257 in 16), splits with no block (1 block in 4), serial and workspace,
+    # clusters, swapped decode, tf32 with bias + ReLU, C + GELU, batched
+    (C(128, 128, 64, split_k=5, split_mode="workspace", interleave=True), GemmProblem(m=257, n=392, k=1000)),
+    (C(64, 128, 64, split_k=7, interleave=True), GemmProblem(m=30, n=200, k=4104, b_major=T)),
+    (C(128, 64, 64, cluster_n=2, split_k=16, split_mode="workspace", interleave=True),
+     GemmProblem(m=256, n=256, k=16448)),
+    (C(64, 64, 64, split_k=4, interleave=True), GemmProblem(m=30, n=200, k=64, b_major=T)),
+    (C(64, 16, 128, swap_ab=True, split_k=11, interleave=True), GemmProblem(m=13, n=6144, k=4096, b_major=T)),
+    (C(64, 128, 32, split_k=3, split_mode="workspace", interleave=True), GemmProblem(
+        m=7, n=520, k=2052, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32, b_major=T,
+        epilogue=Epilogue(bias=True, activation=Activation.RELU))),
+    (C(128, 96, 128, split_k=2, cluster_n=2, interleave=True), GemmProblem(
+        m=300, n=480, k=2056, l=3, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True, activation=Activation.GELU))),
 ]
 
 
@@ -188,14 +202,17 @@ def test_one_compiled_kernel_serves_many_shapes() -> None:
     assert STATS.compiled == before
 
 
-@pytest.mark.parametrize("mode", ["serial", "workspace", "stream"])
+@pytest.mark.parametrize("mode", ["serial", "workspace", "stream", "serial-interleaved", "workspace-interleaved"])
 def test_split_k_is_bitwise_deterministic(mode: str) -> None:
     import torch
 
     from autocutlass.ops.gemm.evaluation import make_inputs
 
     prob = GemmProblem(m=64, n=4096, k=8192, b_major=T)
-    cfg = C(64, 128, 64, stream_k=True) if mode == "stream" else C(64, 128, 64, split_k=8, split_mode=mode)
+    if mode == "stream":
+        cfg = C(64, 128, 64, stream_k=True)
+    else:
+        cfg = C(64, 128, 64, split_k=8, split_mode=mode.split("-")[0], interleave=mode.endswith("-interleaved"))
     runner = HopperGemmFamily(cache_dir=None).compile(cfg, prob)
     inputs = make_inputs(prob, device="cuda", seed=7)
     outs = []

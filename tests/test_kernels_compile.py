@@ -94,10 +94,17 @@ def test_epilogue_variants_and_batched_compile() -> None:
         # swap_ab with workspace split-K (an M residue as tile_n 160; the reduce's transposed class)
         (HopperGemmConfig(128, 160, 64, cluster_n=2, split_k=13, split_mode="workspace", swap_ab=True),
          GemmProblem(m=320, n=640, k=40960, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True, bias=True))),
+        # interleaved splits (split s takes K blocks s, s + S, ...): workspace in a cluster, serial
+        # with an epilogue
+        (HopperGemmConfig(128, 64, 64, cluster_n=2, split_k=16, split_mode="workspace", interleave=True),
+         GemmProblem(m=256, n=256, k=65536)),
+        (HopperGemmConfig(128, 128, 64, split_k=5, interleave=True), GemmProblem(
+            m=257, n=392, k=1000, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True, activation=Activation.GELU))),
     ],
     ids=["tf32-nn", "tf32-nt-pingpong", "splitk-workspace", "swap-ab-splitk-epilogue", "fp8", "fp8-swap-ab",
          "tf32-nn-swap-a-regs", "tf32-col-a-regs-pingpong", "stream-k-c2x2-epilogue", "stream-k-swap-direct",
-         "fitted-144-c1x2-epilogue", "fitted-176-workspace", "swap-ab-workspace-c1x2-epilogue"],
+         "fitted-144-c1x2-epilogue", "fitted-176-workspace", "swap-ab-workspace-c1x2-epilogue",
+         "interleaved-workspace-c1x2", "interleaved-serial-epilogue"],
 )
 def test_tf32_workspace_split_k_and_swap_ab_compile(cfg: HopperGemmConfig, prob: GemmProblem) -> None:
     from autocutlass.kernels.hopper_gemm.check import kernel_problem
@@ -110,6 +117,35 @@ def test_tf32_workspace_split_k_and_swap_ab_compile(cfg: HopperGemmConfig, prob:
     # tf32 reads A through registers exactly when the kernel's A is M-major
     assert plan.a_regs is (prob.a_dtype is DType.TF32 and kernel_problem(prob, cfg).a_major is Major.COL)
     assert _compile(plan, 2) is not None
+    assert plan.split_interleave is cfg.interleave
+
+
+def test_interleave_axis_keys_check_and_space() -> None:
+    """``interleave`` (split s takes K blocks s, s + S, ...): left out of the dict form when False,
+    so the configs from before it keep their keys; only with split-K; in the space for every split
+    config, and the model's cheapest split pick is seeded in both orders."""
+    import dataclasses
+
+    from autocutlass.kernels.hopper_gemm import HopperGemmFamily, model_picks
+    from autocutlass.kernels.hopper_gemm.plan import make_plan
+
+    ws = HopperGemmConfig(128, 64, 64, split_k=16, split_mode="workspace")
+    il = dataclasses.replace(ws, interleave=True)
+    assert "interleave" not in ws.as_dict() and il.as_dict()["interleave"] is True
+    assert HopperGemmConfig.from_dict(il.as_dict()) == il and HopperGemmConfig.from_dict(ws.as_dict()) == ws
+    assert il.short().endswith("sk16wi") and ws.short().endswith("sk16w")
+    p = GemmProblem(m=256, n=256, k=65536)
+    assert check(il, p) is None
+    assert "split_k > 1" in (check(HopperGemmConfig(interleave=True), p) or "")
+    assert make_plan(il, p).split_interleave and not make_plan(ws, p).split_interleave
+    with pytest.raises(TypeError, match="interleave"):
+        HopperGemmConfig(split_k=2, interleave=1)  # type: ignore[arg-type]
+    space = HopperGemmFamily().space(p)
+    splits = [c for c in space if c.split_k > 1 and not c.stream_k]
+    assert all(dataclasses.replace(c, interleave=not c.interleave) in set(space) for c in splits[:500])
+    assert not any(c.interleave for c in space if c.split_k == 1)
+    picks = model_picks(p)
+    assert picks[1] == dataclasses.replace(picks[0], interleave=True) and picks[1] in HopperGemmFamily().seeds(p)
 
 
 def test_sampled_decode_configs_compile() -> None:

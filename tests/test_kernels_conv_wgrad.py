@@ -463,6 +463,24 @@ def test_grouped_slab_sums_keys_plan_and_config_axis() -> None:
     assert grouped in space and any(c.slab_groups == 4 for c in ON.seeds(p))
 
 
+def test_interleave_axis_of_the_wgrad_family() -> None:
+    """``interleave``: the splits' pixel blocks interleaved; passed to the GEMM config the kernel
+    reads, left out of the dict form when False, only with split-K, in the space (both orders of
+    every split config), not in the seeds."""
+    ws = C(128, 64, 64, split_k=12, split_mode="workspace")
+    il = dataclasses.replace(ws, interleave=True)
+    assert "interleave" not in ws.as_dict() and il.as_dict()["interleave"] is True
+    assert C.from_dict(il.as_dict()) == il and il.short().endswith("sk12wi")
+    assert il.gemm_config().interleave and not ws.gemm_config().interleave
+    p = wgrad(n=8, h=28, w=28, c=64, k=256, r=1, s=1, pad_h=0, pad_w=0)
+    assert ON.check(il, p) is None
+    assert "split_k > 1" in (ON.check(C(128, 64, 64, interleave=True), p) or "")
+    space = set(ON.space(p))
+    assert il in space and ws in space
+    assert not any(c.interleave for c in space if c.split_k == 1)
+    assert not any(c.interleave for c in ON.seeds(p))
+
+
 def test_scratch_slots_count_the_kernels_tiles() -> None:
     from autocutlass.kernels.hopper_gemm.runner import scratch_slots
 

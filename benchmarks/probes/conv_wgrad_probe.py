@@ -20,6 +20,7 @@ call) with cuDNN's wgrad (``aten.convolution_backward`` with dW alone in its mas
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import json
 import math
 import os
@@ -38,7 +39,7 @@ SHAPES = ROOT / "benchmarks" / "shapes-conv.json"
 DEFAULT_LAYERS = ",".join([
     "rn50-l1-3x3", "rn50-b8-3x3-64", "rn50-l2-3x3", "rn50-l2-3x3-s2", "rn50-l3-3x3", "rn50-l3-3x3-b128", "rn50-l4-3x3",
     "rn50-l4-3x3-b256", "sd-320@64", "sd-640@32", "sd-1280@16", "sdxl-640@64", "vae-512@128", "vae-256@512",
-    "sd-640@32-fp16",
+    "sd-640@32-fp16", "rn50-l1-1x1-up", "rn50-l3-1x1",
 ])
 
 
@@ -133,6 +134,8 @@ def main() -> int:
     ap.add_argument("--config", action="append", default=[], metavar="JSON",
                     help="a config (its dict as JSON) also timed on every layer whose check it passes (repeatable; "
                          "with --shipped-only too)")
+    ap.add_argument("--interleave", action="store_true",
+                    help="time every split config also with its splits' pixel blocks interleaved (``interleave``)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
@@ -168,6 +171,9 @@ def main() -> int:
             cands += [("seed", cfg) for cfg in list(fam.seeds(prob))[: args.seeds]]
             cands += [("taps", cfg) for cfg in extra_configs(prob)]
         cands += [("extra", HopperConvWgradConfig.from_dict(json.loads(c))) for c in args.config]
+        if args.interleave:
+            cands = [v for tag, cfg in cands for v in ((tag, cfg), (tag + "-i", replace(cfg, interleave=True)))
+                     if v[0] == tag or (cfg.split_k > 1 and not cfg.interleave)]
         kept, seen = [], set()
         for tag, cfg in cands:
             why = fam.check(cfg, prob)

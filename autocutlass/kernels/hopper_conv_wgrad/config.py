@@ -82,6 +82,10 @@ class HopperConvWgradConfig:
     ``SLAB_GROUPS``' other count of consecutive groups, one warp each, then the group sums in
     order (``slab_sum.GroupedSlabSumKernel``: more loads in flight for few outputs and many
     slabs). Left out of the dict form when 1, so the configs from before it keep their keys."""
+    interleave: bool = False
+    """Split-K: split s of S takes the pixel blocks s, s + S, s + 2S, ... instead of one
+    contiguous run (``HopperGemmConfig.interleave``: the splits read neighbouring rows of dy and
+    x at the same time). Left out of the dict form when False."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "schedule", Schedule(self.schedule))
@@ -93,8 +97,9 @@ class HopperConvWgradConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool):
                 raise TypeError(f"HopperConvWgradConfig.{name} must be int, got {v!r}")
-        if not isinstance(self.stream_k, bool):
-            raise TypeError(f"HopperConvWgradConfig.stream_k must be bool, got {self.stream_k!r}")
+        for name in ("stream_k", "interleave"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"HopperConvWgradConfig.{name} must be bool, got {getattr(self, name)!r}")
 
     @property
     def cluster_size(self) -> int:
@@ -107,7 +112,7 @@ class HopperConvWgradConfig:
             tile_m=self.tile_m, tile_n=self.tile_n, tile_k=self.tile_k, cluster_m=self.cluster_m,
             cluster_n=self.cluster_n, stages=self.stages, schedule=self.schedule, raster=self.raster,
             swizzle=self.swizzle, split_k=self.split_k, store=self.store, split_mode=self.split_mode,
-            stream_k=self.stream_k,
+            stream_k=self.stream_k, interleave=self.interleave,
         )  # fmt: skip
 
     def as_dict(self) -> dict[str, Any]:
@@ -118,6 +123,8 @@ class HopperConvWgradConfig:
         d["split_mode"] = self.split_mode.value
         if self.slab_groups == 1:
             del d["slab_groups"]
+        if not self.interleave:
+            del d["interleave"]
         return d
 
     @classmethod
@@ -132,6 +139,8 @@ class HopperConvWgradConfig:
         sk = f" sk{self.split_k}" if self.split_k != 1 else ""
         if self.split_mode is SplitMode.WORKSPACE:
             sk += "w" if self.slab_groups == 1 else f"w/g{self.slab_groups}"
+        if self.interleave:
+            sk += "i"
         sk += " streamk" if self.stream_k else ""
         st = " direct" if self.store is Store.DIRECT else ""
         taps = f" {self.tile_n // self.tap_channels}taps" if self.tap_channels else ""

@@ -368,7 +368,7 @@ class HopperConvWgradKernel(HopperGemmKernel):
                 # (their columns are past dw's, clipped).
                 first = tile[1] * n_taps
                 for kt in range(kt_count):
-                    kb = kt0 + kt
+                    kb = self._k_tile(kt0, kt)
                     ring.producer_acquire(state)
                     barrier = ring.producer_get_barrier(state)
                     cute.copy(tma_a, tAgA_t[(None, kb)], tAsA[(None, state.index)], tma_bar_ptr=barrier,
@@ -391,7 +391,7 @@ class HopperConvWgradKernel(HopperGemmKernel):
                 s = tap - r * taps_s
                 tBgB_t = tBgB[(None, None, tile[1], s, r)]
                 for kt in range(kt_count):
-                    kb = kt0 + kt
+                    kb = self._k_tile(kt0, kt)
                     ring.producer_acquire(state)
                     barrier = ring.producer_get_barrier(state)
                     cute.copy(tma_a, tAgA_t[(None, kb)], tAsA[(None, state.index)], tma_bar_ptr=barrier,

@@ -274,11 +274,24 @@ def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
         if swap is not None:  # first if the model ranks it cheaper, else after the cheapest split shape
             groups.insert(0 if swap[0] < costed[0][0] else 1, _clustered(swap[1], problem))
         out = [c for group in groups for c in group]
+        # the cheapest split pick with its K blocks interleaved among the splits too (``interleave``)
+        out[1:1] = _interleaved(out[0])[1:]
     out += _clustered(_rastered(data, problem), problem)
     if data.tile_n in TILE_N_FITTED:
         old = next(cfg for cfg in ranked if cfg.split_k == 1 and cfg.tile_n not in TILE_N_FITTED)
         out += _clustered(_rastered(old, problem), problem)[:2]
     return list(dict.fromkeys(out))
+
+
+def _interleaved(cfg: HopperGemmConfig) -> tuple[HopperGemmConfig, ...]:
+    """A split config, then the same with its splits' K blocks interleaved (``interleave``: the
+    splits read neighbouring K blocks at the same time). On an H200
+    (benchmarks/results/2026-11-28-h200-s34-b-split-order-gemm.txt) the interleaved order ran
+    256x256x65536 'nn' 2.7-7.6% faster in four split configs, and five other few-tile, long-K
+    GEMMs -1.2 to +1.8%; the search measures both."""
+    if cfg.split_k > 1 and not cfg.interleave:
+        return (cfg, dataclasses.replace(cfg, interleave=True))
+    return (cfg,)
 
 
 RASTER_ALONG_N_RATIO = 4
@@ -304,9 +317,26 @@ def _clustered(cfg: HopperGemmConfig, problem: GemmProblem) -> list[HopperGemmCo
     2-CTA cluster beat no cluster by 8-45% on five few-tile 'nt' GEMMs; which of the two shapes
     wins depends on the layout (2x1 on 'nt' and 'tn', 1x2 on 'nn': 2049x6144x4096 in 64x256 tiles
     0.147 ms in 1x2, 0.205 in 2x1, 0.220 alone); on tall grids walked along N no cluster won two of
-    three (-raster-probe.txt)."""
+    three (-raster-probe.txt).
+
+    A cluster whose tile grid must be padded to whole clusters (3 tiles along M in 2x1 clusters
+    run as 4) joins only where the padded work units need no more waves of the SMs than ``cfg``'s:
+    on an H200 (benchmarks/results/2026-11-28-h200-s34-b-split-order-gemm.txt) 384x384x49152 'nt'
+    in 128x128 tiles split 14 ways ran 56.9 us in a 2x1 cluster (12 padded tiles x 14 = 168 units,
+    two waves) against 42.3 alone (126 units), and 768x768x16384 'nn' in 128x256 tiles split 7 ways
+    69.7 us in a 1x2 cluster against 41.5 alone."""
     both = [dataclasses.replace(cfg, cluster_m=2), dataclasses.replace(cfg, cluster_n=2)]
-    return [c for c in both if check(c, problem) is None] + [cfg]
+    waves = cluster_waves(cfg, problem)
+    return [c for c in both if check(c, problem) is None and cluster_waves(c, problem) <= waves] + [cfg]
+
+
+def cluster_waves(cfg: HopperGemmConfig, problem: GemmProblem, sms: int = budgets.SM_COUNT_SM90) -> int:
+    """Waves of ``sms`` CTAs that ``cfg``'s work units take, the tile grid padded to whole clusters
+    (the persistent scheduler walks whole clusters) and each tile split ``split_k`` ways."""
+    m, n = (problem.n, problem.m) if cfg.swap_ab else (problem.m, problem.n)
+    tiles_m = -(-m // (cfg.tile_m * cfg.cluster_m)) * cfg.cluster_m
+    tiles_n = -(-n // (cfg.tile_n * cfg.cluster_n)) * cfg.cluster_n
+    return -(-(tiles_m * tiles_n * problem.l * cfg.split_k) // sms)
 
 
 TUNED_STAGES = (0,)
@@ -357,7 +387,8 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
 
         Split-K joins where output tiles alone cannot fill the GPU (decode shapes, long K): the
         cooperative configs again, with the K loop split ``split_counts`` ways, serial (either
-        store) or through the workspace and the reduce kernel. Decode GEMMs (M <= 128, 16-bit)
+        store) or through the workspace and the reduce kernel, each with its splits' K blocks
+        contiguous and interleaved (``interleave``). Decode GEMMs (M <= 128, 16-bit)
         also get the swapped kernel (``swap_ab``: the weight's rows on WGMMA's 64-row side, the
         tokens as a narrow tile_n), with and without serial split-K.
 
@@ -393,6 +424,7 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
             out += self._swapped_space(problem, stores, tks)
         if swap_split_candidate(problem):
             out += swapped_split_configs(problem, tks)
+        out += [dataclasses.replace(cfg, interleave=True) for cfg in out if cfg.split_k > 1]
         if problem.m * problem.n * problem.l <= SPLIT_K_MAX_OUTPUT and problem.k >= STREAM_K_MIN_K:
             out += [
                 dataclasses.replace(c, stream_k=True)
@@ -459,7 +491,8 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
             # through the workspace (deterministic either way).
             splits = max(2, min(max(SPLIT_K), budgets.SM_COUNT_SM90 // _tiles_128(problem)))
             guesses = [c(128, 128, 64, stream_k=True), c(128, 64, 64, stream_k=True),
-                       c(128, 128, 64, split_k=splits, split_mode=SplitMode.WORKSPACE)] + guesses  # fmt: skip
+                       c(128, 128, 64, split_k=splits, split_mode=SplitMode.WORKSPACE),
+                       c(128, 128, 64, split_k=splits, split_mode=SplitMode.WORKSPACE, interleave=True)] + guesses  # fmt: skip
         if 64 < problem.m <= 128:
             # 128 tokens: 64x64 tiles in 2x1 clusters (two token halves share each weight tile by
             # multicast; 128 CTAs) storing straight from registers. The H200 winner on
@@ -519,4 +552,5 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
             int(config.split_mode is SplitMode.WORKSPACE),
             int(config.swap_ab),
             int(config.stream_k),
+            int(config.interleave),
         )

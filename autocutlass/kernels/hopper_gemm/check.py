@@ -187,6 +187,8 @@ WORKSPACE_MAX_ELEMS = 2**31 - 1
 
 
 def _split_k(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
+    if config.interleave and config.split_k == 1:
+        return "interleave orders the K blocks of the splits: it needs split_k > 1"
     if config.split_k > 1 and config.schedule is Schedule.PINGPONG:
         return "split_k > 1 needs the cooperative schedule (ping-pong consumers cannot skip uneven K splits)"
     if config.split_mode is SplitMode.WORKSPACE:

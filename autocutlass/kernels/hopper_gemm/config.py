@@ -94,6 +94,12 @@ class HopperGemmConfig:
     between clusters is finished by the cluster that ran its first K block: it adds the partial
     sums the others left in a workspace, in K order (bitwise deterministic), and runs the
     epilogue. Needs split_k = 1, the cooperative schedule and swizzle 1."""
+    interleave: bool = False
+    """Split-K (``split_k`` = S > 1): split s takes the K blocks s, s + S, s + 2S, ... instead of
+    one contiguous run of about K / S blocks, so the S splits of a tile read neighbouring K
+    blocks at the same time (a few DRAM pages) rather than S regions far apart. The splits' sums
+    are added in split order as before (bitwise deterministic; other bits than the contiguous
+    order's). Left out of the dict form when False, so the configs from before it keep their keys."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "split_mode", SplitMode(self.split_mode))
@@ -104,7 +110,7 @@ class HopperGemmConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool):
                 raise TypeError(f"HopperGemmConfig.{name} must be int, got {v!r}")
-        for name in ("swap_ab", "stream_k"):
+        for name in ("swap_ab", "stream_k", "interleave"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"HopperGemmConfig.{name} must be bool, got {getattr(self, name)!r}")
 
@@ -132,6 +138,8 @@ class HopperGemmConfig:
         d["raster"] = self.raster.value
         d["store"] = self.store.value
         d["split_mode"] = self.split_mode.value
+        if not self.interleave:
+            del d["interleave"]
         return d
 
     @classmethod
@@ -146,6 +154,8 @@ class HopperGemmConfig:
         sk = f" sk{self.split_k}" if self.split_k != 1 else ""
         if self.split_mode is SplitMode.WORKSPACE:
             sk += "w"
+        if self.interleave:
+            sk += "i"
         st = " direct" if self.store is Store.DIRECT else ""
         sw = " swap" if self.swap_ab else ""
         sw += " streamk" if self.stream_k else ""

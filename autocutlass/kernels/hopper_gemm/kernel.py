@@ -355,14 +355,24 @@ class HopperGemmKernel:
     # ------------------------------------------------------------------ split-K
     @cute.jit
     def _split_range(self, unit, k_tiles):
-        """(batch index, first K tile, number of K tiles) of work unit ``unit``."""
+        """(batch index, first K tile, number of K tiles) of work unit ``unit``. Interleaved
+        splits (``plan.split_interleave``): split s's K tiles are s, s + S, ... (``_k_tile``)."""
         split_k = self.plan.split_k
         if cutlass.const_expr(split_k == 1):
             return unit[2], cutlass.Int32(0), k_tiles
-        per = (k_tiles + split_k - 1) // split_k
         split = unit[2] % split_k
+        if cutlass.const_expr(self.plan.split_interleave):
+            return unit[2] // split_k, split, cutlass.max((k_tiles - split + split_k - 1) // split_k, 0)
+        per = (k_tiles + split_k - 1) // split_k
         kt0 = split * per
         return unit[2] // split_k, kt0, cutlass.max(cutlass.min(per, k_tiles - kt0), 0)
+
+    @cute.jit
+    def _k_tile(self, kt0, kt):
+        """The K tile of a work unit's ``kt``-th load (``kt0`` from ``_split_range``)."""
+        if cutlass.const_expr(self.plan.split_interleave):
+            return kt0 + kt * self.plan.split_k
+        return kt0 + kt
 
     # ------------------------------------------------------------------ stream-K
     @cute.jit
@@ -505,8 +515,9 @@ class HopperGemmKernel:
             for kt in range(kt_count):
                 ring.producer_acquire(state)
                 barrier = ring.producer_get_barrier(state)
-                self._load_a(tma_a, tAgA_t[(None, kt0 + kt)], tAsA[(None, state.index)], barrier, a_mask)
-                cute.copy(tma_b, tBgB_t[(None, kt0 + kt)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
+                kb = self._k_tile(kt0, kt)
+                self._load_a(tma_a, tAgA_t[(None, kb)], tAsA[(None, state.index)], barrier, a_mask)
+                cute.copy(tma_b, tBgB_t[(None, kb)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
                           mcast_mask=b_mask)
                 ring.producer_commit(state)
                 state.advance()
