@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 34, calls d (H200) and e (H100): the few-tile, long-K GEMMs with the interleaved split order
+# Session 34, call d (H200; on an H100 it serves that GPU's file): the few-tile, long-K GEMMs with the interleaved split order
 # (HopperGemmConfig.interleave) and the cluster-padding rule of the model's picks. 1. benchmarks/shapes-longk.json
 # and shapes-online.json's four few-tile / long-K cases against torch.matmul as a user gets the shipped file
 # (rekeyed to the new sources: the records of before); 2. each tuned again, 16 trials from the priors (the shipped
