@@ -370,6 +370,9 @@ COMPILE_CASES = [
     # wave-filling split counts (wave_splits): 7 serial, 22 workspace slabs
     (C(128, 256, 64, split_k=7), wgrad(n=1, h=512, w=512, c=256, k=256)),
     (C(128, 256, 64, split_k=22, split_mode="workspace"), wgrad(n=1, h=512, w=512, c=256, k=256)),
+    # interleaved splits: a pointwise dw's workspace slabs, serial splits across the taps
+    (C(128, 64, 64, split_k=12, split_mode="workspace", interleave=True), wgrad(c=64, k=256, r=1, s=1, pad_h=0, pad_w=0)),
+    (C(64, 192, 64, split_k=7, tap_channels=64, interleave=True), wgrad(c=320, k=320)),
 ]  # fmt: skip
 
 
