@@ -301,13 +301,36 @@ class HopperConvKernel(HopperGemmKernel):
 
     # ------------------------------------------------------------------ producer
     @cute.jit
+    def _load_unit(self, ring, state, tma_a, tma_b, tAsA, tBsB, tAgA_t, tBgB_t, kt0, kt_count, c_blocks, a_mask,
+                   b_mask):
+        """A work unit's K blocks ``kt0`` .. ``kt0 + kt_count - 1`` (channel block fastest, then the
+        tap's s, then r), each an im2col load of A and a tiled load of B into the next ring stage;
+        returns the producer state after them."""
+        taps_s = self.filter_rs[1]
+        for kt in range(kt_count):
+            kb = kt0 + kt
+            tap = kb // c_blocks
+            cb = kb - tap * c_blocks
+            r = tap // taps_s
+            s = tap - r * taps_s
+            ring.producer_acquire(state)
+            barrier = ring.producer_get_barrier(state)
+            cute.copy(tma_a, tAgA_t[(None, cb, s, r)], tAsA[(None, state.index)], tma_bar_ptr=barrier,
+                      mcast_mask=a_mask)
+            cute.copy(tma_b, tBgB_t[(None, cb, s, r)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
+                      mcast_mask=b_mask)
+            ring.producer_commit(state)
+            state.advance()
+        return state
+
+    @cute.jit
     def _conv_producer(self, ring, tma_a, tma_b, sA, sB, gA, gB, k_tiles, c_blocks, a_mask, b_mask,
                        cta_layout_mnk, cluster_coord, sched_params, geom):
         """One warp: for each of the CTA's work units, its K blocks (channel block fastest, then
         the tap's s, then r), each an im2col load of A and a tiled load of B into one ring stage.
         Stream-K: the units are the segments of the cluster's span of (tile, K block) iterations
-        (``_stream_unit``), in the order the inherited consumers take them."""
-        taps_s = self.filter_rs[1]
+        (``_stream_unit``), in the order the inherited consumers take them. The K blocks of a unit:
+        ``_load_unit``."""
         a_cta_layout = cute.make_layout(cute.slice_(cta_layout_mnk, (0, None, 0)).shape)
         tAsA, tAgA = cute.nvgpu.cpasync.tma_partition(
             tma_a, cluster_coord[1], a_cta_layout, cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2)
@@ -322,25 +345,10 @@ class HopperConvKernel(HopperGemmKernel):
             while it < end:
                 unit, kt0, count = self._stream_unit(geom, it, end, cluster_coord)
                 kt_count = cutlass.max(cutlass.min(count, k_tiles - kt0), 0)
-                # (The K-block loop is written out in both branches: the data-parallel and split
-                # configs' generated code stays byte for byte what it was before stream-K, so
-                # ``db rekey`` carries their records.)
                 tAgA_t = tAgA[(None, unit[0], None, None, None)]
                 tBgB_t = tBgB[(None, unit[1], None, None, None)]
-                for kt in range(kt_count):
-                    kb = kt0 + kt
-                    tap = kb // c_blocks
-                    cb = kb - tap * c_blocks
-                    r = tap // taps_s
-                    s = tap - r * taps_s
-                    ring.producer_acquire(state)
-                    barrier = ring.producer_get_barrier(state)
-                    cute.copy(tma_a, tAgA_t[(None, cb, s, r)], tAsA[(None, state.index)], tma_bar_ptr=barrier,
-                              mcast_mask=a_mask)
-                    cute.copy(tma_b, tBgB_t[(None, cb, s, r)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
-                              mcast_mask=b_mask)
-                    ring.producer_commit(state)
-                    state.advance()
+                state = self._load_unit(ring, state, tma_a, tma_b, tAsA, tBsB, tAgA_t, tBgB_t, kt0, kt_count,
+                                        c_blocks, a_mask, b_mask)
                 it = it + count
         else:
             sched = utils.StaticPersistentTileScheduler.create(
@@ -353,20 +361,8 @@ class HopperConvKernel(HopperGemmKernel):
                 _, kt0, kt_count = self._split_range(unit, k_tiles)
                 tAgA_t = tAgA[(None, unit[0], None, None, None)]
                 tBgB_t = tBgB[(None, unit[1], None, None, None)]
-                for kt in range(kt_count):
-                    kb = kt0 + kt
-                    tap = kb // c_blocks
-                    cb = kb - tap * c_blocks
-                    r = tap // taps_s
-                    s = tap - r * taps_s
-                    ring.producer_acquire(state)
-                    barrier = ring.producer_get_barrier(state)
-                    cute.copy(tma_a, tAgA_t[(None, cb, s, r)], tAsA[(None, state.index)], tma_bar_ptr=barrier,
-                              mcast_mask=a_mask)
-                    cute.copy(tma_b, tBgB_t[(None, cb, s, r)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
-                              mcast_mask=b_mask)
-                    ring.producer_commit(state)
-                    state.advance()
+                state = self._load_unit(ring, state, tma_a, tma_b, tAsA, tBsB, tAgA_t, tBgB_t, kt0, kt_count,
+                                        c_blocks, a_mask, b_mask)
                 sched.advance_to_next_work()
                 work = sched.get_current_work()
         ring.producer_tail(state)

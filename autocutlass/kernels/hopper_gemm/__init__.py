@@ -274,24 +274,17 @@ def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
         if swap is not None:  # first if the model ranks it cheaper, else after the cheapest split shape
             groups.insert(0 if swap[0] < costed[0][0] else 1, _clustered(swap[1], problem))
         out = [c for group in groups for c in group]
-        # the cheapest split pick with its K blocks interleaved among the splits too (``interleave``)
-        out[1:1] = _interleaved(out[0])[1:]
+        # The cheapest split pick with its K blocks interleaved among the splits too (``interleave``).
+        # On an H200 (benchmarks/results/2026-11-28-h200-s34-b-split-order-gemm.txt) the interleaved
+        # order ran 256x256x65536 'nn' 2.7-7.6% faster in four split configs and five other few-tile,
+        # long-K GEMMs -1.2 to +1.8%; the search measures both.
+        if out[0].split_k > 1:
+            out.insert(1, dataclasses.replace(out[0], interleave=True))
     out += _clustered(_rastered(data, problem), problem)
     if data.tile_n in TILE_N_FITTED:
         old = next(cfg for cfg in ranked if cfg.split_k == 1 and cfg.tile_n not in TILE_N_FITTED)
         out += _clustered(_rastered(old, problem), problem)[:2]
     return list(dict.fromkeys(out))
-
-
-def _interleaved(cfg: HopperGemmConfig) -> tuple[HopperGemmConfig, ...]:
-    """A split config, then the same with its splits' K blocks interleaved (``interleave``: the
-    splits read neighbouring K blocks at the same time). On an H200
-    (benchmarks/results/2026-11-28-h200-s34-b-split-order-gemm.txt) the interleaved order ran
-    256x256x65536 'nn' 2.7-7.6% faster in four split configs, and five other few-tile, long-K
-    GEMMs -1.2 to +1.8%; the search measures both."""
-    if cfg.split_k > 1 and not cfg.interleave:
-        return (cfg, dataclasses.replace(cfg, interleave=True))
-    return (cfg,)
 
 
 RASTER_ALONG_N_RATIO = 4
