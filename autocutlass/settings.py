@@ -21,6 +21,8 @@ AUTOCUTLASS_GROUPED_KERNELS  0: ``grouped_mm`` never runs the hopper_grouped ker
                            (on, they serve only problems tuned on this GPU)
 AUTOCUTLASS_CONV_DGRAD     0: never serve conv2d dgrad with ``hopper_conv_dgrad`` (the      1
                            fprop kernel on dY, stride 1); cuDNN does
+AUTOCUTLASS_CONV_DGRAD_STRIDED  1: strided conv2d dgrad runs ``hopper_conv_dgrad_strided``  0
+                           on layers tuned here (off: it ran at 0.53-0.90x cuDNN)
 AUTOCUTLASS_CONV_WGRAD     0: never serve conv2d wgrad with the implicit-GEMM wgrad kernel  1
                            (``hopper_conv_wgrad``; on, it serves only problems tuned here)
 AUTOCUTLASS_VENDOR_VERDICTS  0: our kernels serve every tuned problem, even where its tuning  1
@@ -142,6 +144,11 @@ class Settings:
     """``AUTOCUTLASS_CONV_DGRAD`` (on unless 0): the ``hopper_conv_dgrad`` family serves conv2d
     dgrad problems (its GPU tests, a whole training step's included, passed on an H100,
     2026-11-25)."""
+    conv_dgrad_strided_kernel: bool = False
+    """``AUTOCUTLASS_CONV_DGRAD_STRIDED`` (off unless 1): the ``hopper_conv_dgrad_strided`` family
+    (one stride-1 convolution per stride phase) serves strided conv2d dgrad problems tuned on this
+    GPU. Its GPU tests passed on an H200 (2026-11-28), but it ran at 0.53-0.90x of cuDNN on every
+    strided layer tuned (``benchmarks/results/2026-11-28-h200-s35-c-*``), so it is off."""
     vendor_verdicts: bool = True
     """``AUTOCUTLASS_VENDOR_VERDICTS`` (on unless 0): torch serves a tuned problem whose tuning
     measured it faster than our best (``autocutlass.vendor``)."""
@@ -206,6 +213,7 @@ class Settings:
             tune_pool_idle_s=_seconds(e, "AUTOCUTLASS_TUNE_POOL_IDLE_S", 300.0, zero="closing them after every tuning"),
             grouped_kernels=_flag(e, "AUTOCUTLASS_GROUPED_KERNELS", default=True),
             conv_dgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_DGRAD", default=True),
+            conv_dgrad_strided_kernel=_flag(e, "AUTOCUTLASS_CONV_DGRAD_STRIDED", default=False),
             conv_wgrad_kernel=_flag(e, "AUTOCUTLASS_CONV_WGRAD", default=True),
             vendor_verdicts=_flag(e, "AUTOCUTLASS_VENDOR_VERDICTS", default=True),
             vendor_host=_flag(e, "AUTOCUTLASS_VENDOR_HOST", default=True),

@@ -43,8 +43,9 @@ def test_info_names_the_families_switched_off(tmp_path: Path, monkeypatch: pytes
     assert main(["info"]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("switched off"))
     assert "hopper_conv_wgrad (AUTOCUTLASS_CONV_WGRAD=unset to use it)" in line
+    assert "hopper_conv_dgrad_strided (AUTOCUTLASS_CONV_DGRAD_STRIDED=1 to use it)" in line  # off by default
     for on in ("hopper_gemm_gated", "hopper_conv_dgrad", "hopper_grouped"):  # on by default
-        assert on not in line
+        assert f"{on} (" not in line
     monkeypatch.setenv("AUTOCUTLASS_GROUPED_KERNELS", "0")
     monkeypatch.setenv("AUTOCUTLASS_GATED_KERNELS", "0")
     monkeypatch.setenv("AUTOCUTLASS_CONV_DGRAD", "off")

@@ -1,6 +1,7 @@
 """conv2d's backward on the GPU (marker ``gpu``; skipped without CUDA).
 
-* dgrad on ``hopper_conv_dgrad`` (stride 1: the fprop kernel on dy and the flipped filter) and
+* dgrad on ``hopper_conv_dgrad`` (stride 1: the fprop kernel on dy and the flipped filter), on
+  ``hopper_conv_dgrad_strided`` (stride > 1: one phase per stride residue, scattered into dx) and
   on the GEMM family (pointwise layers), wgrad on the GEMM family (pointwise: split-K, stream-K)
   and on ``hopper_conv_wgrad`` (the implicit-GEMM wgrad kernel, turned on here explicitly; off by
   default until these tests pass): each against the float32 gradient on random data with a
@@ -94,6 +95,68 @@ def test_dgrad_follows_an_in_place_weight_update(tmp_path: Path) -> None:
         inputs.w.mul_(-0.5)  # an optimizer step: the weight's version moves
     ok, why = ev.verify(runner, p, inputs, ev.reference(p, inputs))
     assert ok, why
+
+
+# ---- strided dgrad: one stride-1 convolution per stride phase, scattered into dx -----------------
+def _strided_family(tmp: Path) -> Any:
+    from autocutlass.kernels.hopper_conv_dgrad_strided import HopperConvDgradStridedFamily
+
+    return HopperConvDgradStridedFamily(tmp)
+
+
+def _strided_cases() -> list[tuple[Any, ConvProblem]]:
+    from autocutlass.kernels.hopper_conv import HopperConvConfig as C
+
+    d = "direct"  # the register scatter; the others the staged one (store TMA)
+    return [
+        # ResNet's 3x3 stride 2 pad 1 (phases of 1, 2, 2 and 4 taps), even size; odd sizes (phases of
+        # 8 and 7 rows), residues in every dimension
+        (C(128, 128, 64), problem("dgrad", 2, 28, 28, 128, 128, 3, 3, stride=(2, 2), pad=(1, 1))),
+        (C(128, 64, 64, store=d), problem("dgrad", 3, 15, 17, 72, 136, 3, 3, stride=(2, 2), pad=(1, 1))),
+        # 1x1 stride 2 (three phases zero), odd size; 2x2 stride 2 (patch merging); 3x3 unpadded
+        (C(128, 128, 64, schedule="pingpong"), problem("dgrad", 4, 15, 13, 256, 128, 1, 1, stride=(2, 2))),
+        (C(64, 128, 64, store=d), problem("dgrad", 2, 16, 16, 128, 64, 2, 2, stride=(2, 2))),
+        (C(128, 96, 64, cluster_n=2), problem("dgrad", 2, 19, 20, 96, 64, 3, 3, stride=(2, 2))),
+        # stride 3 with padding 1 (a phase reads a band of dy: a positive im2col lower corner); mixed
+        # strides with R != S; 4x4 stride 2 pad 1
+        (C(128, 64, 64, store=d), problem("dgrad", 2, 13, 11, 64, 64, 3, 3, stride=(3, 3), pad=(1, 1))),
+        (C(128, 128, 64, cluster_m=2), problem("dgrad", 2, 12, 11, 128, 64, 5, 3, stride=(2, 1), pad=(2, 1))),
+        (C(128, 64, 128, store=d), problem("dgrad", 2, 16, 12, 64, 128, 4, 4, stride=(2, 2), pad=(1, 1))),
+        # fp16; 256-row tiles; serial split-K and stream-K (a few-tile ResNet stage-4 layer)
+        (C(128, 128, 64), problem("dgrad", 2, 14, 14, 64, 64, 3, 3, stride=(2, 2), pad=(1, 1), dt=FP16)),
+        (C(256, 128, 64, store=d), problem("dgrad", 8, 28, 28, 128, 128, 3, 3, stride=(2, 2), pad=(1, 1))),
+        (C(128, 128, 64, split_k=3), problem("dgrad", 4, 14, 14, 256, 512, 3, 3, stride=(2, 2), pad=(1, 1))),
+        (C(128, 128, 64, store=d, stream_k=True), problem("dgrad", 8, 14, 14, 256, 512, 3, 3, stride=(2, 2), pad=(1, 1))),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("i", range(12))
+def test_strided_dgrad_kernel(tmp_path: Path, i: int) -> None:
+    config, p = _strided_cases()[i]
+    _verify(_strided_family(tmp_path), config, p)
+
+
+def test_strided_dgrad_seeds_and_weight_updates(tmp_path: Path) -> None:
+    import torch
+
+    from autocutlass.ops.conv import evaluation as ev
+
+    fam = _strided_family(tmp_path)
+    for p in (problem("dgrad", 32, 56, 56, 128, 128, 3, 3, stride=(2, 2), pad=(1, 1)),
+              problem("dgrad", 32, 56, 56, 256, 512, 1, 1, stride=(2, 2))):  # fmt: skip
+        _verify(fam, fam.seeds(p)[0], p)
+    config, p = _strided_cases()[0]
+    runner, inputs = _verify(fam, config, p)
+    with torch.no_grad():
+        inputs.w.mul_(-0.5)  # an optimizer step: the sub-filters follow the weight's version
+    ok, why = ev.verify(runner, p, inputs, ev.reference(p, inputs))
+    assert ok, why
+    # the runner of one shape serves the other shapes of its class (a neighbour's record): odd sizes
+    for other in (problem("dgrad", 3, 27, 29, 128, 128, 3, 3, stride=(2, 2), pad=(1, 1)),
+                  problem("dgrad", 1, 9, 8, 128, 128, 3, 3, stride=(2, 2), pad=(1, 1))):  # fmt: skip
+        inputs = ev.make_inputs(other, device=torch.device("cuda"), seed=1)
+        ok, why = ev.verify(runner, other, inputs, ev.reference(other, inputs))
+        assert ok, f"{other.describe()} on the runner of {p.describe()}: {why}"
 
 
 # ---- pointwise dgrad and wgrad: GEMMs ----------------------------------------------------------
@@ -239,6 +302,8 @@ def test_split_reductions_give_the_same_bits_twice(tmp_path: Path) -> None:
         (HopperGemmFamily(tmp_path), G(128, 128, 64, split_k=8, split_mode="workspace"),
          problem("wgrad", 32, 14, 14, 1024, 256, 1, 1)),
         (_dgrad_family(tmp_path), _dgrad_cases()[8][0], _dgrad_cases()[8][1]),
+        (_strided_family(tmp_path), _strided_cases()[10][0], _strided_cases()[10][1]),
+        (_strided_family(tmp_path), _strided_cases()[11][0], _strided_cases()[11][1]),
     ]  # fmt: skip
     for fam, config, p in runs:
         runner, inputs = _verify(fam, config, p)
@@ -305,8 +370,9 @@ def test_a_convnet_training_step_matches_torch(wgrad_kernel: bool, monkeypatch: 
         # torch's bf16 path by more than half again
         assert err(a) <= max(2e-2, 1.5 * err(t)), f"grad of {name}: ours {err(a):.3e}, torch bf16 {err(t):.3e}"
     fell_back = [m for m in caplog.messages if "served by torch" in m]
-    # forwards: 3 ours; dgrad: the 3x3 s1 and 1x1 ours, the strided 3x3 falls back (x needs its own: 3 dgrads);
-    # wgrad: the 1x1 ours (GEMM), the 3x3 ours only with the wgrad kernel on
+    # forwards: 3 ours; dgrad (x needs its own: 3 dgrads): the 3x3 s1 and 1x1 ours, the strided 3x3 on cuDNN
+    # (hopper_conv_dgrad_strided is off by default); wgrad: the 1x1 ours (GEMM), the 3x3 ours only with the
+    # wgrad kernel on
     assert any("conv2d_dgrad" in m and "stride 2x2" in m for m in fell_back), fell_back
     assert sum("conv2d_wgrad" in m for m in fell_back) == (0 if wgrad_kernel else 2), fell_back
     assert stats.fallbacks == (1 if wgrad_kernel else 3), stats

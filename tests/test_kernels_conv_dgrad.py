@@ -116,13 +116,13 @@ def test_registry_serves_each_direction_with_its_families(monkeypatch: pytest.Mo
     monkeypatch.setenv("AUTOCUTLASS_CONV_DGRAD", "0")
     assert [f.name for f in families_for(dgrad())] == []  # switched off
     monkeypatch.delenv("AUTOCUTLASS_CONV_DGRAD", raising=False)  # on by default
-    assert family_names() == ["hopper_gemm", "hopper_conv", "hopper_conv_dgrad", "hopper_conv_wgrad", "hopper_conv_unfold",
-                              "hopper_conv_wgrad_unfold", "hopper_grouped", "hopper_gemm_gated", "hopper_gemm_swiglu",
-                              "hopper_gemv"]
+    assert family_names() == ["hopper_gemm", "hopper_conv", "hopper_conv_dgrad", "hopper_conv_dgrad_strided",
+                              "hopper_conv_wgrad", "hopper_conv_unfold", "hopper_conv_wgrad_unfold", "hopper_grouped",
+                              "hopper_gemm_gated", "hopper_gemm_swiglu", "hopper_gemv"]
     names = lambda p: [f.name for f in families_for(p)]
     assert names(dgrad()) == ["hopper_conv_dgrad"]
     assert names(dgrad(r=1, s=1, pad_h=0, pad_w=0)) == ["hopper_gemm", "hopper_conv_dgrad"]  # a GEMM too
-    assert names(dgrad(stride_h=2, stride_w=2)) == []  # strided: cuDNN
+    assert names(dgrad(stride_h=2, stride_w=2)) == []  # strided: cuDNN (hopper_conv_dgrad_strided is off by default)
     assert names(dataclasses.replace(dgrad(r=1, s=1, pad_h=0, pad_w=0), direction=ConvDirection.WGRAD)) == ["hopper_gemm"]
     assert names(dataclasses.replace(dgrad(), direction=ConvDirection.FPROP)) == ["hopper_conv"]
 

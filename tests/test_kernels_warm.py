@@ -206,6 +206,7 @@ def test_compile_workers_turn_every_gated_family_on() -> None:
 
         s = current()
         assert s.grouped_kernels and s.conv_dgrad_kernel and s.conv_wgrad_kernel and s.gated_kernels
+        assert s.conv_dgrad_strided_kernel
     finally:
         for k, v in saved.items():
             if v is None:

@@ -13,6 +13,7 @@ from typing import Any
 from autocutlass.kernels.base import GemmRunner, KernelFamily
 from autocutlass.kernels.hopper_conv import HopperConvFamily
 from autocutlass.kernels.hopper_conv_dgrad import HopperConvDgradFamily
+from autocutlass.kernels.hopper_conv_dgrad_strided import HopperConvDgradStridedFamily
 from autocutlass.kernels.hopper_conv_unfold import HopperConvUnfoldFamily, HopperConvWgradUnfoldFamily
 from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradFamily
 from autocutlass.kernels.hopper_gemm import HopperGemmFamily
@@ -30,6 +31,7 @@ _FAMILIES: dict[str, type[KernelFamily]] = {
     "hopper_gemm": HopperGemmFamily,
     "hopper_conv": HopperConvFamily,
     "hopper_conv_dgrad": HopperConvDgradFamily,
+    "hopper_conv_dgrad_strided": HopperConvDgradStridedFamily,
     "hopper_conv_wgrad": HopperConvWgradFamily,
     "hopper_conv_unfold": HopperConvUnfoldFamily,
     "hopper_conv_wgrad_unfold": HopperConvWgradUnfoldFamily,
@@ -56,14 +58,15 @@ serves (``dispatch``)."""
 GATES: dict[str, tuple[str, str]] = {
     "hopper_grouped": ("grouped_kernels", "AUTOCUTLASS_GROUPED_KERNELS"),
     "hopper_conv_dgrad": ("conv_dgrad_kernel", "AUTOCUTLASS_CONV_DGRAD"),
+    "hopper_conv_dgrad_strided": ("conv_dgrad_strided_kernel", "AUTOCUTLASS_CONV_DGRAD_STRIDED"),
     "hopper_gemm_gated": ("gated_kernels", "AUTOCUTLASS_GATED_KERNELS"),
     "hopper_gemm_swiglu": ("swiglu_kernels", "AUTOCUTLASS_SWIGLU_KERNELS"),
     "hopper_gemv": ("gemv_kernels", "AUTOCUTLASS_GEMV_KERNELS"),
 }
 """Families that serve problems only while a setting is on (``Settings`` field, variable): new
-kernels awaiting their GPU validation (their setting is off by default), and validated ones a
-user may switch off (on by default: hopper_grouped, hopper_conv_dgrad, hopper_gemm_gated,
-hopper_gemm_swiglu, hopper_gemv)."""
+kernels awaiting their GPU validation or slower than the vendor's (their setting is off by
+default: hopper_conv_dgrad_strided), and validated ones a user may switch off (on by default:
+hopper_grouped, hopper_conv_dgrad, hopper_gemm_gated, hopper_gemm_swiglu, hopper_gemv)."""
 
 ALL_GATES: dict[str, tuple[str, str]] = {**GATES, "hopper_conv_wgrad": ("conv_wgrad_kernel", "AUTOCUTLASS_CONV_WGRAD")}
 """``GATES`` and hopper_conv_wgrad's, which the family checks itself (its ``supports``): every
@@ -83,7 +86,7 @@ def _gate(name: str, settings: Settings) -> str | None:
         return None
     if gate_is_opt_out(gate[0]):
         return f"switched off by {gate[1]}=0"
-    return f"switched off until its GPU tests pass (set {gate[1]}=1 to use it)"
+    return f"switched off by default (set {gate[1]}=1 to use it)"
 
 
 def family_names() -> list[str]:

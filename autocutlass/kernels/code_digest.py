@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 ENV = {"CUDA_VISIBLE_DEVICES": "", "AUTOCUTLASS_SHIPPED_KERNELS": "off"}
-GATES = ("AUTOCUTLASS_GROUPED_KERNELS", "AUTOCUTLASS_CONV_DGRAD", "AUTOCUTLASS_GATED_KERNELS",
+GATES = ("AUTOCUTLASS_GROUPED_KERNELS", "AUTOCUTLASS_CONV_DGRAD", "AUTOCUTLASS_CONV_DGRAD_STRIDED", "AUTOCUTLASS_GATED_KERNELS",
          "AUTOCUTLASS_SWIGLU_KERNELS", "AUTOCUTLASS_GEMV_KERNELS", "AUTOCUTLASS_CONV_WGRAD")  # fmt: skip
 """The variables of ``kernels.ALL_GATES`` (not imported: this file runs against other versions'
 packages; a test keeps the two equal), all on: a record's family must build whatever the gates."""

@@ -84,6 +84,24 @@ class HopperConvKernel(HopperGemmKernel):
         max_active_clusters: cutlass.Int32,
         stream: cuda.CUstream,
     ):
+        self._launch(x, w, d, c, bias, workspace, counters, alpha, beta, (pad_w, pad_h), (pad_w, pad_h),
+                     (stride_w, stride_h), (dil_w, dil_h), max_active_clusters, stream)  # fmt: skip
+
+    @cute.jit
+    def _output_views(self, d: cute.Tensor, c: cute.Tensor | None):
+        """(mD, mC): y and the residual, (N*P*Q, K) in torch's order, as CuTe's (M, N, L)."""
+        mD = _to_mkl(d, (1, 2, 0))
+        mC = None
+        if cutlass.const_expr(self.plan.with_c):
+            mC = _to_mkl(c, (1, 2, 0))
+        return mD, mC
+
+    @cute.jit
+    def _launch(self, x, w, d, c, bias, workspace, counters, alpha, beta, pad_lo, pad_hi, traversal_stride, dilation,
+                max_active_clusters, stream):
+        """Build the operands' views and TMA atoms and launch ``kernel``. The im2col geometry
+        comes as (W, H) pairs: the padding before and after the input (a forward convolution pads
+        both sides alike), the traversal stride (the convolution stride) and the dilation."""
         p = self.plan
         taps_r, taps_s = self.filter_rs
         # x (N, H, W, C) -> the im2col TMA's ((W, H, N), C); w (K, R, S, C) -> (K, C, S, R).
@@ -93,10 +111,7 @@ class HopperConvKernel(HopperGemmKernel):
             cute.make_layout(((w_img, h_img, n_img), chans), stride=((x.stride[2], x.stride[1], x.stride[0]), 1)),
         )
         mB = cute.make_tensor(w.iterator, cute.select(w.layout, mode=[0, 3, 2, 1]))
-        mD = _to_mkl(d, (1, 2, 0))
-        mC = None
-        if cutlass.const_expr(p.with_c):
-            mC = _to_mkl(c, (1, 2, 0))
+        mD, mC = self._output_views(d, c)
 
         self.a_dtype = mX.element_type
         self.b_dtype = mB.element_type
@@ -119,8 +134,8 @@ class HopperConvKernel(HopperGemmKernel):
         self.cta_layout_mnk = cute.make_layout((*self.cluster_mn, 1))
         a_staged, b_staged, d_staged = self._smem_layouts()
 
-        # The bounding box of the filter's top-left corner: lower corner -pad, upper corner
-        # pad - (taps - 1) * dilation (W first). Its pixel count along W is Q, along H is P.
+        # The bounding box of the filter's top-left corner: lower corner -pad_lo, upper corner
+        # pad_hi - (taps - 1) * dilation (W first). Its pixel count along W is Q, along H is P.
         a_op = (
             cute.nvgpu.cpasync.CopyBulkTensorIm2ColG2SOp()
             if p.cluster_n == 1
@@ -131,13 +146,13 @@ class HopperConvKernel(HopperGemmKernel):
             mX,
             cute.slice_(a_staged, (None, None, 0)),
             (p.tile_m, p.tile_k),
-            lower_corner_whd=(-pad_w, -pad_h),
-            upper_corner_whd=(pad_w - (taps_s - 1) * dil_w, pad_h - (taps_r - 1) * dil_h),
-            lower_padding_whd=(pad_w, pad_h),
-            upper_padding_whd=(pad_w, pad_h),
-            stride_whd=(stride_w, stride_h),
+            lower_corner_whd=(-pad_lo[0], -pad_lo[1]),
+            upper_corner_whd=(pad_hi[0] - (taps_s - 1) * dilation[0], pad_hi[1] - (taps_r - 1) * dilation[1]),
+            lower_padding_whd=pad_lo,
+            upper_padding_whd=pad_hi,
+            stride_whd=traversal_stride,
             lower_srt=(0, 0),
-            stride_srt=(dil_w, dil_h),
+            stride_srt=dilation,
             num_multicast=p.cluster_n,
         )
         tma_b, tB = self._tma_load(mB, b_staged, (p.tile_n, p.tile_k), p.cluster_m)
