@@ -4,7 +4,7 @@
 # training-step tests; 2. six strided dgrad shapes of benchmarks/shapes-conv-strided-dgrad.json tuned
 # into a fresh database (8 trials each from the seeds, vendor verdicts in the finals); 3. all ten
 # shapes benched against cuDNN (benchmark and default modes) with that database.
-#   bash benchmarks/device/s35_b.sh OUT    (about 9 minutes)
+#   bash benchmarks/device/s35_b.sh OUT    (about 9 minutes; CALL=c names the archive s35c.tar.gz)
 set -u
 out=${1:?OUT}; mkdir -p "$out/keep"
 k=$out/keep
@@ -27,7 +27,7 @@ AUTOCUTLASS_DB=$out/user.sqlite timeout 100 python -m autocutlass.cli bench --sh
   --no-first-call --rounds 5 --out "$k/bench-strided" >"$k/bench-strided.txt" 2>>"$k/log.txt"
 stamp "bench: rc $? $(grep geomean "$k/bench-strided.txt" | cut -c1-150)"
 rm -f "$out/user.sqlite"
-(cd "$out" && tar czf s35b.tar.gz keep/)
+(cd "$out" && tar czf "s35${CALL:-b}.tar.gz" keep/)
 grep -E "passed|failed|Error" "$k/gpu-tests.txt" | tail -5 | cut -c1-200
 grep -v "^case\|^tuned on" "$k/tune.txt" | cut -c1-200
 grep -v "^hit-path" "$k/bench-strided.txt" | cut -c1-175

@@ -72,22 +72,12 @@ def _compile(plan: ConvPlan) -> Any:
     from autocutlass.kernels.hopper_conv.kernel import CUTLASS_DTYPES, HopperConvKernel
 
     g = plan.gemm
-    xw = CUTLASS_DTYPES[g.a_dtype]
     yd = CUTLASS_DTYPES[g.d_dtype]
-    xw_align = 16 // g.a_dtype.bytes
     y_align = 16 // g.d_dtype.bytes
-
-    def sym(div: int = 1) -> Any:
-        return cute.sym_int32(divisibility=div) if div > 1 else cute.sym_int32()
-
-    def sym64(div: int) -> Any:
-        return cute.sym_int64(divisibility=div)
-
+    sym, sym64 = _sym(cute, 32), _sym(cute, 64)
     # x (N, H, W, C) and w (K, R, S, C): channels contiguous, other strides whole 16-byte units.
-    x = make_fake_tensor(xw, (sym(), sym(), sym(), sym(xw_align)),
-                         (sym64(xw_align), sym64(xw_align), sym64(xw_align), 1), assumed_align=16)  # fmt: skip
-    w = make_fake_tensor(xw, (sym(), plan.r, plan.s, sym(xw_align)),
-                         (sym64(xw_align), sym64(xw_align), sym64(xw_align), 1), assumed_align=16)  # fmt: skip
+    x = fake_channels_last(CUTLASS_DTYPES[g.a_dtype], g.a_dtype.bytes)
+    w = fake_channels_last(CUTLASS_DTYPES[g.a_dtype], g.a_dtype.bytes, (plan.r, plan.s))
     d = make_fake_tensor(yd, (sym(), sym(y_align)), (sym64(y_align), 1), assumed_align=16)
     c = None
     if g.with_c:
@@ -113,6 +103,28 @@ def _compile(plan: ConvPlan) -> Any:
         )  # fmt: skip
     except Exception as e:
         raise KernelCompileError(f"DSL compile failed for {plan}: {type(e).__name__}: {e}") from e
+
+
+def _sym(cute: Any, bits: int) -> Any:
+    """A maker of symbolic ints of ``bits`` bits, of a given divisibility (int64: always given)."""
+    if bits == 64:
+        return lambda div: cute.sym_int64(divisibility=div)
+    return lambda div=1: cute.sym_int32(divisibility=div) if div > 1 else cute.sym_int32()
+
+
+def fake_channels_last(dtype: Any, elt_bytes: int, middle: tuple[int, int] | None = None) -> Any:
+    """A fake 4-D tensor for the DSL compiler in the (N, H, W, C) order of a channels_last view:
+    symbolic sizes (C a whole number of 16-byte units; H and W static when ``middle`` gives them, as
+    a filter's R and S), channels contiguous, the other strides symbolic whole 16-byte units, a
+    16-byte aligned base."""
+    from cutlass import cute
+    from cutlass.cute.runtime import make_fake_tensor
+
+    align = 16 // elt_bytes
+    sym, sym64 = _sym(cute, 32), _sym(cute, 64)
+    n = sym()
+    hw = (sym(), sym()) if middle is None else middle
+    return make_fake_tensor(dtype, (n, *hw, sym(align)), (sym64(align), sym64(align), sym64(align), 1), assumed_align=16)
 
 
 _CACHE = ObjectCache("hopper_conv", FUNCTION_NAME)

@@ -24,7 +24,7 @@ from typing import Any
 
 from autocutlass.device import dsl_version
 from autocutlass.errors import KernelCompileError
-from autocutlass.kernels.hopper_conv.compile import ARCH, _plain, target_arch
+from autocutlass.kernels.hopper_conv.compile import ARCH, _plain, fake_channels_last, target_arch
 from autocutlass.kernels.hopper_conv.plan import ConvPlan
 from autocutlass.kernels.hopper_conv_dgrad_strided.sources import source_hash
 from autocutlass.kernels.object_cache import ObjectCache
@@ -50,23 +50,9 @@ def _compile(plan: ConvPlan) -> Any:
     from autocutlass.kernels.hopper_conv_dgrad_strided.kernel import CUTLASS_DTYPES, HopperConvScatterKernel
 
     g = plan.gemm
-    xw = CUTLASS_DTYPES[g.a_dtype]
-    yd = CUTLASS_DTYPES[g.d_dtype]
-    xw_align = 16 // g.a_dtype.bytes
-    y_align = 16 // g.d_dtype.bytes
-
-    def sym(div: int = 1) -> Any:
-        return cute.sym_int32(divisibility=div) if div > 1 else cute.sym_int32()
-
-    def sym64(div: int) -> Any:
-        return cute.sym_int64(divisibility=div)
-
-    x = make_fake_tensor(xw, (sym(), sym(), sym(), sym(xw_align)),
-                         (sym64(xw_align), sym64(xw_align), sym64(xw_align), 1), assumed_align=16)  # fmt: skip
-    w = make_fake_tensor(xw, (sym(), plan.r, plan.s, sym(xw_align)),
-                         (sym64(xw_align), sym64(xw_align), sym64(xw_align), 1), assumed_align=16)  # fmt: skip
-    d = make_fake_tensor(yd, (sym(), sym(), sym(), sym(y_align)),
-                         (sym64(y_align), sym64(y_align), sym64(y_align), 1), assumed_align=16)  # fmt: skip
+    x = fake_channels_last(CUTLASS_DTYPES[g.a_dtype], g.a_dtype.bytes)  # dy (N, P, Q, K)
+    w = fake_channels_last(CUTLASS_DTYPES[g.a_dtype], g.a_dtype.bytes, (plan.r, plan.s))  # (C, T_h, T_w, K)
+    d = fake_channels_last(CUTLASS_DTYPES[g.d_dtype], g.d_dtype.bytes)  # the phase view (N, H_phi, W_phi, C)
     workspace = counters = None
     if g.split_k > 1 or g.stream_k:
         workspace = make_fake_tensor(cutlass.Float32, (cute.sym_int64(),), (1,), assumed_align=16)

@@ -14,7 +14,8 @@ family's consumers, serial split-K and stream-K) with two differences:
   (each thread its accumulator's pairs of columns: 4-byte stores); TMA, staged: each column chunk
   of the tile goes to shared memory through stmatrix as for the TMA store, and then every
   epilogue thread copies 16-byte pieces of its rows to global memory (a chunk row's 32 columns
-  are 64 contiguous bytes of a pixel).
+  are 64 contiguous bytes of a pixel). The inherited set-up still encodes a TMA store descriptor
+  over ``mD``; it is never issued.
 
 The 4-D view reaches the consumers in the residual's slot (a dgrad has no residual), and
 ``_consumer`` moves it to ``self.scatter_view`` before the inherited consumer runs (every method
@@ -33,8 +34,8 @@ __all__ = ["CUTLASS_DTYPES", "HopperConvScatterKernel"]
 
 
 class HopperConvScatterKernel(HopperConvKernel):
-    """Compile-time object: all attributes derive from the frozen ``ConvPlan`` (direct store,
-    no residual, bias, activation or workspace split)."""
+    """Compile-time object: all attributes derive from the frozen ``ConvPlan`` (no residual, bias,
+    activation or workspace split)."""
 
     @cute.jit
     def __call__(
