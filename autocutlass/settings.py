@@ -22,7 +22,7 @@ AUTOCUTLASS_GROUPED_KERNELS  0: ``grouped_mm`` never runs the hopper_grouped ker
 AUTOCUTLASS_CONV_DGRAD     0: never serve conv2d dgrad with ``hopper_conv_dgrad`` (the      1
                            fprop kernel on dY, stride 1); cuDNN does
 AUTOCUTLASS_CONV_DGRAD_STRIDED  1: strided conv2d dgrad runs ``hopper_conv_dgrad_strided``  0
-                           on layers tuned here (off: it ran at 0.53-0.90x cuDNN)
+                           on layers tuned here (off: it ran at 0.55-0.90x cuDNN)
 AUTOCUTLASS_CONV_WGRAD     0: never serve conv2d wgrad with the implicit-GEMM wgrad kernel  1
                            (``hopper_conv_wgrad``; on, it serves only problems tuned here)
 AUTOCUTLASS_VENDOR_VERDICTS  0: our kernels serve every tuned problem, even where its tuning  1
@@ -147,7 +147,7 @@ class Settings:
     conv_dgrad_strided_kernel: bool = False
     """``AUTOCUTLASS_CONV_DGRAD_STRIDED`` (off unless 1): the ``hopper_conv_dgrad_strided`` family
     (one stride-1 convolution per stride phase) serves strided conv2d dgrad problems tuned on this
-    GPU. Its GPU tests passed on an H200 (2026-11-28), but it ran at 0.53-0.90x of cuDNN on every
+    GPU. Its GPU tests passed on an H200 (2026-11-28), but it ran at 0.55-0.90x of cuDNN on every
     strided layer tuned (``benchmarks/results/2026-11-28-h200-s35-c-*``), so it is off."""
     vendor_verdicts: bool = True
     """``AUTOCUTLASS_VENDOR_VERDICTS`` (on unless 0): torch serves a tuned problem whose tuning
