@@ -76,9 +76,10 @@ class HopperConvDgradStridedFamily(KernelFamily[HopperConvConfig]):
         return None
 
     def check(self, config: HopperConvConfig, problem: ConvProblem) -> str | None:
-        reason = self.supports(problem)
-        if reason is not None:
-            return reason
+        return self.supports(problem) or self._config_reason(config, problem)
+
+    def _config_reason(self, config: HopperConvConfig, problem: ConvProblem) -> str | None:
+        """Why ``config`` cannot run ``problem`` (which the family supports), or None."""
         if config.split_k > 1 and config.split_mode is SplitMode.WORKSPACE:
             return "workspace split-K's reduce kernel writes a dense matrix: the splits must be summed SERIAL"
         for ph in _computed(problem):
@@ -88,8 +89,10 @@ class HopperConvDgradStridedFamily(KernelFamily[HopperConvConfig]):
         return None
 
     def _mapped(self, configs: Sequence[HopperConvConfig], problem: ConvProblem) -> list[HopperConvConfig]:
-        """``configs`` by ``scatter_config``, in order, without repeats and without those ``check`` rejects."""
-        return [c for c in dict.fromkeys(scatter_config(c) for c in configs) if self.check(c, problem) is None]
+        """``configs`` by ``scatter_config``, in order, without repeats and without those ``check`` rejects
+        (``problem`` supported)."""
+        unique = dict.fromkeys(scatter_config(c) for c in configs)
+        return [c for c in unique if self._config_reason(c, problem) is None]
 
     def space(self, problem: ConvProblem) -> Sequence[HopperConvConfig]:
         """The fprop family's space for the phase with the most taps, mapped by ``scatter_config``

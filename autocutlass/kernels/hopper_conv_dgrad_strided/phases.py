@@ -36,6 +36,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from autocutlass.kernels.budgets import TMA_ALIGN_BYTES
 from autocutlass.kernels.hopper_conv.check import IM2COL_CORNER_MAX, IM2COL_CORNER_MIN
 from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
 from autocutlass.ops.types import Epilogue
@@ -168,7 +169,8 @@ def phase_problem(problem: ConvProblem, phase: Phase) -> ConvProblem:
         h=max(phase.h.keep + phase.h.hi - phase.h.lo, 0), w=max(phase.w.keep + phase.w.hi - phase.w.lo, 0),
         c=problem.k, k=problem.c, r=phase.h.taps, s=phase.w.taps,
         stride_h=1, stride_w=1, pad_h=phase.h.lo, pad_w=phase.w.lo,
-        align_x=problem.align_y, align_w=16 if w_row % 16 == 0 else w_row & -w_row, align_y=problem.align_x,
+        align_x=problem.align_y, align_w=TMA_ALIGN_BYTES if w_row % TMA_ALIGN_BYTES == 0 else w_row & -w_row,
+        align_y=problem.align_x,
     )  # fmt: skip
 
 

@@ -64,18 +64,20 @@ class StridedDgradRunner:
         self._cache_dir = cache_dir
         self._fns: dict[tuple[int, int], Any] = {}
         self._shapes: dict[tuple[int, ...], tuple[ConvProblem, list[Phase]]] = {}
-        for ph in self._phases(problem)[1]:
+        for ph in self._phases(problem.n, problem.c, problem.h, problem.w, problem.k)[1]:
             if ph.computed:
                 self._kernel(problem, ph)
         self._clusters: dict[int, int] = {}
         self._workspace = SplitKWorkspace() if config.split_k > 1 or config.stream_k else None
         self._seen = [NO_VIEW]  # (weight, weakly; {sub-filter taps: the sub-filter}; (data_ptr, version))
 
-    def _phases(self, problem: ConvProblem) -> tuple[ConvProblem, list[Phase]]:
-        key = (problem.n, problem.h, problem.w, problem.c, problem.k)
-        got = self._shapes.get(key)
+    def _phases(self, n: int, c: int, h: int, w: int, k: int) -> tuple[ConvProblem, list[Phase]]:
+        """The class's problem of dx (N, C, H, W) and K output channels, and its non-empty phases:
+        derived on a shape's first call only."""
+        got = self._shapes.get((n, c, h, w, k))
         if got is None:
-            got = self._shapes[key] = (problem, [ph for ph in phases(problem) if not ph.empty])
+            pr = dataclasses.replace(self.problem, n=n, c=c, h=h, w=w, k=k)
+            got = self._shapes[(n, c, h, w, k)] = (pr, [ph for ph in phases(pr) if not ph.empty])
         return got
 
     def _kernel(self, problem: ConvProblem, phase: Phase) -> Any:
@@ -103,8 +105,7 @@ class StridedDgradRunner:
         import torch
 
         cls = self.problem
-        n, c, h, wd = dx.shape
-        pr, phs = self._phases(dataclasses.replace(cls, n=n, h=h, w=wd, c=c, k=w.shape[0]))
+        pr, phs = self._phases(*dx.shape, w.shape[0])
         want = {"dy": (pr.n, pr.k, pr.p, pr.q), "w": (pr.k, pr.c, pr.r, pr.s)}
         for name, t in (("dy", dy), ("w", w)):
             if tuple(t.shape) != want[name]:
