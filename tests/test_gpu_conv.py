@@ -86,10 +86,6 @@ CASES = [
                                      epilogue=E(with_c=True, bias=True, activation=A.RELU))),
     (C(128, 128, 64, split_k=7, split_mode="workspace"), conv(3, 9, 11, 64, 128, 3, 3, stride=(2, 2), pad=(1, 1),
                                                           x=FP16, y=FP32, epilogue=E(bias=True, activation=A.SILU))),
-    # fan-in split-K: ResNet-50 stage 4 in a 1x2 cluster of 64-row tiles; residues with residual + bias + ReLU
-    (C(64, 128, 128, cluster_n=2, split_k=4, split_mode="fanin"), conv(32, 7, 7, 512, 512, 3, 3, pad=(1, 1))),
-    (C(128, 128, 64, split_k=5, split_mode="fanin"), conv(2, 7, 7, 136, 136, 3, 3, pad=(1, 1),
-                                                      epilogue=E(with_c=True, bias=True, activation=A.RELU))),
     # the narrow seeds (hopper_conv.narrow_split_seeds): 64-column tiles in workspace slabs, a 1x2 cluster's
     # im2col multicast (ResNet-50 stage 4 at batch 8: 32 tiles x 4), 256x64 (Stable Diffusion's 16x16 layer at
     # batch 2: 40 tiles x 3); pixel and channel residues with residual + bias + ReLU

@@ -171,22 +171,6 @@ CASES = [
         epilogue=Epilogue(bias=True, activation=Activation.RELU))),
     (C(128, 96, 128, split_k=2, cluster_n=2, interleave=True), GemmProblem(
         m=300, n=480, k=2056, l=3, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True, activation=Activation.GELU))),
-    # fan-in split-K (every split stores its slot, the last to take the tile's ticket sums them):
-    # uneven and empty splits, clusters (CTAs past M and N run the protocol too), batched, 64-row
-    # tiles with the direct store, C + bias + GELU, swapped decode, fp8 scales, tf32, interleaved
-    (C(128, 128, 64, split_k=5, split_mode="fanin"), GemmProblem(m=257, n=392, k=1000)),
-    (C(64, 64, 64, split_k=4, split_mode="fanin"), GemmProblem(m=30, n=200, k=64, b_major=T)),
-    (C(128, 128, 64, split_k=3, cluster_m=2, cluster_n=2, split_mode="fanin"), GemmProblem(
-        m=300, n=480, k=2056, l=3, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True, bias=True,
-                                                                         activation=Activation.GELU))),
-    (C(64, 128, 64, split_k=16, split_mode="fanin", store="direct"), GemmProblem(
-        m=100, n=520, k=16448, b_major=T, epilogue=Epilogue(bias=True, activation=Activation.RELU))),
-    (C(64, 16, 128, swap_ab=True, split_k=11, split_mode="fanin"), GemmProblem(m=13, n=6144, k=4096, b_major=T)),
-    (C(128, 128, 128, split_k=4, split_mode="fanin"), GemmProblem(m=128, n=1024, k=8192, a_dtype=DType.E4M3,
-                                                                  b_dtype=DType.E4M3, b_major=T)),
-    (C(64, 128, 32, split_k=3, split_mode="fanin", interleave=True), GemmProblem(
-        m=7, n=520, k=2052, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32, b_major=T,
-        epilogue=Epilogue(bias=True, activation=Activation.RELU))),
 ]
 
 
@@ -218,8 +202,7 @@ def test_one_compiled_kernel_serves_many_shapes() -> None:
     assert STATS.compiled == before
 
 
-@pytest.mark.parametrize("mode", ["serial", "workspace", "stream", "serial-interleaved", "workspace-interleaved",
-                                  "fanin", "fanin-interleaved"])
+@pytest.mark.parametrize("mode", ["serial", "workspace", "stream", "serial-interleaved", "workspace-interleaved"])
 def test_split_k_is_bitwise_deterministic(mode: str) -> None:
     import torch
 
@@ -242,31 +225,7 @@ def test_split_k_is_bitwise_deterministic(mode: str) -> None:
     assert not torch.isnan(outs[0]).any()
 
 
-def test_fan_in_gives_the_bits_of_the_serial_chain() -> None:
-    """Fan-in adds the splits' partials in split order, whichever split arrives last: the same
-    sum, bit for bit, as the serial turnstile chain, on a residual + bias epilogue, run after run
-    (and its ticket counters are left at zero: every later launch is right too)."""
-    import torch
-
-    from autocutlass.ops.gemm.evaluation import make_inputs
-
-    prob = GemmProblem(m=300, n=1000, k=12000, b_major=T, c_dtype=DType.BF16,
-                       epilogue=Epilogue(with_c=True, bias=True, activation=Activation.RELU))
-    fam = HopperGemmFamily(cache_dir=None)
-    serial = fam.compile(C(128, 128, 64, split_k=7), prob)
-    fanin = fam.compile(C(128, 128, 64, split_k=7, split_mode="fanin"), prob)
-    x = make_inputs(prob, device="cuda", seed=11)
-    outs = []
-    for runner in (serial, fanin, fanin, fanin):
-        d = torch.full_like(x.d, float("nan"))
-        runner(x.a, x.b, d, c=x.c, bias=x.bias, alpha=x.alpha, beta=x.beta)
-        outs.append(d)
-    torch.cuda.synchronize()
-    assert not torch.isnan(outs[0]).any() and (outs[0] > 0).any()
-    assert all(torch.equal(outs[0], o) for o in outs[1:])
-
-
-@pytest.mark.parametrize("mode", ["serial", "workspace", "fanin"])
+@pytest.mark.parametrize("mode", ["serial", "workspace"])
 def test_split_k_scratch_follows_the_current_stream(mode: str) -> None:
     """The scratch look-up reads the raw stream handle (``runner.current_raw_stream``): the handle of
     torch's own Stream object on the default stream and inside a side stream. On the side stream a

@@ -121,7 +121,7 @@ def test_workspace_split_k_plan_has_no_smem_epilogue() -> None:
     assert make_plan(base, p).smem_epilogue and make_plan(ws, p).smem_bytes < make_plan(base, p).smem_bytes or \
         make_plan(ws, p).stages >= make_plan(base, p).stages
     modes = {(c.split_k > 1, c.split_mode.value) for c in HopperGemmFamily().space(p)}
-    assert modes == {(False, "serial"), (True, "serial"), (True, "workspace"), (True, "fanin")}
+    assert modes == {(False, "serial"), (True, "serial"), (True, "workspace")}
 
 
 def test_swapped_problem_flips_operands_and_majors() -> None:

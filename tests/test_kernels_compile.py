@@ -62,13 +62,6 @@ def test_epilogue_variants_and_batched_compile() -> None:
         # workspace split-K, with an epilogue the GEMM leaves to the reduce kernel
         (HopperGemmConfig(64, 128, 128, split_k=4, split_mode="workspace"), GemmProblem(
             m=16, n=6144, k=4096, b_major=Major.COL, epilogue=Epilogue(bias=True, activation=Activation.SILU))),
-        # fan-in split-K: the last split to arrive sums the partial slots, then C + bias + ReLU;
-        # and with the direct store
-        (HopperGemmConfig(128, 128, 64, split_k=8, split_mode="fanin"), GemmProblem(
-            m=256, n=256, k=65536, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True, bias=True,
-                                                                          activation=Activation.RELU))),
-        (HopperGemmConfig(64, 128, 64, split_k=4, split_mode="fanin", store="direct"), GemmProblem(
-            m=100, n=512, k=16384)),
         # swap_ab: column-major D through the stmatrix + TMA epilogue, with C, bias and split-K
         (HopperGemmConfig(64, 16, 128, split_k=11, swap_ab=True), GemmProblem(
             m=16, n=6144, k=4096, b_major=Major.COL, c_dtype=DType.BF16,
@@ -108,7 +101,7 @@ def test_epilogue_variants_and_batched_compile() -> None:
         (HopperGemmConfig(128, 128, 64, split_k=5, interleave=True), GemmProblem(
             m=257, n=392, k=1000, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True, activation=Activation.GELU))),
     ],
-    ids=["tf32-nn", "tf32-nt-pingpong", "splitk-workspace", "splitk-fanin-epilogue", "splitk-fanin-direct", "swap-ab-splitk-epilogue", "fp8", "fp8-swap-ab",
+    ids=["tf32-nn", "tf32-nt-pingpong", "splitk-workspace", "swap-ab-splitk-epilogue", "fp8", "fp8-swap-ab",
          "tf32-nn-swap-a-regs", "tf32-col-a-regs-pingpong", "stream-k-c2x2-epilogue", "stream-k-swap-direct",
          "fitted-144-c1x2-epilogue", "fitted-176-workspace", "swap-ab-workspace-c1x2-epilogue",
          "interleaved-workspace-c1x2", "interleaved-serial-epilogue"],

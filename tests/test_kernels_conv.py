@@ -153,24 +153,19 @@ def test_few_tile_layers_get_the_split_that_fills_a_wave() -> None:
 
 
 def test_few_tile_layers_get_workspace_splits_in_space_and_seeds() -> None:
-    """Every split config of a few-tile layer comes summed serially, by fan-in and through the
-    workspace; the seeds carry the model's cheapest workspace split (rn50-l4-3x3: 26 tiles of
-    128x256 in 5 slabs, one wave) and its fan-in twin; a large layer gets neither."""
+    """Every split config of a few-tile layer comes summed serially and through the workspace;
+    the seeds carry the model's cheapest workspace split (rn50-l4-3x3: 26 tiles of 128x256 in 5
+    slabs, one wave); a large layer gets neither."""
     fam = HopperConvFamily()
     small = conv(c=512, k=512, h=7, w=7)
     space = fam.space(small)
     serial = {c for c in space if c.split_k > 1 and c.split_mode is SplitMode.SERIAL}
     slabs = {c for c in space if c.split_mode is SplitMode.WORKSPACE}
-    fanin = {c for c in space if c.split_mode is SplitMode.FANIN}
     assert serial and {dataclasses.replace(c, split_mode=SplitMode.WORKSPACE) for c in serial} == slabs
-    assert {dataclasses.replace(c, split_mode=SplitMode.FANIN) for c in serial} == fanin
     assert all(c.split_k > 1 and c.schedule is Schedule.COOPERATIVE for c in slabs)
     pick = modelled_pick(small, SplitMode.WORKSPACE)
     assert pick == C(128, 256, 64, split_k=5, split_mode="workspace")
-    seeds = list(fam.seeds(small))
-    assert pick in seeds and check(pick, small) is None
-    # right after it, the same split summed by fan-in in the kernel
-    assert seeds[seeds.index(pick) + 1] == dataclasses.replace(pick, split_mode=SplitMode.FANIN)
+    assert pick in fam.seeds(small) and check(pick, small) is None
     assert modelled_pick(small, SplitMode.SERIAL).split_mode is SplitMode.SERIAL
     large = conv(n=8, c=640, k=640, h=32, w=32)
     assert not any(c.split_mode is SplitMode.WORKSPACE for c in [*fam.space(large), *fam.seeds(large)])
@@ -356,10 +351,6 @@ COMPILE_CASES = [
     (C(128, 256, 64, split_k=5, split_mode="workspace"), conv(c=512, k=512, h=7, w=7)),
     (C(64, 128, 64, split_k=3, cluster_m=2, split_mode="workspace"), conv(
         c=256, k=256, h=7, w=7, epilogue=Epilogue(with_c=True, bias=True, activation=Activation.RELU))),
-    # fan-in split-K (the last split to arrive sums the slots), 64-row tiles in a 1x2 cluster with
-    # residual + bias + ReLU
-    (C(64, 128, 128, cluster_n=2, split_k=4, split_mode="fanin"), conv(
-        c=512, k=512, h=7, w=7, epilogue=Epilogue(with_c=True, bias=True, activation=Activation.RELU))),
     # stream-K: a big tile on ResNet-50 stage 4 at batch 256; a 2-CTA cluster with residual + bias + ReLU
     (C(128, 256, 64, stream_k=True), conv(n=256, c=512, k=512, h=7, w=7)),
     (C(128, 128, 64, cluster_n=2, stream_k=True), conv(

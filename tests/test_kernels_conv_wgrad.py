@@ -126,8 +126,7 @@ def test_problem_reasons(problem: ConvProblem, needle: str) -> None:
     (C(64, 128, 64, tap_channels=32), "tap_channels=32"),
     (C(64, 64, 64, tap_channels=64), "two or more boxes"),
     (C(64, 192, 64, tap_channels=128), "not a multiple"),
-    (C(64, 64, 64, split_k=24), "serial split-K sums at most 16"),
-    (C(64, 64, 64, split_k=24, split_mode="fanin"), "fanin split-K sums at most 16"),
+    (C(64, 64, 64, split_k=24), "serial split-K chains at most 16"),
     (C(64, 64, 64, split_k=65, split_mode="workspace"), "split_k=65"),
     (C(128, 64, 64, split_k=2, split_mode="workspace", store="direct"), "store=direct"),
 ])  # fmt: skip
@@ -368,9 +367,6 @@ COMPILE_CASES = [
     (C(128, 192, 64, split_k=2, tap_channels=64), wgrad(c=320, k=320)),
     (C(128, 256, 64, cluster_m=2, stream_k=True, tap_channels=128), wgrad(c=128, k=128)),
     (C(128, 128, 64, split_k=6, split_mode="workspace"), wgrad(c=256, k=128)),
-    # fan-in split-K: a pointwise dw (1024 x 256 over the pixels), 128x64 tiles split 8 ways, interleaved
-    (C(128, 64, 64, split_k=8, split_mode="fanin", interleave=True), wgrad(c=256, k=1024, r=1, s=1, pad_h=0,
-                                                                          pad_w=0, h=14, w=14)),
     # wave-filling split counts (wave_splits): 7 serial, 22 workspace slabs
     (C(128, 256, 64, split_k=7), wgrad(n=1, h=512, w=512, c=256, k=256)),
     (C(128, 256, 64, split_k=22, split_mode="workspace"), wgrad(n=1, h=512, w=512, c=256, k=256)),

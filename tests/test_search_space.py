@@ -120,7 +120,7 @@ def test_fields_a_config_dict_leaves_out_are_an_axis_value() -> None:
     """hopper_conv leaves split_mode out of a serial config's dict (so older records keep their
     keys): Optuna sees the field as an axis with ABSENT among its values. The seeds come first as
     they are (an unsplit seed stays unsplit: with the field sampled, every combination named
-    split_mode and only workspace or fan-in configs could be drawn), and TPE draws serial, fan-in and workspace
+    split_mode and only workspace configs could be drawn), and TPE draws serial and workspace
     splits alike; each candidate resolves back to itself."""
     from autocutlass.kernels.hopper_conv import HopperConvFamily
     from autocutlass.kernels.hopper_conv.config import HopperConvConfig, SplitMode
@@ -131,7 +131,7 @@ def test_fields_a_config_dict_leaves_out_are_an_axis_value() -> None:
     fam = HopperConvFamily()
     prob = ConvProblem("fprop", n=32, h=7, w=7, c=512, k=512, r=3, s=3, pad_h=1, pad_w=1)
     space = SearchSpace(fam, prob)
-    assert set(space.axes["split_mode"]) == {ABSENT, "workspace", "fanin"}
+    assert set(space.axes["split_mode"]) == {ABSENT, "workspace"}
     for cand in space.feasible[::37]:
         assert space.resolve(space.axis_params(cand)) == (cand, None)
     seeds = fam.seeds(prob)

@@ -62,7 +62,7 @@ def test_gemm_seeds_start_with_the_tiles_that_fill_whole_waves() -> None:
     preceded, for few tiles and a long K loop, by the splits of the three cheapest tile shapes (the
     cheapest's work units fill most SMs), each in 2-CTA clusters and alone; never
     stream-K (measured slower than the data-parallel tiles in this family); none for decode."""
-    from autocutlass.kernels.hopper_gemm import GEMM_TILE_RATES, HopperGemmFamily, SplitMode, cluster_waves, model_picks
+    from autocutlass.kernels.hopper_gemm import GEMM_TILE_RATES, HopperGemmFamily, cluster_waves, model_picks
     from autocutlass.kernels.hopper_gemm.check import TILE_N_FITTED, check
     from autocutlass.ops.gemm.problem import GemmProblem, Major
 
@@ -85,15 +85,11 @@ def test_gemm_seeds_start_with_the_tiles_that_fill_whole_waves() -> None:
         shapes = list(dict.fromkeys((c.tile_m, c.tile_n) for c in splits))
         assert len(shapes) == 3, p.describe()
         for shape in shapes:
-            group = [(c.cluster_m, c.cluster_n) for c in splits
-                     if (c.tile_m, c.tile_n) == shape and not c.interleave and c.split_mode is not SplitMode.FANIN]
+            group = [(c.cluster_m, c.cluster_n) for c in splits if (c.tile_m, c.tile_n) == shape and not c.interleave]
             assert len(group) >= 2 and group[-1] == (1, 1) and len(set(group)) == len(group), (shape, group)
         # the cheapest split comes next with its K blocks interleaved among the splits, no other
         assert splits[1] == dataclasses.replace(split, interleave=True), p.describe()
         assert [c for c in splits if c.interleave] == [splits[1]], p.describe()
-        # and, last of the splits, summed by fan-in in the kernel instead of the reduce kernel
-        assert splits[-1] == dataclasses.replace(split, split_mode=SplitMode.FANIN), p.describe()
-        assert [c for c in splits if c.split_mode is SplitMode.FANIN] == [splits[-1]], p.describe()
         assert seeds[1 : 1 + len(picks)] == picks, (p.describe(), [s.short() for s in seeds[:4]])
     residue = GemmProblem(m=2049, n=6144, k=4096)  # 17 x 24 tiles of 128x256: 4 waves for 3.1 of work
     pick = model_picks(residue)[0]

@@ -10,8 +10,6 @@ when used.
 
 from __future__ import annotations
 
-import dataclasses
-
 import itertools
 from collections.abc import Sequence
 from pathlib import Path
@@ -169,7 +167,7 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
     def space(self, problem: ConvProblem) -> Sequence[HopperConvConfig]:
         """Tiles x clusters x schedules x raster/swizzle at stages = as many as fit (the TMA
         store; the direct store too for tiny outputs). Split-K (cooperative, ``layer_splits``, summed
-        serially, by fan-in, or through the workspace and the reduce kernel) joins where the output tiles
+        serially or through the workspace and the reduce kernel) joins where the output tiles
         cannot fill the GPU and the K loop is long; stream-K (cooperative, swizzle 1) where the
         output fills at most a few waves (``STREAM_K_MAX_OUTPUT``) and the K loop is long."""
         gm = implicit_gemm(problem)
@@ -232,8 +230,6 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
             slabs = modelled_pick(problem, SplitMode.WORKSPACE)
             if slabs is not None and slabs not in guesses:
                 guesses.insert(2, slabs)
-                # The same split summed by fan-in in the kernel (no reduce kernel after it).
-                guesses.insert(3, dataclasses.replace(slabs, split_mode=SplitMode.FANIN))
             for narrow in reversed(narrow_split_seeds(problem)):
                 if narrow not in guesses:
                     guesses.insert(3, narrow)
@@ -269,6 +265,5 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
             int(config.store is Store.DIRECT),
             config.split_k,
             int(config.split_mode is SplitMode.WORKSPACE),
-            int(config.split_mode is SplitMode.FANIN),
             int(config.stream_k),
         )

@@ -123,8 +123,6 @@ class HopperConvConfig:
         sk = f" sk{self.split_k}" if self.split_k != 1 else ""
         if self.split_mode is SplitMode.WORKSPACE:
             sk += "w"
-        if self.split_mode is SplitMode.FANIN:
-            sk += "f"
         sk += " streamk" if self.stream_k else ""
         st = " direct" if self.store is Store.DIRECT else ""
         return (

@@ -29,12 +29,7 @@ from typing import TYPE_CHECKING, Any
 from autocutlass.kernels.helper_kernels import get_reduce
 from autocutlass.kernels.hopper_conv.compile import get_compiled
 from autocutlass.kernels.hopper_conv.config import HopperConvConfig, SplitMode
-from autocutlass.kernels.hopper_gemm.runner import (
-    SplitKWorkspace,
-    max_active_clusters,
-    scratch_partials,
-    scratch_slots,
-)
+from autocutlass.kernels.hopper_gemm.runner import SplitKWorkspace, max_active_clusters, scratch_slots
 
 if TYPE_CHECKING:
     from autocutlass.ops.conv.problem import ConvProblem
@@ -133,9 +128,8 @@ class HopperConvRunner:
             self._reduce(slabs, d, c, bias, alpha, beta)
             return
         if self._workspace is not None:
-            # Serial split-K: a partial tile and a turnstile per output tile (fan-in: a partial tile
-            # per split); stream-K: per CTA.
+            # Serial split-K: a partial tile and a turnstile per output tile; stream-K: per CTA.
             cfg = self.config
             slots = scratch_slots(cfg, m, k, 1, clusters)
-            work, count = self._workspace.get(d.device, scratch_partials(cfg, slots), slots)
+            work, count = self._workspace.get(d.device, slots * cfg.tile_m * cfg.tile_n, slots)
         self._fn(xv, wv, d, c, bias, work, count, alpha, beta, *self._geometry, clusters)

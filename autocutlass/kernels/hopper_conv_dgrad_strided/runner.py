@@ -42,12 +42,7 @@ from autocutlass.kernels.hopper_conv_dgrad_strided.phases import (
     phases,
 )
 from autocutlass.kernels.hopper_gemm.plan import make_plan as make_gemm_plan
-from autocutlass.kernels.hopper_gemm.runner import (
-    SplitKWorkspace,
-    max_active_clusters,
-    scratch_partials,
-    scratch_slots,
-)
+from autocutlass.kernels.hopper_gemm.runner import SplitKWorkspace, max_active_clusters, scratch_slots
 from autocutlass.ops.launch import NO_VIEW, derived_per_version
 
 if TYPE_CHECKING:
@@ -139,7 +134,7 @@ class StridedDgradRunner:
             cfg = self.config
             rows = max((ph.h.rows * ph.w.rows for ph in phs if ph.computed), default=1)
             slots = scratch_slots(cfg, pr.n * rows, pr.c, 1, clusters)
-            work, count = self._workspace.get(dx.device, scratch_partials(cfg, slots), slots)
+            work, count = self._workspace.get(dx.device, slots * cfg.tile_m * cfg.tile_n, slots)
         for ph in phs:
             if ph.computed:
                 sub = subs[(ph.h.r0, ph.w.r0, ph.filter_rs)]

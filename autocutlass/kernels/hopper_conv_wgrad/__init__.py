@@ -176,9 +176,9 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
         coop = Schedule.COOPERATIVE
         serial = tuple(sk for sk in SPLIT_K[1:] if sk <= SERIAL_SPLIT_MAX)
         out += [
-            c(tm, tn, tk, cm, cn, 0, coop, ras, 1, sk, False, Store.TMA, taps, mode)
-            for tm, (tn, taps), tk, (cm, cn), ras, sk, mode in itertools.product(
-                TILE_M, widths, TILE_K, CLUSTERS, tuple(Raster), serial, (SplitMode.SERIAL, SplitMode.FANIN))
+            c(tm, tn, tk, cm, cn, 0, coop, ras, 1, sk, False, Store.TMA, taps)
+            for tm, (tn, taps), tk, (cm, cn), ras, sk in itertools.product(TILE_M, widths, TILE_K, CLUSTERS,
+                                                                           tuple(Raster), serial)
         ]
         out += [
             c(tm, tn, tk, cm, cn, 0, coop, ras, 1, sk, False, Store.TMA, taps, SplitMode.WORKSPACE)
@@ -189,7 +189,7 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
             c(tm, tn, tk, cm, cn, 0, coop, ras, 1, sk, False, Store.TMA, taps, mode)
             for tm, (tn, taps), tk in itertools.product(TILE_M, widths, TILE_K)
             for sk in wave_split(problem, tm, tn, taps, tk)
-            for mode in (SplitMode.SERIAL, SplitMode.WORKSPACE, SplitMode.FANIN)
+            for mode in (SplitMode.SERIAL, SplitMode.WORKSPACE)
             if mode is SplitMode.WORKSPACE or sk <= SERIAL_SPLIT_MAX
             for (cm, cn), ras in itertools.product(CLUSTERS, tuple(Raster))
         ]
@@ -250,11 +250,6 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
             guesses.append(firsts["stream"])
         if firsts["workspace"] is not None:  # its slabs summed in groups (feasible_seeds drops too few)
             guesses.append(dataclasses.replace(firsts["workspace"], slab_groups=SLAB_GROUPS[-1]))
-        # The model's best workspace split and best serial split summed by fan-in in the kernel
-        # instead (no slab-sum kernel, no turnstile chain; ``SplitMode.FANIN``), few enough splits.
-        for split in (firsts["workspace"], firsts["split"]):
-            if split is not None and split.split_k <= SERIAL_SPLIT_MAX:
-                guesses.append(dataclasses.replace(split, split_mode=SplitMode.FANIN))
         data = firsts["data"]
         if data is not None:
             guesses += [dataclasses.replace(data, cluster_m=2), dataclasses.replace(data, schedule=Schedule.PINGPONG)]

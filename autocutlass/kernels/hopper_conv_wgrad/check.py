@@ -117,8 +117,7 @@ def _split(config: HopperConvWgradConfig, problem: ConvProblem) -> str | None:
     if config.split_k > 1 and config.stream_k:
         return "stream_k divides the pixel loop among the CTAs itself: use split_k=1"
     if config.split_k > SERIAL_SPLIT_MAX and config.split_mode is not SplitMode.WORKSPACE:
-        return (f"split_k={config.split_k}: {config.split_mode.value} split-K sums at most {SERIAL_SPLIT_MAX} splits "
-                f"in the kernel; use split_mode=workspace")  # fmt: skip
+        return f"split_k={config.split_k}: serial split-K chains at most {SERIAL_SPLIT_MAX} splits; use split_mode=workspace"
     if config.slab_groups != 1:
         if config.slab_groups not in SLAB_GROUPS:
             return f"slab_groups={config.slab_groups} is not one of {SLAB_GROUPS}"

@@ -74,9 +74,7 @@ class HopperConvWgradConfig:
     tap_channels: int = 0
     split_mode: SplitMode = SplitMode.SERIAL
     """With ``split_k`` > 1: SERIAL sums the splits' partial tiles through a turnstile, in split
-    order, and the last split runs the epilogue; FANIN stores each split's partial to a slot of its
-    own and the last split to arrive sums them in split order and runs the epilogue (up to
-    ``SERIAL_SPLIT_MAX`` splits too: one CTA reads them all); WORKSPACE stores each split's raw fp32 partial
+    order, and the last split runs the epilogue; WORKSPACE stores each split's raw fp32 partial
     to its own slab and the GEMM family's reduce kernel sums the slabs in split order after the
     kernel (no serial chain; both bitwise deterministic)."""
     slab_groups: int = 1
@@ -141,8 +139,6 @@ class HopperConvWgradConfig:
         sk = f" sk{self.split_k}" if self.split_k != 1 else ""
         if self.split_mode is SplitMode.WORKSPACE:
             sk += "w" if self.slab_groups == 1 else f"w/g{self.slab_groups}"
-        if self.split_mode is SplitMode.FANIN:
-            sk += "f"
         if self.interleave:
             sk += "i"
         sk += " streamk" if self.stream_k else ""

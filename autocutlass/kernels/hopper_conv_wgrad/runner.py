@@ -23,12 +23,7 @@ from autocutlass.kernels.hopper_conv.runner import dense_channels_last
 from autocutlass.kernels.hopper_conv_wgrad.compile import get_compiled
 from autocutlass.kernels.hopper_conv_wgrad.config import HopperConvWgradConfig, SplitMode
 from autocutlass.kernels.hopper_conv_wgrad.slab_sum import get_slab_sum
-from autocutlass.kernels.hopper_gemm.runner import (
-    SplitKWorkspace,
-    max_active_clusters,
-    scratch_partials,
-    scratch_slots,
-)
+from autocutlass.kernels.hopper_gemm.runner import SplitKWorkspace, max_active_clusters, scratch_slots
 
 if TYPE_CHECKING:
     from autocutlass.ops.conv.problem import ConvProblem
@@ -104,5 +99,5 @@ class HopperConvWgradRunner:
                 self._sum(slabs, dw3.view(m_, n_) if cfg.tap_channels else dw3.permute(1, 0, 2))
                 return
             slots = scratch_slots(cfg, m_, n_, l_, clusters)
-            work, count = self._workspace.get(dw3.device, scratch_partials(cfg, slots), slots)
+            work, count = self._workspace.get(dw3.device, slots * cfg.tile_m * cfg.tile_n, slots)
         self._fn(dy2, xv, dw3, work, count, *self._geometry, clusters)

@@ -280,11 +280,6 @@ def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
         # long-K GEMMs -1.2 to +1.8%; the search measures both.
         if out[0].split_k > 1:
             out.insert(1, dataclasses.replace(out[0], interleave=True))
-            # And, after the split picks, summed by fan-in in the GEMM kernel rather than by the
-            # reduce kernel after it (``SplitMode.FANIN``: no second launch); the search measures both.
-            fanin = dataclasses.replace(out[0], split_mode=SplitMode.FANIN)
-            if check(fanin, problem) is None:
-                out.append(fanin)
     out += _clustered(_rastered(data, problem), problem)
     if data.tile_n in TILE_N_FITTED:
         old = next(cfg for cfg in ranked if cfg.split_k == 1 and cfg.tile_n not in TILE_N_FITTED)
@@ -407,7 +402,7 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
             )
         ]
         if problem.m * problem.n * problem.l <= SPLIT_K_MAX_OUTPUT and problem.k >= SPLIT_K_MIN_K:
-            modes = [(sto, mode) for sto in stores for mode in (SplitMode.SERIAL, SplitMode.FANIN)]
+            modes = [(sto, SplitMode.SERIAL) for sto in stores]
             if problem.a_dtype is not DType.E4M3:  # the reduce kernel applies no fp8 scales
                 modes.append((Store.TMA, SplitMode.WORKSPACE))
             for tm, tn in itertools.product(TILE_M, tile_ns):
@@ -486,11 +481,10 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
             # Reduction-heavy with few output tiles (a pointwise convolution's wgrad: K = N*H*W
             # pixels, e.g. 256 x 64 outputs over 100352 pixels): the tiles alone leave most SMs
             # idle, so the K loop is shared: stream-K (every SM the same share), then split-K
-            # through the workspace or by fan-in (deterministic either way).
+            # through the workspace (deterministic either way).
             splits = max(2, min(max(SPLIT_K), budgets.SM_COUNT_SM90 // _tiles_128(problem)))
             guesses = [c(128, 128, 64, stream_k=True), c(128, 64, 64, stream_k=True),
                        c(128, 128, 64, split_k=splits, split_mode=SplitMode.WORKSPACE),
-                       c(128, 128, 64, split_k=splits, split_mode=SplitMode.FANIN),
                        c(128, 128, 64, split_k=splits, split_mode=SplitMode.WORKSPACE, interleave=True)] + guesses  # fmt: skip
         if 64 < problem.m <= 128:
             # 128 tokens: 64x64 tiles in 2x1 clusters (two token halves share each weight tile by
@@ -549,7 +543,6 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
             int(config.store is Store.DIRECT),
             config.split_k,
             int(config.split_mode is SplitMode.WORKSPACE),
-            int(config.split_mode is SplitMode.FANIN),
             int(config.swap_ab),
             int(config.stream_k),
             int(config.interleave),

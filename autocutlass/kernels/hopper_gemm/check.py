@@ -206,15 +206,13 @@ def _split_k(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
             )
     elif config.split_k > 1:
         # serial split-K keeps one fp32 partial tile per output tile (tiles padded to whole
-        # clusters), fan-in one per split of each; indexed with 32-bit offsets in the kernel
+        # clusters), indexed with 32-bit offsets in the kernel
         tiles_m = -(-problem.m // (config.tile_m * config.cluster_m)) * config.cluster_m
         tiles_n = -(-problem.n // (config.tile_n * config.cluster_n)) * config.cluster_n
-        fanin = config.split_mode is SplitMode.FANIN
-        slots = tiles_m * tiles_n * problem.l * config.tile_m * config.tile_n * (config.split_k if fanin else 1)
+        slots = tiles_m * tiles_n * problem.l * config.tile_m * config.tile_n
         if slots > WORKSPACE_MAX_ELEMS:
-            kept = "one tile per split of each output tile" if fanin else "one tile per output tile"
-            return (f"{config.split_mode.value} split-K keeps {slots} fp32 partials ({kept}), more than the 2^31 "
-                    f"its 32-bit offsets address: use fewer splits or split_k=1")  # fmt: skip
+            return (f"serial split-K keeps {slots} fp32 partials (one tile per output tile), more than the 2^31 "
+                    f"its 32-bit offsets address: use split_k=1")  # fmt: skip
     return None
 
 

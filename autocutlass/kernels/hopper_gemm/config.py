@@ -38,19 +38,11 @@ class SplitMode(StrEnum):
     s - 1, adds its partial sum in an fp32 workspace, and the last split runs the epilogue.
     WORKSPACE: every split writes its raw fp32 partial tile to its own slab of a workspace
     (S, L, M, N) without waiting; a second kernel (``reduce``) sums the slabs in split order and
-    runs the epilogue.
-    FANIN: in the GEMM kernel, without waiting: every split stores its fp32 partial tile to its
-    own slot of the tile and takes a ticket from the tile's counter; the split that takes the
-    last ticket (all partials stored) sums the S slots in split order and runs the epilogue. No
-    chain of S - 1 hand-overs (SERIAL) and no second kernel (WORKSPACE); one CTA reads S partial
-    tiles, so it suits a handful of splits.
-    All three are bitwise deterministic, and SERIAL and FANIN add the same partials in the same
-    order (the same bits).
+    runs the epilogue. Both are bitwise deterministic.
     """
 
     SERIAL = "serial"
     WORKSPACE = "workspace"
-    FANIN = "fanin"
 
 
 class Raster(StrEnum):
@@ -162,8 +154,6 @@ class HopperGemmConfig:
         sk = f" sk{self.split_k}" if self.split_k != 1 else ""
         if self.split_mode is SplitMode.WORKSPACE:
             sk += "w"
-        if self.split_mode is SplitMode.FANIN:
-            sk += "f"
         if self.interleave:
             sk += "i"
         st = " direct" if self.store is Store.DIRECT else ""

@@ -18,9 +18,7 @@ Roles inside one CTA (block of 128 * (1 + consumers) threads):
   K blocks in the ring and runs its own epilogue while the other computes.
 
 Split-K (``split_k`` > 1) walks (tile, split) work units. SERIAL: the splits of a tile meet at a
-turnstile in global memory and the last one runs the epilogue (``_reduce_splits``). FANIN: each
-split stores its partial to its own slot of the tile and the last to take the tile's ticket sums
-them and runs the epilogue (``_fanin_splits``). WORKSPACE:
+turnstile in global memory and the last one runs the epilogue (``_reduce_splits``). WORKSPACE:
 each split stores its raw fp32 partial to its own slab and a second kernel (``reduce``) sums
 the slabs and runs the epilogue. STREAM-K (``stream_k``): the clusters of the grid share all
 (tile, K block) iterations evenly (``_stream_unit``); a tile cut between clusters is finished
@@ -671,10 +669,7 @@ class HopperGemmKernel:
                 self._store_fragment(acc, thr_mma_c, mSlabs, tCcD, (tile[0], tile[1], slab), mD.shape)
             else:
                 is_last = True
-                if cutlass.const_expr(p.split_k > 1 and p.split_fanin):
-                    is_last = self._fanin_splits(acc, mD, mWork, mCount, unit, group_tidx, epi_barrier,
-                                                 storage.order_barriers.data_ptr())
-                elif cutlass.const_expr(p.split_k > 1):
+                if cutlass.const_expr(p.split_k > 1):
                     is_last = self._reduce_splits(acc, mD, mWork, mCount, unit, group_tidx, epi_barrier)
                 if cutlass.const_expr(p.stream_k):
                     is_last = self._stream_fixup(
@@ -760,54 +755,6 @@ class HopperGemmKernel:
             epi_barrier.arrive_and_wait()
             if group_tidx == 0:
                 cute.arch.store(flag, split + 1, sem="release", scope="gpu")
-        return is_last
-
-    @cute.jit
-    def _fanin_splits(self, acc, mD, mWork, mCount, unit, group_tidx, epi_barrier, ticket_smem):
-        """Fan-in split-K (``SplitMode.FANIN``); returns whether this split runs the epilogue.
-
-        Every split stores its partial (fp32, in accumulator-fragment order) to slot ``split`` of
-        the tile's ``split_k`` slots, then one thread takes a ticket from the tile's counter
-        (acq_rel: the partials stored before every earlier ticket are visible to the taker of a
-        later one). The split with the last ticket resets the counter for the next launch, sums
-        the slots in split order (``((p0 + p1) + p2) + ...``: the bits of SERIAL's chain, whoever
-        arrives last) and runs the epilogue; the others are done. Nobody waits on another CTA, so
-        the splits need not be resident together. The ticket reaches the group's threads through
-        shared memory: the ping-pong order barriers' first word, unused by the cooperative
-        schedule that split-K requires."""
-        p = self.plan
-        split_k = p.split_k
-        split = unit[2] % split_k
-        tiles_m = (mD.shape[0] + p.tile_m * p.cluster_m - 1) // (p.tile_m * p.cluster_m) * p.cluster_m
-        tiles_n = (mD.shape[1] + p.tile_n * p.cluster_n - 1) // (p.tile_n * p.cluster_n) * p.cluster_n
-        tile_lin = (unit[2] // split_k * tiles_n + unit[1]) * tiles_m + unit[0]
-        counter = mCount.iterator + tile_lin
-        n_acc = cute.size(acc)
-        slot_elems = n_acc * self.epi_threads
-        first = tile_lin * split_k * slot_elems + group_tidx
-        mine = first + split * slot_elems
-        for i in cutlass.range_constexpr(n_acc):
-            mWork[mine + i * self.epi_threads] = acc[i]
-        cute.arch.fence_acq_rel_gpu()
-        epi_barrier.arrive_and_wait()
-        ticket = cute.make_tensor(ticket_smem, cute.make_layout(1))
-        if group_tidx == 0:
-            taken = cute.arch.atomic_add(counter, cutlass.Int32(1), sem="acq_rel", scope="gpu")
-            last = cutlass.Int64(0)
-            if taken == split_k - 1:
-                last = cutlass.Int64(1)
-                cute.arch.store(counter, cutlass.Int32(0))
-            ticket[0] = last
-        epi_barrier.arrive_and_wait()
-        is_last = ticket[0] != cutlass.Int64(0)
-        if is_last:
-            cute.arch.fence_acq_rel_gpu()
-            for i in cutlass.range_constexpr(n_acc):
-                acc[i] = mWork[first + i * self.epi_threads]
-            for s in range(1, split_k):
-                base = first + s * slot_elems
-                for i in cutlass.range_constexpr(n_acc):
-                    acc[i] = acc[i] + mWork[base + i * self.epi_threads]
         return is_last
 
     @cute.jit

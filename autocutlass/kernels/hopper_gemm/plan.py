@@ -46,8 +46,6 @@ class Plan:
     direct_store: bool
     split_k: int
     split_workspace: bool
-    split_fanin: bool
-    """``SplitMode.FANIN``: the splits' partials meet in per-split slots; the last to arrive sums them."""
     split_interleave: bool
     """``HopperGemmConfig.interleave``: split s of S walks K blocks s, s + S, ... (else one run)."""
     stream_k: bool
@@ -172,7 +170,6 @@ def make_plan(config: HopperGemmConfig, problem: GemmProblem, smem_limit: int = 
         direct_store=config.store is Store.DIRECT,
         split_k=config.split_k,
         split_workspace=split_workspace(config),
-        split_fanin=config.split_k > 1 and config.split_mode is SplitMode.FANIN,
         split_interleave=config.interleave and config.split_k > 1,
         stream_k=config.stream_k,
         scaled=problem.a_dtype is DType.E4M3,

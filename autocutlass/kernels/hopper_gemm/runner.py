@@ -62,8 +62,7 @@ class SplitKWorkspace:
     per device, grown on demand and reused across calls on the default stream; on any other
     stream (graph capture, torch.compile's CUDA graphs) allocated per call (see ``get``).
     Serial mode: a tile slot and a turnstile per output tile (the kernel leaves every turnstile
-    at zero when it finishes). Fan-in mode: a tile slot per split of each output tile and a ticket
-    counter per output tile (also left at zero). Workspace mode: ``S * L * M * N_pad`` partials, no turnstiles.
+    at zero when it finishes). Workspace mode: ``S * L * M * N_pad`` partials, no turnstiles.
     Stream-K: a tile slot and a flag per CTA of the grid (flags also left at zero).
 
     ``poison`` (verification, before each launch) fills the partial sums with NaN, now and in
@@ -124,13 +123,6 @@ def scratch_slots(cfg: Any, m: int, n: int, l: int, clusters: int) -> int:  # no
         return clusters * cfg.cluster_size
     return (-(-m // (cfg.tile_m * cfg.cluster_m)) * cfg.cluster_m * -(-n // (cfg.tile_n * cfg.cluster_n))
             * cfg.cluster_n * l)  # fmt: skip
-
-
-def scratch_partials(cfg: Any, slots: int) -> int:
-    """fp32 elements of the partial-sum buffer for ``slots`` scratch slots (``scratch_slots``): a
-    tile per slot, and per split of each in fan-in split-K (``SplitMode.FANIN``)."""
-    fanin = cfg.split_k > 1 and not cfg.stream_k and cfg.split_mode is SplitMode.FANIN
-    return slots * cfg.tile_m * cfg.tile_n * (cfg.split_k if fanin else 1)
 
 
 TRANSPOSE_TILE = 64
@@ -274,7 +266,7 @@ class HopperGemmRunner:
         import torch
 
         slots = self._slots(m, n, l, clusters)
-        partials, workspace, device = scratch_partials(self.config, slots), self._workspace, torch.device(
+        partials, workspace, device = slots * self.config.tile_m * self.config.tile_n, self._workspace, torch.device(
             "cuda", device_index)  # fmt: skip
         return fn, clusters, lambda: workspace.get(device, partials, slots)
 
@@ -333,5 +325,5 @@ class HopperGemmRunner:
         if cfg.stream_k and m * n * l == 0:
             return  # no tiles: the kernel's grid would be empty
         slots = self._slots(m, n, l, clusters)
-        work, count = self._workspace.get(d.device, scratch_partials(cfg, slots), slots)
+        work, count = self._workspace.get(d.device, slots * cfg.tile_m * cfg.tile_n, slots)
         fn(a, b, d, c, bias, work, count, scale_a, scale_b, alpha, beta, clusters)
