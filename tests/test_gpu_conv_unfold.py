@@ -131,10 +131,15 @@ def _wgrad_cases() -> list[tuple[Any, ConvProblem]]:
         (U(W(64, 128, 64, split_k=24, split_mode="workspace", tap_channels=64), 3), stem),  # 2 of them a tile
         (U(W(128, 64, 64, split_k=4, split_mode="workspace")), latent),
         (U(W(128, 64, 128), 2), latent),
+        # C' padded to 64 channels (lowering.WIDE_CHANNELS): the stem's 4 taps of T = 2 in one 256-wide tile
+        # through the workspace; its 7 taps of T = 1 in 128-wide tiles, serially; the latent's, stream-K
+        (U(W(64, 256, 64, split_k=16, split_mode="workspace", tap_channels=64), 2, 64), stem),
+        (U(W(64, 128, 64, split_k=4, tap_channels=64), 1, 64), stem),
+        (U(W(128, 192, 64, stream_k=True, tap_channels=64), 2, 64), latent),
     ]
 
 
-@pytest.mark.parametrize("i", range(6))
+@pytest.mark.parametrize("i", range(9))
 def test_wgrad(tmp_path: Path, i: int) -> None:
     config, p = _wgrad_cases()[i]
     _verify(_wgrad(tmp_path), config, p)

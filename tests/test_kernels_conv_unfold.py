@@ -23,6 +23,7 @@ from autocutlass.kernels.hopper_conv_unfold import HopperConvUnfoldFamily, Hoppe
 from autocutlass.kernels.hopper_conv_unfold.config import UnfoldedConfig
 from autocutlass.kernels.hopper_conv_unfold.lowering import (
     MAX_UNFOLDED_CHANNELS,
+    WIDE_CHANNELS,
     fold_weight_grad,
     unfold_input,
     row_step,
@@ -40,7 +41,7 @@ from autocutlass.kernels.hopper_conv_unfold.unfold import (
     staged_elements,
     unfold_key,
 )
-from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradFamily
+from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradConfig, HopperConvWgradFamily
 from autocutlass.kernels.hopper_conv_wgrad.sources import SOURCE_FILES as WGRAD_SOURCES
 from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
 from autocutlass.ops.types import Activation, DType, Epilogue
@@ -77,22 +78,33 @@ def _problem(geo: tuple) -> ConvProblem:
                        pad_h=pad[0], pad_w=pad[1], dil_h=dil[0], dil_w=dil[1], align_x=2, align_w=2)  # fmt: skip
 
 
-def _lowered(geo: tuple, rows: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, ConvProblem, dict]:
-    """x, w, x' and the lowered problem of T = ``rows``, and the lowered layer's F.conv2d geometry."""
+def _lowered(geo: tuple, rows: int, multiple: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, ConvProblem, dict]:
+    """x, w, x' and the lowered problem of T = ``rows`` (C' rounded to ``multiple``), and the lowered
+    layer's F.conv2d geometry."""
     n, c, h, w, k, r, s, stride, pad, dil = geo
     gen = torch.Generator().manual_seed(7)
     x = torch.randn(n, c, h, w, generator=gen, dtype=torch.float64).contiguous(memory_format=CL)
     wt = torch.randn(k, c, r, s, generator=gen, dtype=torch.float64).contiguous(memory_format=CL)
     p = _problem(geo)
-    low = unfolded_problem(p, rows)
+    low = unfolded_problem(p, rows, multiple)
     xp = unfold_input(x, s, stride[1], pad[1], dil[1], low.c, rows=rows, height=low.h, pad_h=pad[0], dil_h=dil[0],
                       step=row_step(p, rows))
     geom = {"stride": (low.stride_h, 1), "padding": (low.pad_h, 0), "dilation": (low.dil_h, 1)}
     return x, wt, xp, low, geom
 
 
-CASES = [(g, t) for g in GEOMETRIES for t in unfold_rows(_problem(g))]
-IDS = [f"c{g[1]}-{g[5]}x{g[6]}-s{g[7][1]}-p{g[8][1]}-d{g[9][1]}-rows{t}" for g, t in CASES]
+CASES = [(g, t, 0) for g in GEOMETRIES for t in unfold_rows(_problem(g))]
+CASES += [(g, t, WIDE_CHANNELS) for g in GEOMETRIES[:3] for t in unfold_rows(_problem(g))]  # C' padded to 64
+IDS = [f"c{g[1]}-{g[5]}x{g[6]}-s{g[7][1]}-p{g[8][1]}-d{g[9][1]}-rows{t}" + (f"-c'{m}x" if m else "") for g, t, m in CASES]
+
+
+def test_unfolded_channels_round_to_16_bytes_or_to_a_multiple() -> None:
+    p = _problem(GEOMETRIES[0])  # the stem: S*C = 21 per filter row, bf16 (8-channel units)
+    assert [unfolded_channels(p, t) for t in (1, 2, 3)] == [24, 48, 64]
+    assert [unfolded_channels(p, t, WIDE_CHANNELS) for t in (1, 2, 3)] == [64, 64, 64]
+    assert unfolded_channels(p, 2, 6) == 48  # a multiple rounded up to whole 16-byte units first (8 channels)
+    low = unfolded_problem(p, 2, WIDE_CHANNELS)
+    assert low.c == 64 and low.r == 4 and (low.h, low.w) == (unfolded_problem(p, 2).h, unfolded_problem(p, 2).w)
 
 
 def test_each_geometry_offers_several_rows() -> None:
@@ -101,9 +113,9 @@ def test_each_geometry_offers_several_rows() -> None:
     assert unfold_rows(_problem(GEOMETRIES[3])) == (1,)  # a 1x7 filter has one row
 
 
-@pytest.mark.parametrize("geo,rows", CASES, ids=IDS)
-def test_the_unfolded_layer_computes_the_layers_output(geo: tuple, rows: int) -> None:
-    x, wt, xp, low, geom = _lowered(geo, rows)
+@pytest.mark.parametrize("geo,rows,multiple", CASES, ids=IDS)
+def test_the_unfolded_layer_computes_the_layers_output(geo: tuple, rows: int, multiple: int) -> None:
+    x, wt, xp, low, geom = _lowered(geo, rows, multiple)
     _, c, _, _, _, r, s, stride, pad, dil = geo
     want = F.conv2d(x, wt, None, stride, pad, dil)
     wp = unfold_weight(wt, low.c, rows)
@@ -116,9 +128,9 @@ def test_the_unfolded_layer_computes_the_layers_output(geo: tuple, rows: int) ->
     assert not xp[:, rows * s * c:].any() and not wp[:, rows * s * c:].any()
 
 
-@pytest.mark.parametrize("geo,rows", CASES, ids=IDS)
-def test_the_unfolded_layers_weight_gradient_folds_into_the_layers(geo: tuple, rows: int) -> None:
-    x, wt, xp, low, geom = _lowered(geo, rows)
+@pytest.mark.parametrize("geo,rows,multiple", CASES, ids=IDS)
+def test_the_unfolded_layers_weight_gradient_folds_into_the_layers(geo: tuple, rows: int, multiple: int) -> None:
+    x, wt, xp, low, geom = _lowered(geo, rows, multiple)
     _, _, _, _, _, r, s, stride, pad, dil = geo
     y = F.conv2d(x, wt, None, stride, pad, dil)
     dy = torch.randn(y.shape, dtype=torch.float64).contiguous(memory_format=CL)
@@ -201,26 +213,43 @@ def test_space_seeds_and_check_are_the_inner_familys_on_the_lowered_layer(fam, i
     assert fam.supports(problem) is None
     rows = unfold_rows(problem)
     assert len(rows) >= 2
+    # the lowered layers: each T, with C' in 16-byte units and (the wgrad family, where that is not a
+    # multiple of 64 channels) padded to 64 channels, offered with tiles across the taps in 64-channel boxes
+    lowerings = [(t, m) for t in rows for m in fam.channel_multiples(problem, t)]
+    wide = fam is WGRAD  # the stem's 24, 48 (not 64) and the latent's 16, 24, 40 channels
+    assert any(m for _, m in lowerings) == wide and all(m in (0, WIDE_CHANNELS) for _, m in lowerings)
     space = list(fam.space(problem))
-    assert space == [UnfoldedConfig(c, t) for t in rows for c in inner.space(unfolded_problem(problem, t))]
+    assert space == [UnfoldedConfig(c, t, m) for t, m in lowerings for c in inner.space(unfolded_problem(problem, t, m))
+                     if not m or c.tap_channels == m]  # fmt: skip
+    assert any(c.channels for c in space) == wide
     seeds = fam.seeds(problem)
     assert seeds and all(fam.check(s, problem) is None for s in seeds)
     if fam is FPROP:  # the first T's cooperative tile in a 2x1 cluster first, then the T-interleaved seeds
         first, seeds = seeds[0], seeds[1:]
         assert (first.inner.cluster_m, first.inner.cluster_n, first.inner.schedule.value, first.rows) == (
             2, 1, "cooperative", max(rows))
-    # the inner family's seeds of each T, in turn, the largest T first
-    assert [s.rows for s in seeds[: len(rows)]] == sorted(rows, reverse=True)
-    for t in rows:
-        mine = [s.inner for s in seeds if s.rows == t]
-        assert mine == [c for c in inner.seeds(unfolded_problem(problem, t)) if UnfoldedConfig(c, t) in seeds]
+    # the inner family's seeds of each lowered layer, in turn, the largest T first (16-byte C' before 64)
+    order = sorted(lowerings, key=lambda tm: (-tm[0], tm[1]))
+    assert [(s.rows, s.channels) for s in seeds[: len(order)]] == order
+    for t, m in lowerings:
+        mine = [s.inner for s in seeds if (s.rows, s.channels) == (t, m)]
+        low = unfolded_problem(problem, t, m)
+        if not m:
+            assert mine == [c for c in inner.seeds(low) if UnfoldedConfig(c, t, m) in seeds]
+            continue
+        # padded to 64 channels: the inner seeds across the taps in 64-channel boxes, then the cost
+        # model's cheapest such config of each way of sharing the pixel loop
+        assert mine and all(c.tap_channels == m for c in mine)
+        assert [c for c in inner.seeds(low) if c.tap_channels == m] == mine[: len([c for c in inner.seeds(low) if c.tap_channels == m])]
+        assert {c.stream_k for c in mine} == {False, True} and any(c.split_k > 1 for c in mine)
     for cfg in random.Random(7).sample(space, 30):
-        assert fam.check(cfg, problem) == inner.check(cfg.inner, unfolded_problem(problem, cfg.rows))
+        assert fam.check(cfg, problem) == inner.check(cfg.inner, unfolded_problem(problem, cfg.rows, cfg.channels))
     assert "rows=9" in (fam.check(UnfoldedConfig(seeds[0].inner, 9), problem) or "")
-    for s in seeds[:3]:
+    assert "channels=32" in (fam.check(UnfoldedConfig(seeds[0].inner, seeds[0].rows, 32), problem) or "")
+    for s in seeds[:3] + [c for c in seeds if c.channels][:2]:
         d = fam.config_to_dict(s)
-        assert d["rows"] == s.rows and fam.config_from_dict(d) == s
-        assert fam.simplicity(s) == (*inner.simplicity(s.inner), s.rows)
+        assert d["rows"] == s.rows and d.get("channels", 0) == s.channels and fam.config_from_dict(d) == s
+        assert fam.simplicity(s) == (*inner.simplicity(s.inner), s.rows, s.channels)
     bare = inner.config_to_dict(seeds[0].inner)  # a dict without rows: one filter row per pixel
     assert fam.config_from_dict(bare) == UnfoldedConfig(seeds[0].inner, 1)
     other = dataclasses.replace(problem, direction=ConvDirection.DGRAD)
@@ -349,11 +378,14 @@ def test_the_wgrad_runner_folds_the_gradient_into_dw(monkeypatch: pytest.MonkeyP
     assert r.rows == 3 and a is dy and b.shape == (2, 64, 29, 15) and out.shape == (8, 64, 3, 1)  # H' = 11*2 + 1 + 3*2
     assert out.is_contiguous(memory_format=CL)
     inner = r.config.inner
-    for rows in (1, 2):  # the other T of the stem
-        r = runner_mod.UnfoldWgradRunner(UnfoldedConfig(inner, rows), p, None)
+    for rows, channels in ((1, 0), (2, 0), (1, WIDE_CHANNELS), (2, WIDE_CHANNELS)):  # the other T, C' padded to 64
+        r = runner_mod.UnfoldWgradRunner(UnfoldedConfig(inner, rows, channels), p, None)
         dw.fill_(float("nan"))
         r(dy, x, dw)
         torch.testing.assert_close(dw, want, rtol=1e-10, atol=1e-10)
+        a, b, out, _ = fakes[-1].calls[-1]
+        assert b.shape[1] == out.shape[1] == unfolded_channels(p, rows, channels) == (64 if channels else 8 * -(-21 * rows // 8))
+        assert fakes[-1].problem == unfolded_problem(p, rows, channels) and kinds[-1].channels == b.shape[1]
 
 
 # ---- compile (no GPU) ----------------------------------------------------------------------------
@@ -375,7 +407,12 @@ def test_the_lowered_stems_seeds_compile() -> None:
         assert fprop_compile(fprop_plan(cfg.inner, unfolded_problem(f, cfg.rows))) is not None
     w = dataclasses.replace(stem(), direction=ConvDirection.WGRAD)
     for cfg in WGRAD.seeds(w)[:3]:
-        assert wgrad_compile(wgrad_plan(cfg.inner, unfolded_problem(w, cfg.rows))) is not None
+        assert wgrad_compile(wgrad_plan(cfg.inner, unfolded_problem(w, cfg.rows, cfg.channels))) is not None
+    # C' padded to 64 at T = 2: the 4 taps in one 256-wide tile of 64-channel boxes, split through the workspace
+    wide = UnfoldedConfig(HopperConvWgradConfig(64, 256, 64, split_k=32, split_mode="workspace", tap_channels=64), 2,
+                          WIDE_CHANNELS)  # fmt: skip
+    assert WGRAD.check(wide, w) is None and wide in WGRAD.space(w)
+    assert wgrad_compile(wgrad_plan(wide.inner, unfolded_problem(w, 2, WIDE_CHANNELS))) is not None
 
 
 @pytest.mark.compile
@@ -384,5 +421,6 @@ def test_the_unfold_kernel_compiles() -> None:
         pytest.skip("nvidia-cutlass-dsl is not installed")
     from autocutlass.kernels.hopper_conv_unfold.unfold import _compile
 
-    for cls in (RowUnfold(3, 7, 24, 2, 3, 1), RowUnfold(5, 3, 16, 3, 2, 2), RowUnfold(3, 7, 64, 2, 3, 1, 3, 3, 1)):
+    for cls in (RowUnfold(3, 7, 24, 2, 3, 1), RowUnfold(5, 3, 16, 3, 2, 2), RowUnfold(3, 7, 64, 2, 3, 1, 3, 3, 1),
+                RowUnfold(3, 7, 64, 2, 3, 1, 2, 3, 1, 2)):  # the stem at T = 2 with C' padded to 64
         assert _compile(cls) is not None

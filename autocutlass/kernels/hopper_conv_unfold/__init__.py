@@ -29,9 +29,15 @@ from autocutlass.kernels.hopper_conv import HopperConvFamily
 from autocutlass.kernels.hopper_conv.config import HopperConvConfig, Schedule
 from autocutlass.kernels.hopper_conv_unfold import sources
 from autocutlass.kernels.hopper_conv_unfold.config import UnfoldedConfig
-from autocutlass.kernels.hopper_conv_unfold.lowering import unfold_rows, unfolded_problem, unsupported
-from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradFamily
-from autocutlass.kernels.hopper_conv_wgrad.config import HopperConvWgradConfig
+from autocutlass.kernels.hopper_conv_unfold.lowering import (
+    WIDE_CHANNELS,
+    unfold_rows,
+    unfolded_channels,
+    unfolded_problem,
+    unsupported,
+)
+from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradFamily, modelled_configs
+from autocutlass.kernels.hopper_conv_wgrad.config import HopperConvWgradConfig, SplitMode
 from autocutlass.ops.conv.problem import ConvDirection
 
 if TYPE_CHECKING:
@@ -64,11 +70,30 @@ class _UnfoldedFamily(KernelFamily[UnfoldedConfig[C]], Generic[C]):
         why = self._inner.supports(lowered)
         return None if why is None else f"as the row-unfolded layer {lowered.describe()}: {why}"
 
+    def channel_multiples(self, problem: ConvProblem, rows: int) -> tuple[int, ...]:
+        """The channel multiples C' may be rounded up to for T = ``rows`` (``UnfoldedConfig.channels``):
+        0 (whole 16-byte units) here; the wgrad family adds ``WIDE_CHANNELS``."""
+        return (0,)
+
+    def _offered(self, config: C, channels: int) -> bool:
+        """Whether the space and the seeds offer inner ``config`` with C' rounded to ``channels``."""
+        return True
+
+    def _inner_seeds(self, lowered: ConvProblem, channels: int) -> list[C]:
+        """The inner family's seeds of a lowered layer that the space offers with ``channels``."""
+        return [c for c in self._inner.seeds(lowered) if self._offered(c, channels)]
+
+    def _lowerings(self, problem: ConvProblem) -> list[tuple[int, int]]:
+        """(T, channel multiple) of every lowered layer the space offers, the largest T first."""
+        return [(t, m) for t in reversed(unfold_rows(problem)) for m in self.channel_multiples(problem, t)]
+
     def space(self, problem: ConvProblem) -> Sequence[UnfoldedConfig[C]]:
-        """The inner family's space for the lowered layer of each T (empty when not served)."""
+        """The inner family's space for the lowered layer of each T and channel multiple (empty
+        when not served)."""
         if unsupported(problem, self.DIRECTION) is not None:
             return []
-        return [UnfoldedConfig(c, t) for t in unfold_rows(problem) for c in self._inner.space(unfolded_problem(problem, t))]
+        return [UnfoldedConfig(c, t, m) for t in unfold_rows(problem) for m in self.channel_multiples(problem, t)
+                for c in self._inner.space(unfolded_problem(problem, t, m)) if self._offered(c, m)]  # fmt: skip
 
     def check(self, config: UnfoldedConfig[C], problem: ConvProblem) -> str | None:
         reason = unsupported(problem, self.DIRECTION)
@@ -77,25 +102,34 @@ class _UnfoldedFamily(KernelFamily[UnfoldedConfig[C]], Generic[C]):
         rows = unfold_rows(problem)
         if config.rows not in rows:
             return f"rows={config.rows}: this layer unfolds {list(rows)} filter rows per pixel"
-        return self._inner.check(config.inner, unfolded_problem(problem, config.rows))
+        multiples = self.channel_multiples(problem, config.rows)
+        if config.channels not in multiples:
+            return (f"channels={config.channels}: the unfolded channels of this layer at rows={config.rows} round up to "
+                    f"one of {list(multiples)} (0: whole 16-byte units)")  # fmt: skip
+        return self._inner.check(config.inner, unfolded_problem(problem, config.rows, config.channels))
 
     def seeds(self, problem: ConvProblem) -> Sequence[UnfoldedConfig[C]]:
-        """The inner family's first guesses for the lowered layer of each T, taken in turn, the
-        largest T (fewest, widest im2col loads per output pixel) first; none when not served."""
+        """The inner family's first guesses for the lowered layer of each T and channel multiple,
+        taken in turn, the largest T (fewest, widest im2col loads per output pixel) first, its
+        16-byte rounding before its wide one; none when not served."""
         if unsupported(problem, self.DIRECTION) is not None:
             return []
-        per_t = [[UnfoldedConfig(c, t) for c in self._inner.seeds(unfolded_problem(problem, t))]
-                 for t in reversed(unfold_rows(problem))]  # fmt: skip
+        per_t = [[UnfoldedConfig(c, t, m) for c in self._inner_seeds(unfolded_problem(problem, t, m), m)]
+                 for t, m in self._lowerings(problem)]  # fmt: skip
         out = [cfg for rank in itertools.zip_longest(*per_t) for cfg in rank if cfg is not None]
         return self.feasible_seeds(out, problem)
 
     def config_to_dict(self, config: UnfoldedConfig[C]) -> dict[str, Any]:
-        return {**self._inner.config_to_dict(config.inner), "rows": config.rows}
+        d = {**self._inner.config_to_dict(config.inner), "rows": config.rows}
+        if config.channels:
+            d["channels"] = config.channels
+        return d
 
     def config_from_dict(self, d: dict[str, Any]) -> UnfoldedConfig[C]:
         inner = dict(d)
         rows = inner.pop("rows", 1)
-        return UnfoldedConfig(self._inner.config_from_dict(inner), rows)
+        channels = inner.pop("channels", 0)
+        return UnfoldedConfig(self._inner.config_from_dict(inner), rows, channels)
 
     def compile(self, config: UnfoldedConfig[C], problem: ConvProblem) -> Any:
         reason = self.check(config, problem)
@@ -107,7 +141,7 @@ class _UnfoldedFamily(KernelFamily[UnfoldedConfig[C]], Generic[C]):
         raise NotImplementedError
 
     def simplicity(self, config: UnfoldedConfig[C]) -> tuple[int, ...]:
-        return (*self._inner.simplicity(config.inner), config.rows)
+        return (*self._inner.simplicity(config.inner), config.rows, config.channels)
 
 
 class HopperConvUnfoldFamily(_UnfoldedFamily[HopperConvConfig]):
@@ -148,6 +182,38 @@ class HopperConvWgradUnfoldFamily(_UnfoldedFamily[HopperConvWgradConfig]):
     SOURCE_FILES = sources.WGRAD_SOURCE_FILES
     DIRECTION = ConvDirection.WGRAD
     INNER = HopperConvWgradFamily
+
+    def channel_multiples(self, problem: ConvProblem, rows: int) -> tuple[int, ...]:
+        """16-byte units, and ``WIDE_CHANNELS`` where those leave C' short of a multiple of it: with C'
+        padded to 64 channels the wgrad kernel's tiles span the taps in 64-channel boxes
+        (``tap_channels``), so that one tile column holds every tap and dy is read once per tile
+        row, where one tile per tap (16-byte C') reads all of dy once per tap. ResNet-50's stem at
+        T = 2 (4 taps of 42 channels): the shipped H200 record (one tap per 64-wide tile, 4 taps x 33
+        workspace splits) moves about 410 MB per call at batch 32 for a layer whose dy and x' are
+        about 90 MB (``benchmarks/results/2026-11-28-h200-s36-d-bench-wgrad.*``: 0.59 TB/s of the
+        layer's bytes, 103 us)."""
+        if unfolded_channels(problem, rows) % WIDE_CHANNELS == 0:
+            return (0,)
+        return (0, WIDE_CHANNELS)
+
+    def _offered(self, config: HopperConvWgradConfig, channels: int) -> bool:
+        """The wide rounding only with tiles across the taps in boxes of that many channels (with one
+        tap per tile the padded channels would only add columns)."""
+        return not channels or config.tap_channels == channels
+
+    def _inner_seeds(self, lowered: ConvProblem, channels: int) -> list[HopperConvWgradConfig]:
+        """With the wide rounding: the inner family's seeds with tiles across the taps in boxes of
+        ``channels``, then its cost model's cheapest such config of each way of sharing the pixel
+        loop (workspace slabs, a serial split, data-parallel tiles, stream-K), cheapest first."""
+        seeds = super()._inner_seeds(lowered, channels)
+        if not channels:
+            return seeds
+        picks: dict[tuple[bool, bool, bool], HopperConvWgradConfig] = {}
+        for _, cfg in modelled_configs(lowered):
+            kind = (cfg.stream_k, cfg.split_k > 1, cfg.split_mode is SplitMode.WORKSPACE)
+            if self._offered(cfg, channels) and kind not in picks and self._inner.check(cfg, lowered) is None:
+                picks[kind] = cfg
+        return list(dict.fromkeys([*seeds, *picks.values()]))
 
     def _runner(self, config: UnfoldedConfig[HopperConvWgradConfig], problem: ConvProblem) -> Any:
         from autocutlass.kernels.hopper_conv_unfold.runner import UnfoldWgradRunner

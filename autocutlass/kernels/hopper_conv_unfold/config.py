@@ -16,10 +16,18 @@ class UnfoldedConfig(Generic[C]):
     """The inner family's config (``hopper_conv``'s or ``hopper_conv_wgrad``'s), for the lowered layer."""
     rows: int = 1
     """T: filter rows per unfolded pixel (``lowering.unfold_rows`` lists a layer's)."""
+    channels: int = 0
+    """The multiple C' is rounded up to: 0, whole 16-byte units (the default), or
+    ``lowering.WIDE_CHANNELS`` (the wgrad family's tiles across the taps). Left out of the dict form
+    when 0, so the records from before it keep their keys."""
 
     def short(self) -> str:
         s = self.inner.short()  # type: ignore[attr-defined]
-        return s if self.rows == 1 else f"{s} rows{self.rows}"
+        s = s if self.rows == 1 else f"{s} rows{self.rows}"
+        return s if not self.channels else f"{s} c'{self.channels}x"
 
     def as_dict(self) -> dict[str, Any]:
-        return {**self.inner.as_dict(), "rows": self.rows}  # type: ignore[attr-defined]
+        d = {**self.inner.as_dict(), "rows": self.rows}  # type: ignore[attr-defined]
+        if self.channels:
+            d["channels"] = self.channels
+        return d

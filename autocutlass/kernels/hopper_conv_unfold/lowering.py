@@ -54,9 +54,21 @@ ONE_BLOCK_CHANNELS = 64
 the forward kernel's narrowest tile_k (64 channels): one im2col load per output pixel and filter row."""
 
 
-def unfolded_channels(problem: ConvProblem, rows: int = 1) -> int:
-    """C' = T*S*C rounded up to whole 16-byte units of the input dtype."""
+WIDE_CHANNELS = 64
+"""The other channel multiple C' may be rounded up to (``unfolded_channels``): one 128-byte swizzle
+row of 16-bit channels, the box of the wgrad kernel's tiles across the taps
+(``HopperConvWgradConfig.tap_channels``). With it the lowered layer's weight gradient is one
+(K, R'*C') matrix that a single tile column covers (the stem at T = 2: 4 taps x 64 channels in one
+256-wide tile), where 16-byte rounding leaves one tile per tap (48 of 64 columns used), each reading
+all of dy again."""
+
+
+def unfolded_channels(problem: ConvProblem, rows: int = 1, multiple: int = 0) -> int:
+    """C' = T*S*C rounded up to whole 16-byte units of the input dtype, or (``multiple``, a multiple
+    of those units, e.g. ``WIDE_CHANNELS``) to a multiple of that many channels."""
     unit = TMA_ALIGN_BYTES // problem.x_dtype.bytes
+    if multiple:
+        unit = -(-multiple // unit) * unit
     return -(-(rows * problem.s * problem.c) // unit) * unit
 
 
@@ -115,13 +127,13 @@ def lowered_rows(p: int, r: int, stride_h: int, dil_h: int, rows: int) -> int:
     return (p - 1) * (stride_h // g) + 1 + (rows * dil_h // g) * (-(-r // rows) - 1)
 
 
-def unfolded_problem(problem: ConvProblem, rows: int = 1) -> ConvProblem:
+def unfolded_problem(problem: ConvProblem, rows: int = 1, multiple: int = 0) -> ConvProblem:
     """The lowered layer for T = ``rows``: x' (N, C', H', Q), w' (K, C', R', 1), the same output; x'
-    and w' are new tensors (16-byte aligned rows), the output (or dy) the caller's. Assumes
-    ``unsupported`` is None."""
+    and w' are new tensors (16-byte aligned rows), the output (or dy) the caller's. C' as
+    ``unfolded_channels`` rounds it (``multiple``). Assumes ``unsupported`` is None."""
     unit = TMA_ALIGN_BYTES
-    common = dict(w=problem.q, c=unfolded_channels(problem, rows), s=1, stride_w=1, pad_w=0, dil_w=1, align_x=unit,
-                  align_w=unit)  # fmt: skip
+    common = dict(w=problem.q, c=unfolded_channels(problem, rows, multiple), s=1, stride_w=1, pad_w=0, dil_w=1,
+                  align_x=unit, align_w=unit)  # fmt: skip
     if rows == 1:
         return dataclasses.replace(problem, **common)  # type: ignore[arg-type]
     g = row_step(problem, rows)

@@ -38,13 +38,14 @@ if TYPE_CHECKING:
 
 
 class _Unfolding:
-    """The layer's geometry, T and the unfolded channel count; unfolds x."""
+    """The layer's geometry, T and the unfolded channel count (rounded to ``multiple``:
+    ``lowering.unfolded_channels``); unfolds x."""
 
-    def __init__(self, problem: ConvProblem, rows: int, cache_dir: Path | None) -> None:
+    def __init__(self, problem: ConvProblem, rows: int, cache_dir: Path | None, multiple: int = 0) -> None:
         p = problem
         self.problem = p
         self.rows = rows
-        self.lowered = unfolded_problem(p, rows)
+        self.lowered = unfolded_problem(p, rows, multiple)
         self.channels = self.lowered.c
         self.step = row_step(p, rows)
         self._taps = self.lowered.r
@@ -85,7 +86,7 @@ class UnfoldFpropRunner(_Unfolding):
     """The forward convolution on x' and w' (see the module docstring)."""
 
     def __init__(self, config: UnfoldedConfig[HopperConvConfig], problem: ConvProblem, cache_dir: Path | None) -> None:
-        super().__init__(problem, config.rows, cache_dir)
+        super().__init__(problem, config.rows, cache_dir, config.channels)
         self.config = config
         self.inner = HopperConvRunner(config.inner, self.lowered, cache_dir)
         self._seen = [NO_VIEW]  # (weight, weakly; w'; (data_ptr, version)): ops.launch.remember_view
@@ -109,7 +110,7 @@ class UnfoldWgradRunner(_Unfolding):
 
     def __init__(self, config: UnfoldedConfig[HopperConvWgradConfig], problem: ConvProblem,
                  cache_dir: Path | None) -> None:  # fmt: skip
-        super().__init__(problem, config.rows, cache_dir)
+        super().__init__(problem, config.rows, cache_dir, config.channels)
         self.config = config
         self.inner = HopperConvWgradRunner(config.inner, self.lowered, cache_dir)
 
