@@ -1,9 +1,10 @@
 """Probe: given configs against a database's records and the vendor, side by side.
 
 For each case (a shapes file and a case name, e.g. ``benchmarks/shapes-conv.json:rn50-l4-3x3/fprop``)
-the candidates are the database's fastest trial of each of our families (labelled ``record``,
-``record*`` when it is the problem's stored winner) and every ``--config FAMILY:JSON`` that its
-family's ``check`` accepts for the case. They are compiled in ``--workers`` GPU-blind processes,
+the candidates are the database's best record of each of our families (labelled ``record``: what
+a call runs there; session 36's calls b, c and f, before this used the store, took each family's
+fastest stored trial) and every ``--config FAMILY:JSON`` that its family's ``check`` accepts for the
+case. They are compiled in ``--workers`` GPU-blind processes,
 verified against the float32 reference with NaN-poisoned outputs (``evaluation.verify``), and timed
 with the vendor's call (``evaluation.torch_baseline``; cuDNN with ``cudnn.benchmark`` on) in
 ``--rounds`` interleaved rounds (``side_by_side``: L2 flushed by writing, medians). Prints one
@@ -21,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 import sys
 import tempfile
 import types
@@ -33,34 +33,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from side_by_side import interleaved, paired_ratio, write_json  # noqa: E402
 
 
-def records(db: str, problem: Any) -> list[tuple[str, dict[str, Any], bool]]:
-    """(family, config dict, is the problem's winner) of the fastest trial of each family of ours."""
-    con = sqlite3.connect(db)
-    row = con.execute("select id from problems where key = ?", (problem.key(),)).fetchone()
-    if row is None:
-        return []
-    pid = row[0]
-    best = con.execute("select family, config from best where problem_id = ?", (pid,)).fetchone()
-    out = []
-    for fam, cfg in con.execute(
-        "select family, config from trials where problem_id = ? and state = 'ok' and family != 'torch' "
-        "and median_ms is not null order by median_ms", (pid,)
-    ):  # fmt: skip
-        if fam not in {f for f, _, _ in out}:
-            out.append((fam, json.loads(cfg), best is not None and best[0] == fam and json.loads(best[1]) == json.loads(cfg)))
-    return out
+def records(db: str, problem: Any) -> list[tuple[str, dict[str, Any]]]:
+    """(family, config dict) of each of our families' best record of ``problem`` in the database
+    file ``db`` (``TuningStore.bests``: what a call of it runs there)."""
+    from autocutlass.db.store import TuningStore
+
+    key = problem.key()
+    return [(r.family, r.config) for r in TuningStore(db, read_only=True, immutable=True).bests() if r.problem.key() == key]
 
 
-def candidates(problem: Any, recs: list[tuple[str, dict[str, Any], bool]],
+def candidates(problem: Any, recs: list[tuple[str, dict[str, Any]]],
                extra: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, Any, Any]]:
     """(label, family, config) to time, each accepted by its family's check."""
     from autocutlass.kernels import get_family
 
     out: list[tuple[str, Any, Any]] = []
-    for fam_name, cfg_dict, is_best in recs:
+    for fam_name, cfg_dict in recs:
         fam = get_family(fam_name)
-        out.append((f"record{'*' if is_best else ''} {fam_name.removeprefix('hopper_')}", fam,
-                    fam.config_from_dict(cfg_dict)))
+        out.append((f"record {fam_name.removeprefix('hopper_')}", fam, fam.config_from_dict(cfg_dict)))
     for fam_name, cfg_dict in extra:
         fam = get_family(fam_name)
         cfg = fam.config_from_dict(cfg_dict)
