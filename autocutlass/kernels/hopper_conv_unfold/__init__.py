@@ -36,8 +36,8 @@ from autocutlass.kernels.hopper_conv_unfold.lowering import (
     unfolded_problem,
     unsupported,
 )
-from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradFamily, modelled_configs
-from autocutlass.kernels.hopper_conv_wgrad.config import HopperConvWgradConfig, SplitMode
+from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradFamily, cheapest_per_sharing, modelled_configs
+from autocutlass.kernels.hopper_conv_wgrad.config import HopperConvWgradConfig
 from autocutlass.ops.conv.problem import ConvDirection
 
 if TYPE_CHECKING:
@@ -84,15 +84,15 @@ class _UnfoldedFamily(KernelFamily[UnfoldedConfig[C]], Generic[C]):
         return [c for c in self._inner.seeds(lowered) if self._offered(c, channels)]
 
     def _lowerings(self, problem: ConvProblem) -> list[tuple[int, int]]:
-        """(T, channel multiple) of every lowered layer the space offers, the largest T first."""
-        return [(t, m) for t in reversed(unfold_rows(problem)) for m in self.channel_multiples(problem, t)]
+        """(T, channel multiple) of every lowered layer the space offers, T ascending, 16-byte C' first."""
+        return [(t, m) for t in unfold_rows(problem) for m in self.channel_multiples(problem, t)]
 
     def space(self, problem: ConvProblem) -> Sequence[UnfoldedConfig[C]]:
         """The inner family's space for the lowered layer of each T and channel multiple (empty
         when not served)."""
         if unsupported(problem, self.DIRECTION) is not None:
             return []
-        return [UnfoldedConfig(c, t, m) for t in unfold_rows(problem) for m in self.channel_multiples(problem, t)
+        return [UnfoldedConfig(c, t, m) for t, m in self._lowerings(problem)
                 for c in self._inner.space(unfolded_problem(problem, t, m)) if self._offered(c, m)]  # fmt: skip
 
     def check(self, config: UnfoldedConfig[C], problem: ConvProblem) -> str | None:
@@ -115,21 +115,17 @@ class _UnfoldedFamily(KernelFamily[UnfoldedConfig[C]], Generic[C]):
         if unsupported(problem, self.DIRECTION) is not None:
             return []
         per_t = [[UnfoldedConfig(c, t, m) for c in self._inner_seeds(unfolded_problem(problem, t, m), m)]
-                 for t, m in self._lowerings(problem)]  # fmt: skip
+                 for t, m in sorted(self._lowerings(problem), key=lambda tm: -tm[0])]  # fmt: skip
         out = [cfg for rank in itertools.zip_longest(*per_t) for cfg in rank if cfg is not None]
         return self.feasible_seeds(out, problem)
 
     def config_to_dict(self, config: UnfoldedConfig[C]) -> dict[str, Any]:
-        d = {**self._inner.config_to_dict(config.inner), "rows": config.rows}
-        if config.channels:
-            d["channels"] = config.channels
-        return d
+        return {**self._inner.config_to_dict(config.inner), **config.own_fields()}
 
     def config_from_dict(self, d: dict[str, Any]) -> UnfoldedConfig[C]:
         inner = dict(d)
-        rows = inner.pop("rows", 1)
-        channels = inner.pop("channels", 0)
-        return UnfoldedConfig(self._inner.config_from_dict(inner), rows, channels)
+        own = {k: inner.pop(k) for k in UnfoldedConfig.OWN_FIELDS if k in inner}
+        return UnfoldedConfig(self._inner.config_from_dict(inner), **own)
 
     def compile(self, config: UnfoldedConfig[C], problem: ConvProblem) -> Any:
         reason = self.check(config, problem)
@@ -208,12 +204,10 @@ class HopperConvWgradUnfoldFamily(_UnfoldedFamily[HopperConvWgradConfig]):
         seeds = super()._inner_seeds(lowered, channels)
         if not channels:
             return seeds
-        picks: dict[tuple[bool, bool, bool], HopperConvWgradConfig] = {}
-        for _, cfg in modelled_configs(lowered):
-            kind = (cfg.stream_k, cfg.split_k > 1, cfg.split_mode is SplitMode.WORKSPACE)
-            if self._offered(cfg, channels) and kind not in picks and self._inner.check(cfg, lowered) is None:
-                picks[kind] = cfg
-        return list(dict.fromkeys([*seeds, *picks.values()]))
+        ranked = [cfg for _, cfg in modelled_configs(lowered)
+                  if self._offered(cfg, channels) and self._inner.check(cfg, lowered) is None]  # fmt: skip
+        picks = set(cheapest_per_sharing(ranked).values())
+        return list(dict.fromkeys([*seeds, *(cfg for cfg in ranked if cfg in picks)]))
 
     def _runner(self, config: UnfoldedConfig[HopperConvWgradConfig], problem: ConvProblem) -> Any:
         from autocutlass.kernels.hopper_conv_unfold.runner import UnfoldWgradRunner

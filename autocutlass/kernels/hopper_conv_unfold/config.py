@@ -5,7 +5,7 @@ and ``rows``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 C = TypeVar("C")
 
@@ -26,8 +26,12 @@ class UnfoldedConfig(Generic[C]):
         s = s if self.rows == 1 else f"{s} rows{self.rows}"
         return s if not self.channels else f"{s} c'{self.channels}x"
 
+    OWN_FIELDS: ClassVar[tuple[str, ...]] = ("rows", "channels")
+    """The fields of the flat dict form that are this config's, not the inner one's."""
+
+    def own_fields(self) -> dict[str, Any]:
+        """This config's fields of the flat dict form: ``rows`` always, ``channels`` when not 0."""
+        return {"rows": self.rows, **({"channels": self.channels} if self.channels else {})}
+
     def as_dict(self) -> dict[str, Any]:
-        d = {**self.inner.as_dict(), "rows": self.rows}  # type: ignore[attr-defined]
-        if self.channels:
-            d["channels"] = self.channels
-        return d
+        return {**self.inner.as_dict(), **self.own_fields()}  # type: ignore[attr-defined]

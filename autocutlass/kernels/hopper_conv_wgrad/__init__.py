@@ -129,6 +129,26 @@ def modelled_configs(problem: ConvProblem) -> list[tuple[float, HopperConvWgradC
     return out
 
 
+SHARINGS = ("workspace", "split", "data", "stream")
+"""The ways a config shares the pixel loop among CTAs (``sharing``)."""
+
+
+def sharing(config: HopperConvWgradConfig) -> str:
+    """How ``config`` shares the pixel loop: workspace slabs, a serial split, data-parallel tiles
+    or stream-K (``SHARINGS``)."""
+    if config.stream_k:
+        return "stream"
+    if config.split_k > 1:
+        return "workspace" if config.split_mode is SplitMode.WORKSPACE else "split"
+    return "data"
+
+
+def cheapest_per_sharing(ranked: Sequence[HopperConvWgradConfig]) -> dict[str, HopperConvWgradConfig | None]:
+    """The first config of each way of sharing the pixel loop in ``ranked`` (cheapest first), None
+    for a way it has none of."""
+    return {k: next((cfg for cfg in ranked if sharing(cfg) == k), None) for k in SHARINGS}
+
+
 class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
     name = "hopper_conv_wgrad"
     TUNED_ONLY = True
@@ -232,16 +252,7 @@ class HopperConvWgradFamily(KernelFamily[HopperConvWgradConfig]):
         ranked = [cfg for _, cfg in modelled_configs(problem) if self.check(cfg, problem) is None]
         if not ranked:
             return []
-        kinds = ("workspace", "split", "data", "stream")
-
-        def kind(cfg: HopperConvWgradConfig) -> str:
-            if cfg.stream_k:
-                return "stream"
-            if cfg.split_k > 1:
-                return "workspace" if cfg.split_mode is SplitMode.WORKSPACE else "split"
-            return "data"
-
-        firsts = {k: next((cfg for cfg in ranked if kind(cfg) == k), None) for k in kinds}
+        firsts = cheapest_per_sharing(ranked)
         order = {cfg: i for i, cfg in enumerate(ranked)}
         cheapest = next((cfg for cfg in ranked if not cfg.stream_k), None)
         picks = {cfg for cfg in (cheapest, firsts["workspace"], firsts["split"], firsts["data"]) if cfg is not None}
