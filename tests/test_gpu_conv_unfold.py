@@ -124,6 +124,7 @@ def _wgrad_cases() -> list[tuple[Any, ConvProblem]]:
 
     stem = problem("wgrad", 4, 64, 64, 3, 64, 7, 7, stride=(2, 2), pad=(3, 3))
     latent = problem("wgrad", 2, 33, 35, 4, 320, 3, 3, pad=(1, 1))
+    wide_stem = problem("wgrad", 8, 128, 128, 3, 64, 7, 7, stride=(2, 2), pad=(3, 3))  # 512 K blocks
     return [
         (U(W(64, 64, 64, split_k=18, split_mode="workspace")), stem),
         (U(W(64, 64, 64, split_k=8), 2), stem),  # 4 filter rows of 48 channels
@@ -136,10 +137,14 @@ def _wgrad_cases() -> list[tuple[Any, ConvProblem]]:
         (U(W(64, 256, 64, split_k=16, split_mode="workspace", tap_channels=64), 2, 64), stem),
         (U(W(64, 128, 64, split_k=4, tap_channels=64), 1, 64), stem),
         (U(W(128, 192, 64, stream_k=True, tap_channels=64), 2, 64), latent),
+        # the stem's one 64x256 tile in 132 splits (config.SPLIT_MAX, one wave of an H100 or H200), slab sums
+        # of one group and of four
+        (U(W(64, 256, 64, split_k=132, split_mode="workspace", tap_channels=64), 2, 64), wide_stem),
+        (U(W(64, 256, 64, split_k=132, split_mode="workspace", slab_groups=4, tap_channels=64), 2, 64), wide_stem),
     ]
 
 
-@pytest.mark.parametrize("i", range(9))
+@pytest.mark.parametrize("i", range(11))
 def test_wgrad(tmp_path: Path, i: int) -> None:
     config, p = _wgrad_cases()[i]
     _verify(_wgrad(tmp_path), config, p)

@@ -33,6 +33,7 @@ from autocutlass.kernels.hopper_conv_wgrad.config import (
     SERIAL_SPLIT_MAX,
     SLAB_GROUPS,
     SPLIT_K,
+    SPLIT_MAX,
     SWIZZLE,
     TAP_CHANNELS,
     TILE_K,
@@ -92,7 +93,7 @@ def wave_split(problem: ConvProblem, tile_m: int, tile_n: int, tap_channels: int
     (``kernels.waves.wave_splits``), when ``SPLIT_K`` lacks it: ``(s,)`` or ``()``."""
     k_blocks = -(-implicit_gemm(problem).k // tile_k)
     tiles = output_tiles(problem, tile_m, tile_n, tap_channels)
-    extra = waves.wave_splits(tiles, k_blocks, most=max(SPLIT_K), min_blocks=MIN_SPLIT_BLOCKS)
+    extra = waves.wave_splits(tiles, k_blocks, most=SPLIT_MAX, min_blocks=MIN_SPLIT_BLOCKS)
     return tuple(s for s in extra if s not in SPLIT_K)
 
 

@@ -24,6 +24,7 @@ from autocutlass.kernels.hopper_conv_wgrad.config import (
     SERIAL_SPLIT_MAX,
     SLAB_GROUPS,
     SPLIT_K,
+    SPLIT_MAX,
     SWIZZLE,
     TAP_CHANNELS,
     TILE_K,
@@ -44,9 +45,8 @@ INPUT_DTYPES = (DType.BF16, DType.FP16)
 
 Rule = Callable[[HopperConvWgradConfig, "ConvProblem"], "str | None"]
 
-SPLIT_DOMAIN = range(1, max(SPLIT_K) + 1)
-"""The split counts a config may take: every count up to the most ``SPLIT_K`` lists (the slab sum's
-limit). The space offers ``SPLIT_K`` and, per tile shape, the count that fills a wave of the GPU
+SPLIT_DOMAIN = range(1, SPLIT_MAX + 1)
+"""The split counts a config may take: every count up to ``SPLIT_MAX`` (the slab sum's limit). The space offers ``SPLIT_K`` and, per tile shape, the count that fills a wave of the GPU
 (``hopper_conv_wgrad.layer_splits``)."""
 
 

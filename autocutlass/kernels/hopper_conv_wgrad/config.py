@@ -24,7 +24,7 @@ from autocutlass.kernels.hopper_gemm.config import (
 )
 
 __all__ = [
-    "CLUSTERS", "SERIAL_SPLIT_MAX", "SLAB_GROUPS", "SPLIT_K", "SplitMode", "SWIZZLE", "TAP_CHANNELS", "TILE_K", "TILE_M", "TILE_N", "HopperConvWgradConfig", "Raster", "Schedule",
+    "CLUSTERS", "SERIAL_SPLIT_MAX", "SLAB_GROUPS", "SPLIT_K", "SPLIT_MAX", "SplitMode", "SWIZZLE", "TAP_CHANNELS", "TILE_K", "TILE_M", "TILE_N", "HopperConvWgradConfig", "Raster", "Schedule",
     "Store",
 ]  # fmt: skip
 
@@ -41,6 +41,10 @@ SWIZZLE = (1, 2, 4, 8)
 SPLIT_K = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 """The pixel loop split among this many CTAs per output tile (serial, in split order, up to
 ``SERIAL_SPLIT_MAX``; or each to its own workspace slab)."""
+SPLIT_MAX = 132
+"""The most splits a config may take (the slab sum's limit): ``SPLIT_K``'s counts, and above them
+the count that fills one wave of a 132-SM GPU with a layer's one or two output tiles (a stem's
+wgrad lowered to a single 64x256 tile of dw; ``hopper_conv_wgrad.wave_split``)."""
 SLAB_GROUPS = (1, 4)
 """Slab groups of the workspace slab sum (``HopperConvWgradConfig.slab_groups``; two slabs per
 group at least, so 4 groups take 8 splits and more)."""

@@ -10,9 +10,9 @@ channels, n_pad = N rounded up to whole 16-byte rows. This kernel then writes, f
 
 in fp32, in split order (bitwise deterministic), converted to dw's dtype. A wgrad has no
 epilogue, and its narrow layers want many splits (a 64x64x3x3 filter is 5 or 9 output tiles for
-132 SMs): S runs to ``MAX_SPLITS`` = 64, loaded ``IN_FLIGHT`` slabs at a time (the GEMM family's
-reduce kernel, ``hopper_gemm.reduce``, keeps every split of its at most 16 in registers and applies
-the GEMM epilogue; its sources are the GEMM family's, so it stays as it is).
+132 SMs, a stem's lowered wgrad one): S runs to ``MAX_SPLITS`` (the config's ``SPLIT_MAX``, 132),
+loaded ``IN_FLIGHT`` slabs at a time (the GEMM family's reduce kernel, ``hopper_gemm.reduce``,
+keeps every split of its at most 16 in registers and applies the GEMM epilogue; its sources are the GEMM family's, so it stays as it is).
 
 One thread per 4 columns of a dw row (one 16-byte fp32 load per slab, an 8-byte store), in blocks of
 128 on a flat 1-D grid with a row's vectors fastest (a warp reads and writes contiguous memory). The
@@ -39,14 +39,14 @@ from typing import Any
 from autocutlass.device import dsl_version
 from autocutlass.errors import KernelCompileError
 from autocutlass.kernels.compile_keys import ARCH, digest, target_arch
-from autocutlass.kernels.hopper_conv_wgrad.config import SLAB_GROUPS
+from autocutlass.kernels.hopper_conv_wgrad.config import SLAB_GROUPS, SPLIT_MAX
 from autocutlass.kernels.hopper_conv_wgrad.sources import source_hash
 from autocutlass.kernels.object_cache import ObjectCache
 from autocutlass.ops.gemm.problem import DType
 
 __all__ = ["IN_FLIGHT", "MAX_SPLITS", "SlabSum", "get_slab_sum", "slab_sum_key"]
 
-MAX_SPLITS = 64
+MAX_SPLITS = SPLIT_MAX
 IN_FLIGHT = 8
 """Slab loads issued before their adds: a thread holds this many 16-byte-of-dw vectors in fp32."""
 FUNCTION_NAME = "autocutlass_wgrad_slab_sum"
