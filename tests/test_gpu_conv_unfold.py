@@ -15,6 +15,7 @@ through a row-unfolded input.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 from pathlib import Path
@@ -67,25 +68,27 @@ UNFOLD_GEOMETRIES = [  # (N, C, H, W, R, S, stride, pad, dilation, dtype)
 @pytest.mark.parametrize("geo", UNFOLD_GEOMETRIES, ids=[f"c{g[1]}-{g[4]}x{g[5]}-s{g[6][1]}-d{g[8][1]}" for g in UNFOLD_GEOMETRIES])
 def test_the_unfold_kernel_writes_the_torch_maps_bits(tmp_path: Path, geo: tuple) -> None:
     """Every T the layer offers (several filter rows per unfolded pixel, their padding rows
-    materialized), on a contiguous input and on a view whose rows are not (H sliced)."""
+    materialized), C' in 16-byte units and padded to 64, by both assembling kernels, on a
+    contiguous input and on a view whose rows are not (H sliced)."""
     import torch
 
-    from autocutlass.kernels.hopper_conv_unfold.lowering import unfold_input, unfold_rows
+    from autocutlass.kernels.hopper_conv_unfold.lowering import WIDE_CHANNELS, unfold_input, unfold_rows
     from autocutlass.kernels.hopper_conv_unfold.runner import _Unfolding
+    from autocutlass.kernels.hopper_conv_unfold.unfold import ASSEMBLIES
 
     n, c, h, w, r, s, stride, pad, dil, dt = geo
     p = problem("fprop", n, h, w, c, 8, r, s, stride=stride, pad=pad, dil=dil,
                 dt=BF16 if dt == "bfloat16" else FP16)  # fmt: skip
     x = torch.randn(n, c, h, w, device="cuda").to(getattr(torch, dt)).contiguous(memory_format=torch.channels_last)
-    for rows in unfold_rows(p):
-        un = _Unfolding(p, rows, tmp_path)
+    for rows, multiple, assemble in itertools.product(unfold_rows(p), (0, WIDE_CHANNELS), ASSEMBLIES):
+        un = _Unfolding(p, rows, tmp_path, multiple, assemble)
         for xi in (x, x[:, :, 1:, :]):
             got = un.input(xi)
             height, _ = un._sizes(xi.shape[2], xi.shape[3])
             want = unfold_input(xi, s, stride[1], pad[1], dil[1], un.channels, rows=rows, height=height, pad_h=pad[0],
                                 dil_h=dil[0], step=un.step)  # fmt: skip
-            assert got.shape == want.shape and got.is_contiguous(memory_format=torch.channels_last), rows
-            assert torch.equal(got.view(torch.int16), want.view(torch.int16)), rows
+            assert got.shape == want.shape and got.is_contiguous(memory_format=torch.channels_last), (rows, assemble)
+            assert torch.equal(got.view(torch.int16), want.view(torch.int16)), (rows, multiple, assemble)
 
 
 RELU_BIAS = Epilogue(bias=True, activation=Activation.RELU)
@@ -138,9 +141,9 @@ def _wgrad_cases() -> list[tuple[Any, ConvProblem]]:
         (U(W(64, 128, 64, split_k=4, tap_channels=64), 1, 64), stem),
         (U(W(128, 192, 64, stream_k=True, tap_channels=64), 2, 64), latent),
         # the stem's one 64x256 tile in 132 splits (config.SPLIT_MAX, one wave of an H100 or H200), slab sums
-        # of one group and of four
-        (U(W(64, 256, 64, split_k=132, split_mode="workspace", tap_channels=64), 2, 64), wide_stem),
-        (U(W(64, 256, 64, split_k=132, split_mode="workspace", slab_groups=4, tap_channels=64), 2, 64), wide_stem),
+        # of one group and of four, x' by the slot-assembling unfold kernel
+        (U(W(64, 256, 64, split_k=132, split_mode="workspace", tap_channels=64), 2, 64, "slots"), wide_stem),
+        (U(W(64, 256, 64, split_k=132, split_mode="workspace", slab_groups=4, tap_channels=64), 2, 64, "slots"), wide_stem),
     ]
 
 

@@ -19,7 +19,7 @@ from autocutlass.device import KERNELS_DIR, source_hash
 from autocutlass.kernels import families_for, get_family, source_hashes
 from autocutlass.kernels.hopper_conv import HopperConvFamily
 from autocutlass.kernels.hopper_conv.sources import SOURCE_FILES as FPROP_SOURCES
-from autocutlass.kernels.hopper_conv_unfold import HopperConvUnfoldFamily, HopperConvWgradUnfoldFamily, sources
+from autocutlass.kernels.hopper_conv_unfold import ASSEMBLE, HopperConvUnfoldFamily, HopperConvWgradUnfoldFamily, sources
 from autocutlass.kernels.hopper_conv_unfold.config import UnfoldedConfig
 from autocutlass.kernels.hopper_conv_unfold.lowering import (
     MAX_UNFOLDED_CHANNELS,
@@ -219,7 +219,7 @@ def test_space_seeds_and_check_are_the_inner_familys_on_the_lowered_layer(fam, i
     wide = fam is WGRAD  # the stem's 24, 48 (not 64) and the latent's 16, 24, 40 channels
     assert any(m for _, m in lowerings) == wide and all(m in (0, WIDE_CHANNELS) for _, m in lowerings)
     space = list(fam.space(problem))
-    assert space == [UnfoldedConfig(c, t, m) for t, m in lowerings for c in inner.space(unfolded_problem(problem, t, m))
+    assert space == [UnfoldedConfig(c, t, m, ASSEMBLE) for t, m in lowerings for c in inner.space(unfolded_problem(problem, t, m))
                      if not m or c.tap_channels == m]  # fmt: skip
     assert any(c.channels for c in space) == wide
     seeds = fam.seeds(problem)
@@ -235,7 +235,7 @@ def test_space_seeds_and_check_are_the_inner_familys_on_the_lowered_layer(fam, i
         mine = [s.inner for s in seeds if (s.rows, s.channels) == (t, m)]
         low = unfolded_problem(problem, t, m)
         if not m:
-            assert mine == [c for c in inner.seeds(low) if UnfoldedConfig(c, t, m) in seeds]
+            assert mine == [c for c in inner.seeds(low) if UnfoldedConfig(c, t, m, ASSEMBLE) in seeds]
             continue
         # padded to 64 channels: the inner seeds across the taps in 64-channel boxes, then the cost
         # model's cheapest such config of each way of sharing the pixel loop
@@ -250,6 +250,14 @@ def test_space_seeds_and_check_are_the_inner_familys_on_the_lowered_layer(fam, i
         d = fam.config_to_dict(s)
         assert d["rows"] == s.rows and d.get("channels", 0) == s.channels and fam.config_from_dict(d) == s
         assert fam.simplicity(s) == (*inner.simplicity(s.inner), s.rows, s.channels)
+    # the space's and the seeds' unfolding kernel is the slot-assembling one, named in the dict form; a dict
+    # without it (a record from before it) runs the first kernel, and so does a dict without rows (T = 1)
+    assert ASSEMBLE == "slots" and {c.assemble for c in space} == {c.assemble for c in seeds} == {"slots"}
+    assert fam.config_to_dict(seeds[0])["assemble"] == "slots"
+    gather = dataclasses.replace(seeds[0], assemble="gather")
+    assert "assemble" not in fam.config_to_dict(gather) and fam.config_from_dict(fam.config_to_dict(gather)) == gather
+    assert fam.check(gather, problem) is None and "assemble='bogus'" in (
+        fam.check(dataclasses.replace(seeds[0], assemble="bogus"), problem) or "")
     bare = inner.config_to_dict(seeds[0].inner)  # a dict without rows: one filter row per pixel
     assert fam.config_from_dict(bare) == UnfoldedConfig(seeds[0].inner, 1)
     other = dataclasses.replace(problem, direction=ConvDirection.DGRAD)
@@ -275,12 +283,14 @@ def test_the_unfold_kernels_class_and_key() -> None:
     assert len({unfold_key(RowUnfold(3, 3, c, 1, 1, d)) for c in (16, 24) for d in (1, 2)}) == 4
     # one row per pixel: x' keeps x's rows, so the padding and dilation along H do not make another kernel
     assert RowUnfold(3, 7, 24, 2, 3, 1, 1, 3, 2) == a and unfold_key(RowUnfold(3, 7, 24, 2, 3, 1, 1, 3, 2)) == unfold_key(a)
+    assert unfold_key(dataclasses.replace(a, assemble="slots")) != unfold_key(a)  # another kernel, another object
     two = RowUnfold(3, 7, 48, 2, 3, 1, rows=2, pad_h=3, dil_h=1)
     assert unfold_key(two) != unfold_key(RowUnfold(3, 7, 48, 2, 3, 1, rows=2, pad_h=2, dil_h=1)) != unfold_key(a)
     for bad, needle in (((3, 7, 20, 2, 3, 1), "multiple of 8"), ((3, 7, 16, 2, 3, 1), "T*S*C = 21"),
                         ((3, 7, 24, 0, 3, 1), "stride_w=0"), ((3, 7, 24, 2, -1, 1), "pad_w=-1"),
                         ((3, True, 24, 2, 3, 1), "s=True"), ((3, 7, 40, 2, 3, 1, 2), "T*S*C = 42"),
-                        ((3, 7, 48, 2, 3, 1, 2, -1), "pad_h=-1"), ((3, 7, 48, 2, 3, 1, 0), "rows=0")):  # fmt: skip
+                        ((3, 7, 48, 2, 3, 1, 2, -1), "pad_h=-1"), ((3, 7, 48, 2, 3, 1, 0), "rows=0"),
+                        ((3, 7, 24, 2, 3, 1, 1, 0, 1, 1, "scatter"), "assemble='scatter'")):  # fmt: skip
         with pytest.raises(ValueError, match=needle):
             RowUnfold(*bad)
 
@@ -333,7 +343,7 @@ def test_the_fprop_runner_unfolds_and_keeps_the_filter_per_weight_version(monkey
     p = stem(n=2, h=23, w=29, k=8, x_dtype=DType.FP32, w_dtype=DType.FP32, y_dtype=DType.FP32, epilogue=Epilogue(bias=True))
     r = runner_mod.UnfoldFpropRunner(FPROP.seeds(stem())[0], p, None)  # T = 3: 3 taps of 64 channels
     assert r.rows == 3
-    assert fakes[0].problem == unfolded_problem(p, r.rows) and kinds == [RowUnfold(3, 7, unfolded_channels(p, 3), 2, 3, 1, 3, 3, 1)]
+    assert fakes[0].problem == unfolded_problem(p, r.rows) and kinds == [RowUnfold(3, 7, unfolded_channels(p, 3), 2, 3, 1, 3, 3, 1, assemble="slots")]
     x = torch.randn(2, 3, 23, 29).contiguous(memory_format=CL)
     w = torch.randn(8, 3, 7, 7).contiguous(memory_format=CL)
     b = torch.randn(8)
@@ -410,7 +420,7 @@ def test_the_lowered_stems_seeds_compile() -> None:
         assert wgrad_compile(wgrad_plan(cfg.inner, unfolded_problem(w, cfg.rows, cfg.channels))) is not None
     # C' padded to 64 at T = 2: the 4 taps in one 256-wide tile of 64-channel boxes, split through the workspace
     wide = UnfoldedConfig(HopperConvWgradConfig(64, 256, 64, split_k=32, split_mode="workspace", tap_channels=64), 2,
-                          WIDE_CHANNELS)  # fmt: skip
+                          WIDE_CHANNELS, ASSEMBLE)  # fmt: skip
     assert WGRAD.check(wide, w) is None and wide in WGRAD.space(w)
     assert wgrad_compile(wgrad_plan(wide.inner, unfolded_problem(w, 2, WIDE_CHANNELS))) is not None
 
@@ -424,3 +434,5 @@ def test_the_unfold_kernel_compiles() -> None:
     for cls in (RowUnfold(3, 7, 24, 2, 3, 1), RowUnfold(5, 3, 16, 3, 2, 2), RowUnfold(3, 7, 64, 2, 3, 1, 3, 3, 1),
                 RowUnfold(3, 7, 64, 2, 3, 1, 2, 3, 1, 2)):  # the stem at T = 2 with C' padded to 64
         assert _compile(cls) is not None
+        # the slot-assembling kernel: 8-channel slots in threads' fixed places (3 slots for C' = 24, 2 for 16)
+        assert _compile(dataclasses.replace(cls, assemble="slots")) is not None

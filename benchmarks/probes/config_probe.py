@@ -9,6 +9,9 @@ verified against the float32 reference with NaN-poisoned outputs (``evaluation.v
 with the vendor's call (``evaluation.torch_baseline``; cuDNN with ``cudnn.benchmark`` on) in
 ``--rounds`` interleaved rounds (``side_by_side``: L2 flushed by writing, medians). Prints one
 table (median microseconds and the ratio to the vendor, > 1: ours faster) and writes ``--json``.
+With ``--kernels N`` each candidate and the vendor also run N times under ``torch.profiler``, and
+the mean GPU time of every kernel one call launches is printed and kept (``kernels`` in the JSON:
+where a call's time goes, e.g. an unfolding pass, the GEMM and a split-K sum).
 
 GPU machine, from the project root:
 
@@ -63,6 +66,25 @@ def candidates(problem: Any, recs: list[tuple[str, dict[str, Any]]],
     return kept
 
 
+def kernel_times(fn: Any, calls: int) -> list[tuple[str, float]]:
+    """(kernel name, mean GPU microseconds per call) of every kernel ``calls`` calls of ``fn``
+    launch, in first-launch order (``torch.profiler``; one warm-up call first)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    total: dict[str, float] = {}
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA:
+            total[ev.name] = total.get(ev.name, 0.0) + ev.device_time
+    return [(name, round(us / calls, 2)) for name, us in total.items()]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--db", required=True)
@@ -70,6 +92,7 @@ def main() -> int:
     ap.add_argument("--config", action="append", default=[], help="FAMILY:JSON (repeatable)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--workers", type=int, default=14)
+    ap.add_argument("--kernels", type=int, default=0, help="also profile each candidate N calls, kernel by kernel")
     ap.add_argument("--json")
     a = ap.parse_args()
 
@@ -120,13 +143,20 @@ def main() -> int:
             timers[label] = (lambda r=runner: inputs.run(r))
             labels[label] = (fam, cfg)
         per = interleaved(timers, a.rounds, flush)
+        split = {label: kernel_times(fn, a.kernels) for label, fn in timers.items()} if a.kernels else {}
+        if "vendor" in split:
+            rows.append({"case": case.name, "label": "vendor", "kernels": split["vendor"]})
+        for label, ks in split.items():
+            print(f"{case.name:20s} {label[:60]:60s} kernels: "
+                  + "; ".join(f"{name[:70]} {us:.2f} us" for name, us in ks), flush=True)
         vendor_us = sorted(per["vendor"])[len(per["vendor"]) // 2] * 1000
         for label, (fam, cfg) in labels.items():
             us = sorted(per[label])[len(per[label]) // 2] * 1000
             ratio = paired_ratio(per, label, "vendor")
             rows.append({"case": case.name, "label": label, "family": fam.name, "config": fam.config_to_dict(cfg),
                          "short": cfg.short(), "verified": True, "us": round(us, 2), "vendor_us": round(vendor_us, 2),
-                         "ratio": ratio, "tflops": round(prob.flops / us / 1e6, 1)})  # fmt: skip
+                         "ratio": ratio, "tflops": round(prob.flops / us / 1e6, 1),
+                         "kernels": split.get(label)})  # fmt: skip
             print(f"{case.name:20s} {label[:60]:60s} {us:8.2f} us  vendor {vendor_us:8.2f}  x{ratio:.3f}",
                   flush=True)
     doc = {"what": "config probe", "gpu": dev.gpu_name, "torch": torch.__version__, "dsl": dev.dsl_version,

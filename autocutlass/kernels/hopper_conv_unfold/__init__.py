@@ -36,6 +36,7 @@ from autocutlass.kernels.hopper_conv_unfold.lowering import (
     unfolded_problem,
     unsupported,
 )
+from autocutlass.kernels.hopper_conv_unfold.unfold import ASSEMBLIES
 from autocutlass.kernels.hopper_conv_wgrad import HopperConvWgradFamily, cheapest_per_sharing, modelled_configs
 from autocutlass.kernels.hopper_conv_wgrad.config import HopperConvWgradConfig
 from autocutlass.ops.conv.problem import ConvDirection
@@ -46,6 +47,12 @@ if TYPE_CHECKING:
 __all__ = ["HopperConvUnfoldFamily", "HopperConvWgradUnfoldFamily", "UnfoldedConfig"]
 
 C = TypeVar("C")
+
+ASSEMBLE = "slots"
+"""The row-unfolding kernel the space and the seeds offer (``UnfoldedConfig.assemble``): on an H200
+the first build ("gather") unfolded the stem's x' at about 1.9 TB/s, bound by its per-element index
+arithmetic (session 37 call d: 32 of the wgrad record's 83 us). Stored records of "gather" keep
+running it (their dict form has no ``assemble``)."""
 
 
 class _UnfoldedFamily(KernelFamily[UnfoldedConfig[C]], Generic[C]):
@@ -92,7 +99,7 @@ class _UnfoldedFamily(KernelFamily[UnfoldedConfig[C]], Generic[C]):
         when not served)."""
         if unsupported(problem, self.DIRECTION) is not None:
             return []
-        return [UnfoldedConfig(c, t, m) for t, m in self._lowerings(problem)
+        return [UnfoldedConfig(c, t, m, ASSEMBLE) for t, m in self._lowerings(problem)
                 for c in self._inner.space(unfolded_problem(problem, t, m)) if self._offered(c, m)]  # fmt: skip
 
     def check(self, config: UnfoldedConfig[C], problem: ConvProblem) -> str | None:
@@ -102,6 +109,8 @@ class _UnfoldedFamily(KernelFamily[UnfoldedConfig[C]], Generic[C]):
         rows = unfold_rows(problem)
         if config.rows not in rows:
             return f"rows={config.rows}: this layer unfolds {list(rows)} filter rows per pixel"
+        if config.assemble not in ASSEMBLIES:
+            return f"assemble={config.assemble!r} is not one of {sorted(ASSEMBLIES)}"
         multiples = self.channel_multiples(problem, config.rows)
         if config.channels not in multiples:
             return (f"channels={config.channels}: the unfolded channels of this layer at rows={config.rows} round up to "
@@ -114,7 +123,7 @@ class _UnfoldedFamily(KernelFamily[UnfoldedConfig[C]], Generic[C]):
         16-byte rounding before its wide one; none when not served."""
         if unsupported(problem, self.DIRECTION) is not None:
             return []
-        per_t = [[UnfoldedConfig(c, t, m) for c in self._inner_seeds(unfolded_problem(problem, t, m), m)]
+        per_t = [[UnfoldedConfig(c, t, m, ASSEMBLE) for c in self._inner_seeds(unfolded_problem(problem, t, m), m)]
                  for t, m in sorted(self._lowerings(problem), key=lambda tm: -tm[0])]  # fmt: skip
         out = [cfg for rank in itertools.zip_longest(*per_t) for cfg in rank if cfg is not None]
         return self.feasible_seeds(out, problem)
@@ -161,7 +170,7 @@ class HopperConvUnfoldFamily(_UnfoldedFamily[HopperConvConfig]):
         paired = [c for c in out if c.rows == t and (c.inner.cluster_m, c.inner.cluster_n) == (2, 1)
                   and c.inner.schedule is Schedule.COOPERATIVE]  # fmt: skip
         made = dataclasses.replace(out[0].inner, cluster_m=2, cluster_n=1, schedule=Schedule.COOPERATIVE)
-        first = paired[:1] or [UnfoldedConfig(made, t)]
+        first = paired[:1] or [UnfoldedConfig(made, t, 0, ASSEMBLE)]
         return self.feasible_seeds([*first, *out], problem)
 
     def _runner(self, config: UnfoldedConfig[HopperConvConfig], problem: ConvProblem) -> Any:

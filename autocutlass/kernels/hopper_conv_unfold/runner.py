@@ -41,7 +41,8 @@ class _Unfolding:
     """The layer's geometry, T and the unfolded channel count (rounded to ``multiple``:
     ``lowering.unfolded_channels``); unfolds x."""
 
-    def __init__(self, problem: ConvProblem, rows: int, cache_dir: Path | None, multiple: int = 0) -> None:
+    def __init__(self, problem: ConvProblem, rows: int, cache_dir: Path | None, multiple: int = 0,
+                 assemble: str = "gather") -> None:  # fmt: skip
         p = problem
         self.problem = p
         self.rows = rows
@@ -50,7 +51,8 @@ class _Unfolding:
         self.step = row_step(p, rows)
         self._taps = self.lowered.r
         self._unfold = get_unfold(
-            RowUnfold(p.c, p.s, self.channels, p.stride_w, p.pad_w, p.dil_w, rows, p.pad_h, p.dil_h, self.step), cache_dir
+            RowUnfold(p.c, p.s, self.channels, p.stride_w, p.pad_w, p.dil_w, rows, p.pad_h, p.dil_h, self.step, assemble),
+            cache_dir,
         )
 
     def _sizes(self, h: int, w: int) -> tuple[int, int]:
@@ -86,7 +88,7 @@ class UnfoldFpropRunner(_Unfolding):
     """The forward convolution on x' and w' (see the module docstring)."""
 
     def __init__(self, config: UnfoldedConfig[HopperConvConfig], problem: ConvProblem, cache_dir: Path | None) -> None:
-        super().__init__(problem, config.rows, cache_dir, config.channels)
+        super().__init__(problem, config.rows, cache_dir, config.channels, config.assemble)
         self.config = config
         self.inner = HopperConvRunner(config.inner, self.lowered, cache_dir)
         self._seen = [NO_VIEW]  # (weight, weakly; w'; (data_ptr, version)): ops.launch.remember_view
@@ -110,7 +112,7 @@ class UnfoldWgradRunner(_Unfolding):
 
     def __init__(self, config: UnfoldedConfig[HopperConvWgradConfig], problem: ConvProblem,
                  cache_dir: Path | None) -> None:  # fmt: skip
-        super().__init__(problem, config.rows, cache_dir, config.channels)
+        super().__init__(problem, config.rows, cache_dir, config.channels, config.assemble)
         self.config = config
         self.inner = HopperConvWgradRunner(config.inner, self.lowered, cache_dir)
 

@@ -34,7 +34,7 @@ from autocutlass.errors import KernelCompileError
 from autocutlass.kernels.compile_keys import ARCH, digest, target_arch
 from autocutlass.kernels.object_cache import ObjectCache
 
-__all__ = ["RowUnfold", "get_unfold", "unfold_key"]
+__all__ = ["ASSEMBLIES", "RowUnfold", "get_unfold", "unfold_key"]
 
 STAGING_BYTES = 32 * 1024
 """The most shared memory one CTA stages input rows in."""
@@ -42,7 +42,8 @@ MAX_COLUMNS = 128
 """Output columns per CTA where their input span fits ``STAGING_BYTES``."""
 FUNCTION_NAME = "autocutlass_row_unfold"
 PREFIX = "row_unfold"
-KERNEL_FILE = Path(__file__).resolve().with_name("unfold_kernel.py")
+ASSEMBLIES = {"gather": "unfold_kernel.py", "slots": "unfold_slots_kernel.py"}
+"""The kernels that assemble x' from the staged span (``RowUnfold.assemble``), by their files."""
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,11 @@ class RowUnfold:
     pad_h: int = 0
     dil_h: int = 1
     step: int = 1
+    assemble: str = "gather"
 
     def __post_init__(self) -> None:
+        if self.assemble not in ASSEMBLIES:
+            raise ValueError(f"row unfold: assemble={self.assemble!r} is not one of {sorted(ASSEMBLIES)}")
         for name in ("c", "s", "channels", "stride_w", "dil_w", "rows", "dil_h", "step"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -97,15 +101,15 @@ def columns_per_cta(cls: RowUnfold) -> int:
 
 
 @functools.cache
-def kernel_source_hash() -> str:
-    """sha256 of the kernel's file, 16 hex digits."""
-    return hashlib.sha256(KERNEL_FILE.read_bytes()).hexdigest()[:16]
+def kernel_source_hash(assemble: str = "gather") -> str:
+    """sha256 of the file of ``assemble``'s kernel, 16 hex digits."""
+    return hashlib.sha256(Path(__file__).resolve().with_name(ASSEMBLIES[assemble]).read_bytes()).hexdigest()[:16]
 
 
 def unfold_key(cls: RowUnfold) -> str:
     """The on-disk cache key of ``cls``'s kernel (no DSL import)."""
     return digest({"family": PREFIX, "class": dataclasses.asdict(cls), "staging": STAGING_BYTES,
-                   "dsl": dsl_version(), "self": kernel_source_hash(), "arch": target_arch()})  # fmt: skip
+                   "dsl": dsl_version(), "self": kernel_source_hash(cls.assemble), "arch": target_arch()})  # fmt: skip
 
 
 def _compile(cls: RowUnfold) -> Any:
@@ -115,7 +119,10 @@ def _compile(cls: RowUnfold) -> Any:
     from cutlass import cute
     from cutlass.cute.runtime import make_fake_stream, make_fake_tensor
 
-    from autocutlass.kernels.hopper_conv_unfold.unfold_kernel import RowUnfoldKernel
+    if cls.assemble == "slots":
+        from autocutlass.kernels.hopper_conv_unfold.unfold_slots_kernel import SlotUnfoldKernel as Kernel
+    else:
+        from autocutlass.kernels.hopper_conv_unfold.unfold_kernel import RowUnfoldKernel as Kernel
 
     n = cute.sym_int32()
     x = make_fake_tensor(cutlass.Int16, (n, cute.sym_int32(), cute.sym_int32(divisibility=cls.c)),
@@ -125,7 +132,7 @@ def _compile(cls: RowUnfold) -> Any:
     columns = columns_per_cta(cls)
     if not columns:
         raise KernelCompileError(f"row unfold {cls}: one output column's input span exceeds {STAGING_BYTES} bytes")
-    kernel = RowUnfoldKernel(cls.c, cls.s, cls.rows, cls.channels, cls.stride_w, cls.pad_w, cls.dil_w, cls.pad_h,
+    kernel = Kernel(cls.c, cls.s, cls.rows, cls.channels, cls.stride_w, cls.pad_w, cls.dil_w, cls.pad_h,
                              cls.dil_h, cls.step, columns)  # fmt: skip
     try:
         return cute.compile(kernel, x, out, make_fake_stream(use_tvm_ffi_env_stream=True), options="--enable-tvm-ffi")
