@@ -68,7 +68,7 @@ UNFOLD_GEOMETRIES = [  # (N, C, H, W, R, S, stride, pad, dilation, dtype)
 @pytest.mark.parametrize("geo", UNFOLD_GEOMETRIES, ids=[f"c{g[1]}-{g[4]}x{g[5]}-s{g[6][1]}-d{g[8][1]}" for g in UNFOLD_GEOMETRIES])
 def test_the_unfold_kernel_writes_the_torch_maps_bits(tmp_path: Path, geo: tuple) -> None:
     """Every T the layer offers (several filter rows per unfolded pixel, their padding rows
-    materialized), C' in 16-byte units and padded to 64, by both assembling kernels, on a
+    materialized), C' in 16-byte units by both assembling kernels and padded to 64 by the slots one, on a
     contiguous input and on a view whose rows are not (H sliced)."""
     import torch
 
@@ -80,7 +80,9 @@ def test_the_unfold_kernel_writes_the_torch_maps_bits(tmp_path: Path, geo: tuple
     p = problem("fprop", n, h, w, c, 8, r, s, stride=stride, pad=pad, dil=dil,
                 dt=BF16 if dt == "bfloat16" else FP16)  # fmt: skip
     x = torch.randn(n, c, h, w, device="cuda").to(getattr(torch, dt)).contiguous(memory_format=torch.channels_last)
-    for rows, multiple, assemble in itertools.product(unfold_rows(p), (0, WIDE_CHANNELS), ASSEMBLIES):
+    kinds = [(0, "gather"), *((m, "slots") for m in (0, WIDE_CHANNELS))]
+    assert {a for _, a in kinds} == set(ASSEMBLIES)
+    for rows, (multiple, assemble) in itertools.product(unfold_rows(p), kinds):
         un = _Unfolding(p, rows, tmp_path, multiple, assemble)
         for xi in (x, x[:, :, 1:, :]):
             got = un.input(xi)
