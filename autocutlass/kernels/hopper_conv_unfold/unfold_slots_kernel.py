@@ -12,43 +12,22 @@ the column's offset and one 16-byte store. ``THREADS // vecs`` columns are writt
 slots by consecutive threads (contiguous 16-byte stores). The staging loop walks the T rows at
 compile time (one division per element)."""
 
-import cuda.bindings.driver as cuda
 import cutlass
 from cutlass import cute
 
-THREADS = 128
-"""Threads per CTA."""
-VEC = 8
-"""Output elements per slot: one 16-byte store of 16-bit elements (C' is a multiple of it)."""
+from autocutlass.kernels.hopper_conv_unfold.unfold_kernel import THREADS, VEC, RowUnfoldKernel
 
 
-class SlotUnfoldKernel:
-    """Compile-time object for one layer class, as ``unfold_kernel.RowUnfoldKernel`` takes it: C
-    input channels, S filter taps along W, T filter rows per unfolded pixel, C' unfolded channels
-    (a multiple of ``VEC``), the stride, padding and dilation along W and (T > 1) the padding and
-    dilation along H and the row step (x' row h' starts at input row h'*step - pad_h)."""
+class SlotUnfoldKernel(RowUnfoldKernel):
+    """The first kernel's layer class, geometry and launch (``RowUnfoldKernel``: one CTA per
+    ``columns`` output columns of one x' row), with its own staging and assembly."""
 
     def __init__(self, c: int, s: int, rows: int, channels: int, stride_w: int, pad_w: int, dil_w: int, pad_h: int,
                  dil_h: int, step: int, columns: int) -> None:  # fmt: skip
-        self.c, self.s, self.rows, self.channels, self.step = c, s, rows, channels, step
-        self.stride_w, self.pad_w, self.dil_w, self.pad_h, self.dil_h = stride_w, pad_w, dil_w, pad_h, dil_h
-        self.row_elems = s * c
-        self.used = rows * s * c
-        self.vecs = channels // VEC
-        self.columns = columns
-        # the elements of the input pixels one CTA's output columns read from one row
-        self.span = ((columns - 1) * stride_w + (s - 1) * dil_w + 1) * c
-        self.staged = rows * self.span
+        super().__init__(c, s, rows, channels, stride_w, pad_w, dil_w, pad_h, dil_h, step, columns)
         self.span_steps = -(-self.span // THREADS)
         self.lanes = THREADS // self.vecs  # columns per store step
         self.store_steps = -(-columns // self.lanes)
-
-    @cute.jit
-    def __call__(self, x: cute.Tensor, out: cute.Tensor, stream: cuda.CUstream):
-        q_ext = out.shape[2] // self.channels
-        chunks = cutlass.max((q_ext + self.columns - 1) // self.columns, 1)
-        rows = cutlass.max(out.shape[0] * out.shape[1], 1)
-        self.kernel(x, out, q_ext).launch(grid=[rows, chunks, 1], block=[THREADS, 1, 1], stream=stream)
 
     @cute.kernel
     def kernel(self, mX: cute.Tensor, mOut: cute.Tensor, q_ext: cutlass.Int32):
