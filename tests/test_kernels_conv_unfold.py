@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -423,6 +424,23 @@ def test_the_lowered_stems_seeds_compile() -> None:
                           WIDE_CHANNELS, ASSEMBLE)  # fmt: skip
     assert WGRAD.check(wide, w) is None and wide in WGRAD.space(w)
     assert wgrad_compile(wgrad_plan(wide.inner, unfolded_problem(w, 2, WIDE_CHANNELS))) is not None
+
+
+@pytest.mark.compile
+def test_each_unfold_kernels_key_hashes_every_file_its_class_comes_from() -> None:
+    """A kernel built on another's class (the slots kernel on the gather one's set-up and launch)
+    changes with its base's file too: its cache key must hash that file as well."""
+    if not dsl_available():
+        pytest.skip("nvidia-cutlass-dsl is not installed")
+    import importlib
+    import inspect
+
+    from autocutlass.kernels.hopper_conv_unfold import unfold
+
+    for class_name, modules in unfold.ASSEMBLIES.values():
+        kernel = getattr(importlib.import_module(f"autocutlass.kernels.hopper_conv_unfold.{modules[-1]}"), class_name)
+        ours = {Path(inspect.getfile(k)).stem for k in kernel.__mro__ if k.__module__.startswith("autocutlass.")}
+        assert ours == set(modules), class_name
 
 
 @pytest.mark.compile

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import importlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,8 +43,13 @@ MAX_COLUMNS = 128
 """Output columns per CTA where their input span fits ``STAGING_BYTES``."""
 FUNCTION_NAME = "autocutlass_row_unfold"
 PREFIX = "row_unfold"
-ASSEMBLIES = {"gather": "unfold_kernel.py", "slots": "unfold_slots_kernel.py"}
-"""The kernels that assemble x' from the staged span (``RowUnfold.assemble``), by their files."""
+ASSEMBLIES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "gather": ("RowUnfoldKernel", ("unfold_kernel",)),
+    "slots": ("SlotUnfoldKernel", ("unfold_kernel", "unfold_slots_kernel")),
+}
+"""The kernels that assemble x' from the staged span (``RowUnfold.assemble``): the kernel class and
+the modules of this package its code comes from (its bases' first, its own last), all of which its
+cache key hashes (``kernel_source_hash``)."""
 
 
 @dataclass(frozen=True)
@@ -102,8 +108,10 @@ def columns_per_cta(cls: RowUnfold) -> int:
 
 @functools.cache
 def kernel_source_hash(assemble: str = "gather") -> str:
-    """sha256 of the file of ``assemble``'s kernel, 16 hex digits."""
-    return hashlib.sha256(Path(__file__).resolve().with_name(ASSEMBLIES[assemble]).read_bytes()).hexdigest()[:16]
+    """sha256 of the files of ``assemble``'s kernel (``ASSEMBLIES``), 16 hex digits."""
+    here = Path(__file__).resolve()
+    code = b"".join(here.with_name(f"{m}.py").read_bytes() for m in ASSEMBLIES[assemble][1])
+    return hashlib.sha256(code).hexdigest()[:16]
 
 
 def unfold_key(cls: RowUnfold) -> str:
@@ -119,10 +127,8 @@ def _compile(cls: RowUnfold) -> Any:
     from cutlass import cute
     from cutlass.cute.runtime import make_fake_stream, make_fake_tensor
 
-    if cls.assemble == "slots":
-        from autocutlass.kernels.hopper_conv_unfold.unfold_slots_kernel import SlotUnfoldKernel as Kernel
-    else:
-        from autocutlass.kernels.hopper_conv_unfold.unfold_kernel import RowUnfoldKernel as Kernel
+    class_name, modules = ASSEMBLIES[cls.assemble]
+    Kernel = getattr(importlib.import_module(f"{__package__}.{modules[-1]}"), class_name)
 
     n = cute.sym_int32()
     x = make_fake_tensor(cutlass.Int16, (n, cute.sym_int32(), cute.sym_int32(divisibility=cls.c)),
@@ -132,8 +138,8 @@ def _compile(cls: RowUnfold) -> Any:
     columns = columns_per_cta(cls)
     if not columns:
         raise KernelCompileError(f"row unfold {cls}: one output column's input span exceeds {STAGING_BYTES} bytes")
-    kernel = Kernel(cls.c, cls.s, cls.rows, cls.channels, cls.stride_w, cls.pad_w, cls.dil_w, cls.pad_h,
-                             cls.dil_h, cls.step, columns)  # fmt: skip
+    kernel = Kernel(cls.c, cls.s, cls.rows, cls.channels, cls.stride_w, cls.pad_w, cls.dil_w, cls.pad_h, cls.dil_h,
+                    cls.step, columns)  # fmt: skip
     try:
         return cute.compile(kernel, x, out, make_fake_stream(use_tvm_ffi_env_stream=True), options="--enable-tvm-ffi")
     except Exception as e:  # the DSL raises many types; all mean "did not compile"
