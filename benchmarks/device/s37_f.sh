@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 37, call f (H200): the conv suite's wgrad and fprop as a user gets the shipped H200 file with call e's
-# stem records (the slot-assembling unfold kernel; policy cached).
+# stem records (the slot-assembling unfold kernel; policy cached). The argument names the call (default f;
+# call h runs this script again).
 set -u
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT/keep"; k=$OUT/keep
@@ -14,4 +15,4 @@ for dir in wgrad fprop; do
   rm -f "$OUT"/user.sqlite*
 done
 grep -hE "x cuDNN|rn50-stem|rn50-l1-1x1|rn50-l3-1x1|vae-512" "$k"/bench-*.txt | cut -c1-200
-(cd "$OUT" && tar czf s37f.tar.gz keep/ && rm -rf keep)
+(cd "$OUT" && tar czf s37${1:-f}.tar.gz keep/ && rm -rf keep)

@@ -1,17 +1,4 @@
 #!/usr/bin/env bash
-# Session 37, call h (H200): call f again, a second run of the conv suite's wgrad and fprop as a user gets the final shipped H200 file (call e's and call g's
-# stem records (the slot-assembling unfold kernel; policy cached).
-set -u
-export PYTHONUNBUFFERED=1
-mkdir -p "$OUT/keep"; k=$OUT/keep
-C=benchmarks/shapes-conv.json
-export AUTOCUTLASS_DB=$OUT/user.sqlite
-for dir in wgrad fprop; do
-  pat="*/$dir"
-  timeout 150 python -m autocutlass.cli bench --shapes $C --only "$pat" --policy cached \
-    --no-first-call --rounds 5 --out "$k/bench-$dir" >"$k/bench-$dir.txt" 2>>"$k/log.txt"
-  echo "bench $dir: rc $? $(grep geomean "$k/bench-$dir.txt" | cut -c1-150)"
-  rm -f "$OUT"/user.sqlite*
-done
-grep -hE "x cuDNN|rn50-stem|rn50-l1-1x1|rn50-l3-1x1|vae-512" "$k"/bench-*.txt | cut -c1-200
-(cd "$OUT" && tar czf s37h.tar.gz keep/ && rm -rf keep)
+# Session 37, call h (H200): call f again, a second run of the conv suite's wgrad and fprop as a user gets the
+# final shipped H200 file (call e's and call g's stem records).
+bash "$(dirname "$0")/s37_f.sh" h

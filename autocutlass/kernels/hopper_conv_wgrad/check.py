@@ -46,7 +46,8 @@ INPUT_DTYPES = (DType.BF16, DType.FP16)
 Rule = Callable[[HopperConvWgradConfig, "ConvProblem"], "str | None"]
 
 SPLIT_DOMAIN = range(1, SPLIT_MAX + 1)
-"""The split counts a config may take: every count up to ``SPLIT_MAX`` (the slab sum's limit). The space offers ``SPLIT_K`` and, per tile shape, the count that fills a wave of the GPU
+"""The split counts a config may take: every count up to ``SPLIT_MAX`` (the slab sum's limit). The
+space offers ``SPLIT_K`` and, per tile shape, the count that fills a wave of the GPU
 (``hopper_conv_wgrad.layer_splits``)."""
 
 
