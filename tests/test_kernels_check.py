@@ -64,6 +64,35 @@ def test_infeasible_pairs_have_reasons(cfg: HopperGemmConfig, prob: GemmProblem,
     assert reason is not None and needle in reason
 
 
+def test_wide_cooperative_tiles_are_this_familys_alone() -> None:
+    """256x192 (192 fp32 accumulator registers per consumer thread) runs in the GEMM family's own
+    cooperative kernel, not with an epilogue that reads C (it spills), nor in ping-pong, nor with
+    tf32 A through registers, nor in the families built on the kernel (``acc_regs`` at the
+    conservative budget); 256x208 is past every limit."""
+    from autocutlass.kernels.hopper_gemm.check import ACC_REGS_WIDE
+
+    wide = HopperGemmConfig(256, 192, 64)
+    assert wide.wg_tile_m * wide.tile_n // 128 == ACC_REGS_WIDE > budgets.ACC_REGS_MAX
+    assert check(wide, NT) is None and check(wide, NN) is None
+    assert make_plan(wide, NT).acc_regs == ACC_REGS_WIDE
+    assert check(HopperGemmConfig(256, 192, 64, cluster_n=2, split_k=2), GemmProblem(m=700, n=900, k=4096)) is None
+    biased = GemmProblem(m=700, n=900, k=512, epilogue=Epilogue(bias=True))
+    assert check(wide, biased) is None
+    with_c = GemmProblem(m=700, n=900, k=512, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True))
+    assert "reads C" in (check(wide, with_c) or "")
+    assert check(HopperGemmConfig(256, 128, 64), with_c) is None
+    assert "192 fp32 accumulator registers" in (check(HopperGemmConfig(128, 192, 64, schedule=Schedule.PINGPONG), NT) or "")
+    assert "exceed 192" in (check(HopperGemmConfig(256, 208, 64), NT) or "")
+    assert "exceed 128" in (check(wide, NT, acc_regs=budgets.ACC_REGS_MAX) or "")
+    tf32_m_major_a = GemmProblem(m=512, n=512, k=512, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32,
+                                 a_major=Major.COL)
+    assert "through registers" in (check(HopperGemmConfig(256, 192, 32), tf32_m_major_a) or "")
+    tf32_k_major_a = GemmProblem(m=512, n=512, k=512, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32)
+    assert check(HopperGemmConfig(256, 192, 32), tf32_k_major_a) is None
+    assert wide in get_family("hopper_gemm").space(NT)
+    assert wide in get_family("hopper_gemm").space(NN)
+
+
 def test_explicit_stages_bill_matches_the_limit() -> None:
     cfg = HopperGemmConfig(128, 256, 64)
     fit = max_stages(cfg, NT, budgets.SM90_SMEM_PER_BLOCK_OPTIN)

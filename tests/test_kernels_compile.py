@@ -100,11 +100,18 @@ def test_epilogue_variants_and_batched_compile() -> None:
          GemmProblem(m=256, n=256, k=65536)),
         (HopperGemmConfig(128, 128, 64, split_k=5, interleave=True), GemmProblem(
             m=257, n=392, k=1000, c_dtype=DType.BF16, epilogue=Epilogue(with_c=True, activation=Activation.GELU))),
+        # the wide cooperative tile (check.ACC_REGS_WIDE): in a cluster with bias and GELU; fp8 in
+        # workspace-free serial split-K
+        (HopperGemmConfig(256, 192, 64, cluster_n=2), GemmProblem(
+            m=2000, n=3000, k=1000, epilogue=Epilogue(bias=True, activation=Activation.GELU))),
+        (HopperGemmConfig(256, 192, 128, split_k=2), GemmProblem(
+            m=700, n=900, k=4096, a_dtype=DType.E4M3, b_dtype=DType.E4M3, d_dtype=DType.BF16, b_major=Major.COL)),
     ],
     ids=["tf32-nn", "tf32-nt-pingpong", "splitk-workspace", "swap-ab-splitk-epilogue", "fp8", "fp8-swap-ab",
          "tf32-nn-swap-a-regs", "tf32-col-a-regs-pingpong", "stream-k-c2x2-epilogue", "stream-k-swap-direct",
          "fitted-144-c1x2-epilogue", "fitted-176-workspace", "swap-ab-workspace-c1x2-epilogue",
-         "interleaved-workspace-c1x2", "interleaved-serial-epilogue"],
+         "interleaved-workspace-c1x2", "interleaved-serial-epilogue", "wide-256x192-c1x2-epilogue",
+         "wide-256x192-fp8-splitk"],
 )
 def test_tf32_workspace_split_k_and_swap_ab_compile(cfg: HopperGemmConfig, prob: GemmProblem) -> None:
     from autocutlass.kernels.hopper_gemm.check import kernel_problem

@@ -89,6 +89,8 @@ def test_corners_at_the_limits_are_accepted() -> None:
         (C(tile_k=128), conv(c=8), "tile_k=128 > C=8"),
         (C(256, 128, 64, schedule="pingpong"), conv(), "ping-pong tile_m=256"),
         (C(256, 256, 64), conv(k=256), "accumulator registers"),
+        # the GEMM family's wide cooperative tile stays out of the conv kernel (check.ACC_REGS_WIDE)
+        (C(256, 192, 64), conv(k=256), "192 fp32 accumulator registers per thread (128x192 per consumer warpgroup) exceed 128"),
         (C(128, 128, 64, split_k=2, schedule="pingpong"), conv(), "split_k > 1 needs the cooperative"),
         (C(128, 256, 128, stages=3), conv(c=128, k=256), "shared memory"),
         (C(128, 128, 64, split_k=2, stream_k=True), conv(), "stream_k divides K"),

@@ -156,4 +156,6 @@ def check(config: HopperConvConfig, problem: ConvProblem) -> str | None:
     reason = problem_supported(problem)
     if reason is not None:
         return reason
-    return first_broken(RULES, config, problem) or gemm_check(config.gemm_config(), implicit_gemm(problem, config.tile_k))
+    return first_broken(RULES, config, problem) or gemm_check(
+        config.gemm_config(), implicit_gemm(problem, config.tile_k), acc_regs=budgets.ACC_REGS_MAX
+    )

@@ -18,6 +18,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from autocutlass.kernels import budgets
 from autocutlass.kernels.hopper_conv.check import problem_supported as fprop_supported
 from autocutlass.kernels.hopper_conv_wgrad.config import (
     CLUSTERS,
@@ -143,5 +144,6 @@ def check(config: HopperConvWgradConfig, problem: ConvProblem) -> str | None:
     if reason is not None:
         return reason
     return first_broken(RULES, config, problem) or gemm_check(
-        config.gemm_config(), implicit_gemm(problem, config.tap_channels), split_k=SPLIT_DOMAIN
+        config.gemm_config(), implicit_gemm(problem, config.tap_channels), split_k=SPLIT_DOMAIN,
+        acc_regs=budgets.ACC_REGS_MAX,
     )

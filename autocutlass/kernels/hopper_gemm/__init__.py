@@ -135,6 +135,9 @@ GEMM_TILE_RATES: dict[tuple[int, int], float] = {
     (128, 224): 0.92, (128, 256): 1.0, (256, 96): 0.86, (256, 128): 1.0,
     # the fitted widths (check.TILE_N_FITTED), interpolated between their neighbours
     (128, 112): 0.84, (128, 144): 0.91, (128, 176): 0.91, (128, 240): 0.96,
+    # the wide cooperative tile (check.ACC_REGS_WIDE), measured on an H200 (747 TFLOP/s on
+    # 3072x6144x4096 'nt', benchmarks/results/2026-11-28-h200-s38-a-wide-tiles.txt)
+    (256, 192): 1.0,
 }  # fmt: skip
 """This family's main-loop efficiency per (tile_m, tile_n), for the cost model: the best bf16
 TFLOP/s any config of the tile shape reached on the shipped H100 database's problems of M, N, K
@@ -474,6 +477,9 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
         else:  # large: the cooperative 128x256 / 256x128 family with 2-CTA clusters
             guesses = [
                 c(128, 256, 64, cluster_m=2, raster=n_, swizzle=8), c(128, 256, 64, cluster_n=2, swizzle=2),
+                # the wide tile (check.ACC_REGS_WIDE): the H200's best of 11 probed large GEMMs
+                # in 3 (benchmarks/results/2026-11-28-h200-s38-a-wide-tiles.txt)
+                c(256, 192, 64, cluster_n=2),
                 c(256, 128, 64), c(256, 128, 64, cluster_m=2, swizzle=4), c(256, 128, 64, cluster_n=2, swizzle=4),
                 c(128, 256, 64), c(128, 256, 64, cluster_n=2), c(128, 128, 64, schedule=pp, cluster_m=2),
             ]

@@ -172,12 +172,42 @@ def _wgmma_shape(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
     return None
 
 
-def _registers(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
+ACC_REGS_WIDE = 192
+"""fp32 accumulator registers per consumer thread that this family's own cooperative kernel may
+hold (above ``budgets.ACC_REGS_MAX``, the limit of the ping-pong schedule and of the families
+built on this kernel): 256x144 to 256x192 tiles, whose two consumer warpgroups run at setmaxnreg
+232, so 40 registers remain for addresses, the ring's state and the epilogue. ptxas (CUDA 13.0,
+on DSL 4.8.1's PTX; no GPU) reports no spills for 256x192 with the plain, bias, activation and
+direct-store epilogues, split-K (serial and workspace), stream-K, clusters, fp8, tf32 with K-major
+A and the swapped kernel; an epilogue that reads C spills 896 bytes at 256x192 (``_registers``
+refuses it), one with GELU 84 (once per tile, in the epilogue). On an H200
+(benchmarks/results/2026-11-28-h200-s38-a-wide-tiles.txt) 256x192 in a 1x2 cluster ran
+3072x6144x4096 'nt' at x1.047 of torch where the shipped record reads x0.950, 8192x6144x4096
+x1.031 (record x0.989), 2000x3000x1000 x0.956 (x0.925: 128 tiles, one wave); ping-pong 128x192
+and 128x160 lost to the best record on all 11 cases probed (x0.53-1.01), so the ping-pong
+schedule keeps ``budgets.ACC_REGS_MAX``."""
+
+
+def _registers(config: HopperGemmConfig, problem: GemmProblem, limit: int = ACC_REGS_WIDE) -> str | None:
     regs = config.wg_tile_m * config.tile_n // budgets.THREADS_PER_WARPGROUP
-    if regs > budgets.ACC_REGS_MAX:
+    if regs <= budgets.ACC_REGS_MAX:
+        return None
+    if config.schedule is Schedule.PINGPONG:
+        limit = min(limit, budgets.ACC_REGS_MAX)
+    if regs > limit:
         return (
             f"{regs} fp32 accumulator registers per thread ({config.wg_tile_m}x{config.tile_n} per consumer "
-            f"warpgroup) exceed {budgets.ACC_REGS_MAX}: use a smaller tile or the cooperative schedule"
+            f"warpgroup) exceed {limit}: use a smaller tile or the cooperative schedule"
+        )
+    if problem.epilogue.with_c:
+        return (
+            f"{regs} fp32 accumulator registers per thread ({config.wg_tile_m}x{config.tile_n} per consumer "
+            f"warpgroup) with an epilogue that reads C spill (ptxas): at most {budgets.ACC_REGS_MAX} with C"
+        )
+    if problem.a_dtype is DType.TF32 and problem.a_major is Major.COL:
+        return (
+            f"{regs} fp32 accumulator registers per thread with tf32 A read through registers (M-major A): "
+            f"at most {budgets.ACC_REGS_MAX}"
         )
     return None
 
@@ -285,15 +315,23 @@ def _shared_memory(config: HopperGemmConfig, problem: GemmProblem) -> str | None
 RULES: tuple[Rule, ...] = (_domain, _wgmma_shape, _registers, _split_k, _stream_k, _smem_layout, _multicast, _shared_memory)
 
 
-def check(config: HopperGemmConfig, problem: GemmProblem, *, split_k: Collection[int] = SPLIT_K) -> str | None:
+def check(
+    config: HopperGemmConfig, problem: GemmProblem, *, split_k: Collection[int] = SPLIT_K,
+    acc_regs: int = ACC_REGS_WIDE,
+) -> str | None:
     """None if ``config`` can run ``problem``, else the first broken rule's reason. The rules
     judge the problem the kernel runs (``kernel_problem``: swapped for ``swap_ab``, K-major
     operands for tf32). ``split_k``: the split counts allowed (a family running this kernel on a
-    longer reduction allows more than the GEMM family's own ``SPLIT_K``)."""
+    longer reduction allows more than the GEMM family's own ``SPLIT_K``). ``acc_regs``: the fp32
+    accumulator registers per consumer thread allowed (``ACC_REGS_WIDE`` for this family's
+    kernel; the families that build on it, whose consumers and epilogues keep more state, pass
+    ``budgets.ACC_REGS_MAX``)."""
     reason = problem_supported(problem)
     if reason is not None:
         return reason
-    rules = RULES if split_k == SPLIT_K else tuple(
-        functools.partial(_domain, split_k=split_k) if rule is _domain else rule for rule in RULES
-    )
+    rules = RULES
+    if split_k != SPLIT_K:
+        rules = tuple(functools.partial(_domain, split_k=split_k) if rule is _domain else rule for rule in rules)
+    if acc_regs != ACC_REGS_WIDE:
+        rules = tuple(functools.partial(_registers, limit=acc_regs) if rule is _registers else rule for rule in rules)
     return first_broken(rules, config, kernel_problem(problem, config))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from autocutlass.kernels import budgets
 from autocutlass.kernels.hopper_gemm.check import check as gemm_check
 from autocutlass.kernels.hopper_gemm.check import problem_supported as gemm_problem_supported
 from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig, SplitMode
@@ -32,4 +33,4 @@ def check(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
         return why
     if config.split_k > 1 and config.split_mode is SplitMode.WORKSPACE:
         return "workspace split-K: its reduce kernel runs the additive epilogue"
-    return gemm_check(config, additive(problem))
+    return gemm_check(config, additive(problem), acc_regs=budgets.ACC_REGS_MAX)

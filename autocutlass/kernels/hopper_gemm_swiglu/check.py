@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from autocutlass.kernels import budgets
 from autocutlass.kernels.hopper_gemm.check import check as gemm_check
 from autocutlass.kernels.hopper_gemm.check import problem_supported as gemm_problem_supported
 from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig
@@ -74,4 +75,4 @@ def check(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
     why = problem_supported(problem)
     if why is not None:
         return why
-    return first_broken(RULES, config, problem) or gemm_check(config, plain(problem))
+    return first_broken(RULES, config, problem) or gemm_check(config, plain(problem), acc_regs=budgets.ACC_REGS_MAX)

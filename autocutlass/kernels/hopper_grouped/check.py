@@ -96,4 +96,6 @@ def check(config: HopperGroupedConfig, problem: GroupedGemmProblem) -> str | Non
     reason = problem_supported(problem)
     if reason is not None:
         return reason
-    return first_broken(RULES, config, problem) or gemm_check(config.gemm_config(), equivalent_gemm(problem))
+    return first_broken(RULES, config, problem) or gemm_check(
+        config.gemm_config(), equivalent_gemm(problem), acc_regs=budgets.ACC_REGS_MAX
+    )
