@@ -91,6 +91,12 @@ def test_wide_cooperative_tiles_are_this_familys_alone() -> None:
     assert check(HopperGemmConfig(256, 192, 32), tf32_k_major_a) is None
     assert wide in get_family("hopper_gemm").space(NT)
     assert wide in get_family("hopper_gemm").space(NN)
+    # data-parallel only: split and stream-K wide tiles lost on every long-K GEMM probed
+    long_k = GemmProblem(m=768, n=768, k=16384)
+    space = get_family("hopper_gemm").space(long_k)
+    wides = [c for c in space if c.tile_m == 256 and c.tile_n == 192]
+    assert wides and any(c.split_k > 1 for c in space) and any(c.stream_k for c in space)
+    assert not any(c.split_k > 1 or c.stream_k for c in wides)
 
 
 def test_explicit_stages_bill_matches_the_limit() -> None:

@@ -77,6 +77,15 @@ def _tiles_128(problem: GemmProblem) -> int:
     return -(-problem.m // 128) * -(-problem.n // 128) * problem.l
 
 
+def wide_tile(tile_m: int, tile_n: int) -> bool:
+    """A cooperative tile of more fp32 accumulator registers per consumer thread than
+    ``budgets.ACC_REGS_MAX`` (``check.ACC_REGS_WIDE``: 256x144 to 256x192). The space and the
+    cost model offer it data-parallel only: split and stream-K, it lost to the shipped records
+    on every few-tile, long-K GEMM probed (H200, x0.11-0.94 of torch against the records'
+    x0.93-1.01: benchmarks/results/2026-11-28-h200-s38-e-wide-split-probe.txt)."""
+    return (tile_m // 2) * tile_n // budgets.THREADS_PER_WARPGROUP > budgets.ACC_REGS_MAX
+
+
 def reduction_heavy(problem: GemmProblem) -> bool:
     """Fewer 128x128 output tiles than half the SMs and K >= LONG_K_MIN, with M > 128 or K at least
     LONG_K_RATIO times M and N (a pointwise convolution's wgrad, K = N*H*W pixels; not a decode
@@ -180,7 +189,7 @@ def modelled_configs(problem: GemmProblem) -> list[tuple[float, HopperGemmConfig
             continue
         tiles = -(-problem.m // tm) * -(-problem.n // tn) * problem.l
         out.append((waves.predicted_cost(tiles, k_blocks, tm, tn, MODEL_TILE_K, rate=rate), c(tm, tn, MODEL_TILE_K)))
-        for split in split_counts(problem.m, problem.n, problem.l, tm, tn) if splitting else ():
+        for split in split_counts(problem.m, problem.n, problem.l, tm, tn) if splitting and not wide_tile(tm, tn) else ():
             if k_blocks >= 4 * split:
                 cost = waves.predicted_cost(tiles, k_blocks, tm, tn, MODEL_TILE_K, split=split, rate=rate,
                                             workspace=mode is SplitMode.WORKSPACE)
@@ -238,6 +247,8 @@ def swapped_split_configs(problem: GemmProblem, tks: tuple[int, ...]) -> list[Ho
     sp = swapped(problem)
     out = []
     for tm, tn in itertools.product(TILE_M, space_tile_ns(sp.n)):
+        if wide_tile(tm, tn):
+            continue
         for tk, (cm, cn), ras, sk in itertools.product(tks, CLUSTERS, tuple(Raster), split_counts(sp.m, sp.n, sp.l, tm, tn)):
             out.append(HopperGemmConfig(tm, tn, tk, cm, cn, 0, Schedule.COOPERATIVE, ras, 1, sk, Store.TMA,
                                         SplitMode.WORKSPACE, swap_ab=True))  # fmt: skip
@@ -409,6 +420,8 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
             if problem.a_dtype is not DType.E4M3:  # the reduce kernel applies no fp8 scales
                 modes.append((Store.TMA, SplitMode.WORKSPACE))
             for tm, tn in itertools.product(TILE_M, tile_ns):
+                if wide_tile(tm, tn):
+                    continue
                 splits = split_counts(problem.m, problem.n, problem.l, tm, tn)
                 out += [
                     HopperGemmConfig(tm, tn, tk, cm, cn, st, Schedule.COOPERATIVE, ras, 1, sk, sto, mode)
@@ -426,6 +439,7 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
                 dataclasses.replace(c, stream_k=True)
                 for c in out
                 if c.split_k == 1 and c.schedule is Schedule.COOPERATIVE and c.swizzle == 1
+                and not wide_tile(c.tile_m, c.tile_n)
             ]
         if tf32_swap_saves_copy(problem):
             out += [dataclasses.replace(c, swap_ab=True) for c in out if not c.swap_ab and c.split_k == 1]
