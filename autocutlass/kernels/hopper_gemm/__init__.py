@@ -29,6 +29,7 @@ from autocutlass.kernels.hopper_gemm import sources
 from autocutlass.kernels.hopper_gemm.check import (
     TILE_N_ALL,
     TILE_N_FITTED,
+    acc_regs,
     check,
     copied_operands,
     kernel_problem,
@@ -80,10 +81,11 @@ def _tiles_128(problem: GemmProblem) -> int:
 def wide_tile(tile_m: int, tile_n: int) -> bool:
     """A cooperative tile of more fp32 accumulator registers per consumer thread than
     ``budgets.ACC_REGS_MAX`` (``check.ACC_REGS_WIDE``: 256x144 to 256x192). The space and the
-    cost model offer it data-parallel only: split and stream-K, it lost to the shipped records
-    on every few-tile, long-K GEMM probed (H200, x0.11-0.94 of torch against the records'
-    x0.93-1.01: benchmarks/results/2026-11-28-h200-s38-e-wide-split-probe.txt)."""
-    return (tile_m // 2) * tile_n // budgets.THREADS_PER_WARPGROUP > budgets.ACC_REGS_MAX
+    cost model offer it data-parallel only (``split_counts`` gives it none, stream-K leaves it
+    out): split and stream-K, it lost to the shipped records on every few-tile, long-K GEMM probed
+    (H200, x0.11-0.94 of torch against the records' x0.93-1.01:
+    benchmarks/results/2026-11-28-h200-s38-e-wide-split-probe.txt)."""
+    return acc_regs(HopperGemmConfig(tile_m, tile_n)) > budgets.ACC_REGS_MAX
 
 
 def reduction_heavy(problem: GemmProblem) -> bool:
@@ -122,7 +124,10 @@ def split_counts(m: int, n: int, l: int, tile_m: int, tile_n: int, sms: int = bu
     """Split-K counts for a tile shape: TUNED_SPLIT_K (without 1), plus up to BALANCED_SPLITS_MAX
     other counts up to 16 whose work units (tiles x splits) fill whole waves of ``sms`` CTAs to at
     least BALANCE_MIN (``kernels.waves.wave_fill``), e.g. 48 tiles x 11 splits = 4 waves of 132
-    exactly. The convolution families take one wave only (``kernels.waves.wave_splits``)."""
+    exactly. The convolution families take one wave only (``kernels.waves.wave_splits``). None for
+    a wide tile (``wide_tile``: data-parallel only)."""
+    if wide_tile(tile_m, tile_n):
+        return ()
     tiles = -(-m // tile_m) * -(-n // tile_n) * l
     extra = []
     for s in SPLIT_K:
@@ -189,7 +194,7 @@ def modelled_configs(problem: GemmProblem) -> list[tuple[float, HopperGemmConfig
             continue
         tiles = -(-problem.m // tm) * -(-problem.n // tn) * problem.l
         out.append((waves.predicted_cost(tiles, k_blocks, tm, tn, MODEL_TILE_K, rate=rate), c(tm, tn, MODEL_TILE_K)))
-        for split in split_counts(problem.m, problem.n, problem.l, tm, tn) if splitting and not wide_tile(tm, tn) else ():
+        for split in split_counts(problem.m, problem.n, problem.l, tm, tn) if splitting else ():
             if k_blocks >= 4 * split:
                 cost = waves.predicted_cost(tiles, k_blocks, tm, tn, MODEL_TILE_K, split=split, rate=rate,
                                             workspace=mode is SplitMode.WORKSPACE)
@@ -247,8 +252,6 @@ def swapped_split_configs(problem: GemmProblem, tks: tuple[int, ...]) -> list[Ho
     sp = swapped(problem)
     out = []
     for tm, tn in itertools.product(TILE_M, space_tile_ns(sp.n)):
-        if wide_tile(tm, tn):
-            continue
         for tk, (cm, cn), ras, sk in itertools.product(tks, CLUSTERS, tuple(Raster), split_counts(sp.m, sp.n, sp.l, tm, tn)):
             out.append(HopperGemmConfig(tm, tn, tk, cm, cn, 0, Schedule.COOPERATIVE, ras, 1, sk, Store.TMA,
                                         SplitMode.WORKSPACE, swap_ab=True))  # fmt: skip
@@ -420,8 +423,6 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
             if problem.a_dtype is not DType.E4M3:  # the reduce kernel applies no fp8 scales
                 modes.append((Store.TMA, SplitMode.WORKSPACE))
             for tm, tn in itertools.product(TILE_M, tile_ns):
-                if wide_tile(tm, tn):
-                    continue
                 splits = split_counts(problem.m, problem.n, problem.l, tm, tn)
                 out += [
                     HopperGemmConfig(tm, tn, tk, cm, cn, st, Schedule.COOPERATIVE, ras, 1, sk, sto, mode)

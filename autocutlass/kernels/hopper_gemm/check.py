@@ -188,8 +188,13 @@ and 128x160 lost to the best record on all 11 cases probed (x0.53-1.01), so the 
 schedule keeps ``budgets.ACC_REGS_MAX``."""
 
 
+def acc_regs(config: HopperGemmConfig) -> int:
+    """fp32 accumulator registers per consumer thread (``Plan.acc_regs`` before a plan is made)."""
+    return config.wg_tile_m * config.tile_n // budgets.THREADS_PER_WARPGROUP
+
+
 def _registers(config: HopperGemmConfig, problem: GemmProblem, limit: int = ACC_REGS_WIDE) -> str | None:
-    regs = config.wg_tile_m * config.tile_n // budgets.THREADS_PER_WARPGROUP
+    regs = acc_regs(config)
     if regs <= budgets.ACC_REGS_MAX:
         return None
     if config.schedule is Schedule.PINGPONG:
