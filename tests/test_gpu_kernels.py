@@ -63,6 +63,22 @@ CASES = [
     (C(256, 192, 32), GemmProblem(m=520, n=600, k=300, a_dtype=DType.TF32, b_dtype=DType.TF32,
                                   d_dtype=DType.FP32, b_major=T)),
     (C(256, 192, 64, swap_ab=True), GemmProblem(m=100, n=1000, k=512, b_major=T)),
+    # 192-row tiles split along N (HopperGemmConfig.n_split): residues in M, N and K, both B
+    # layouts, batched, clusters, bias and activations, C, direct store, fp16, fp8, swapped
+    (C(192, 128, 64), GemmProblem(m=2000, n=3000, k=1000)),
+    (C(192, 128, 64, cluster_n=2), GemmProblem(m=520, n=712, k=264, l=2)),
+    (C(192, 176, 64, cluster_m=2), GemmProblem(m=2049, n=1000, k=520, b_major=T,
+                                               epilogue=Epilogue(bias=True, activation=Activation.GELU))),
+    (C(192, 256, 64), GemmProblem(m=400, n=600, k=304, b_major=T)),
+    (C(192, 96, 64, store="direct"), GemmProblem(m=300, n=200, k=136, b_major=T,
+                                                 epilogue=Epilogue(bias=True, activation=Activation.SILU))),
+    (C(192, 128, 64), GemmProblem(m=304, n=520, k=200, a_major=T, c_dtype=DType.BF16,
+                                  epilogue=Epilogue(with_c=True, activation=Activation.RELU))),
+    (C(192, 128, 64), GemmProblem(m=296, n=296, k=296, b_major=T, a_dtype=DType.FP16, b_dtype=DType.FP16,
+                                  d_dtype=DType.FP16)),
+    (C(192, 128, 128), GemmProblem(m=700, n=904, k=512, a_dtype=DType.E4M3, b_dtype=DType.E4M3,
+                                   d_dtype=DType.BF16, b_major=T)),
+    (C(192, 128, 64, swap_ab=True), GemmProblem(m=100, n=1000, k=512, b_major=T)),
     # clusters (multicast), explicit stages
     (C(128, 256, 64, cluster_m=2), GemmProblem(m=1000, n=1000, k=1000, b_major=T)),
     (C(128, 128, 64, cluster_n=2), GemmProblem(m=1000, n=1000, k=1000)),

@@ -99,6 +99,30 @@ def test_wide_cooperative_tiles_are_this_familys_alone() -> None:
     assert not any(c.split_k > 1 or c.stream_k for c in wides)
 
 
+def test_192_row_tiles_split_n_between_the_consumers() -> None:
+    """tile_m=192 (cooperative) splits N: each consumer accumulates 192 x tile_n/2, runs its own
+    epilogue (64-row chunks, its own staging buffers) and the tile runs data-parallel only."""
+    cfg = HopperGemmConfig(192, 128, 64, cluster_n=2)
+    assert cfg.n_split and cfg.wg_tile_m == 192 and cfg.wg_tile_n == 64
+    assert check(cfg, NN) is None and check(cfg, NT) is None
+    plan = make_plan(cfg, NT)
+    assert plan.n_split and plan.acc_regs == 96 and plan.mma_atoms_m == 1 and plan.mma_atoms_n == 2
+    assert (plan.epi_m, plan.epi_n) == (64, 32) and plan.epi_groups == 2
+    assert not HopperGemmConfig(128, 128, 64).n_split and not HopperGemmConfig(192, 128, 64, schedule=Schedule.PINGPONG).n_split
+    assert "ping-pong tile_m=192" in (check(HopperGemmConfig(192, 128, 64, schedule=Schedule.PINGPONG), NT) or "")
+    assert "data-parallel only" in (check(HopperGemmConfig(192, 128, 64, split_k=2), NT) or "")
+    assert "data-parallel only" in (check(HopperGemmConfig(192, 128, 64, stream_k=True), NT) or "")
+    assert "swizzle atoms" in (check(HopperGemmConfig(192, 96, 64), NN) or "")
+    assert check(HopperGemmConfig(192, 96, 64), NT) is None
+    assert "tf32" in (check(HopperGemmConfig(192, 128, 32), GemmProblem(
+        m=512, n=512, k=512, a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32)) or "")
+    # 192 x 256 / 2 = 192 accumulator registers: the wide limit
+    assert make_plan(HopperGemmConfig(192, 256, 64), NT).acc_regs == 192 and check(HopperGemmConfig(192, 256, 64), NT) is None
+    space = get_family("hopper_gemm").space(GemmProblem(m=768, n=768, k=16384))
+    assert any(c.tile_m == 192 for c in space)
+    assert not any(c.tile_m == 192 and (c.split_k > 1 or c.stream_k) for c in space)
+
+
 def test_explicit_stages_bill_matches_the_limit() -> None:
     cfg = HopperGemmConfig(128, 256, 64)
     fit = max_stages(cfg, NT, budgets.SM90_SMEM_PER_BLOCK_OPTIN)

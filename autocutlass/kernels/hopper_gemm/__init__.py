@@ -78,6 +78,13 @@ def _tiles_128(problem: GemmProblem) -> int:
     return -(-problem.m // 128) * -(-problem.n // 128) * problem.l
 
 
+def data_parallel_only(tile_m: int, tile_n: int) -> bool:
+    """Tiles the space and the cost model offer without split-K or stream-K: the wide ones
+    (``wide_tile``) and the 192-row tiles whose consumers split N (``HopperGemmConfig.n_split``,
+    which ``check`` runs data-parallel only)."""
+    return tile_m == 192 or wide_tile(tile_m, tile_n)
+
+
 def wide_tile(tile_m: int, tile_n: int) -> bool:
     """A cooperative tile of more fp32 accumulator registers per consumer thread than
     ``budgets.ACC_REGS_MAX`` (``check.ACC_REGS_WIDE``: 256x144 to 256x192). The space and the
@@ -125,8 +132,8 @@ def split_counts(m: int, n: int, l: int, tile_m: int, tile_n: int, sms: int = bu
     other counts up to 16 whose work units (tiles x splits) fill whole waves of ``sms`` CTAs to at
     least BALANCE_MIN (``kernels.waves.wave_fill``), e.g. 48 tiles x 11 splits = 4 waves of 132
     exactly. The convolution families take one wave only (``kernels.waves.wave_splits``). None for
-    a wide tile (``wide_tile``: data-parallel only)."""
-    if wide_tile(tile_m, tile_n):
+    a wide or 192-row tile (``data_parallel_only``)."""
+    if data_parallel_only(tile_m, tile_n):
         return ()
     tiles = -(-m // tile_m) * -(-n // tile_n) * l
     extra = []
@@ -440,7 +447,7 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
                 dataclasses.replace(c, stream_k=True)
                 for c in out
                 if c.split_k == 1 and c.schedule is Schedule.COOPERATIVE and c.swizzle == 1
-                and not wide_tile(c.tile_m, c.tile_n)
+                and not data_parallel_only(c.tile_m, c.tile_n)
             ]
         if tf32_swap_saves_copy(problem):
             out += [dataclasses.replace(c, swap_ab=True) for c in out if not c.swap_ab and c.split_k == 1]
@@ -485,7 +492,11 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
             ]
         elif problem.m * problem.n * problem.l <= 2048 * 4096 or problem.k <= 512:  # few tiles or short K
             guesses = [
-                c(128, 128, 64, cluster_m=2, schedule=pp), c(128, 128, 64, cluster_n=2, schedule=pp, raster=n_, swizzle=8),
+                c(128, 128, 64, cluster_m=2, schedule=pp),
+                # 192 rows split along N (HopperGemmConfig.n_split): cuBLAS's kernel for
+                # 2000x3000x1000 'nn' (benchmarks/results/2026-11-28-h200-s38-i-ncu-odd.txt)
+                c(192, 128, 64, cluster_n=2),
+                c(128, 128, 64, cluster_n=2, schedule=pp, raster=n_, swizzle=8),
                 c(128, 192, 64, cluster_n=2, raster=n_), c(64, 256, 64, cluster_m=2, schedule=pp),
                 c(128, 128, 64), c(128, 256, 64, cluster_n=2), c(256, 128, 64, cluster_m=2),
             ]
@@ -494,7 +505,7 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
                 c(128, 256, 64, cluster_m=2, raster=n_, swizzle=8), c(128, 256, 64, cluster_n=2, swizzle=2),
                 # the wide tile (check.ACC_REGS_WIDE): the H200's best of 11 probed large GEMMs
                 # in 3 (benchmarks/results/2026-11-28-h200-s38-a-wide-tiles.txt)
-                c(256, 192, 64, cluster_n=2),
+                c(256, 192, 64, cluster_n=2), c(192, 128, 64, cluster_n=2),
                 c(256, 128, 64), c(256, 128, 64, cluster_m=2, swizzle=4), c(256, 128, 64, cluster_n=2, swizzle=4),
                 c(128, 256, 64), c(128, 256, 64, cluster_n=2), c(128, 128, 64, schedule=pp, cluster_m=2),
             ]

@@ -169,6 +169,16 @@ def _wgmma_shape(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
         return f"each consumer's tile_m={config.wg_tile_m} is not a multiple of {budgets.WGMMA_M} (WGMMA M)"
     if config.schedule is Schedule.PINGPONG and config.tile_m > 128:
         return f"ping-pong tile_m={config.tile_m} > 128: each consumer owns a whole tile; use cooperative"
+    if config.n_split:
+        if problem.a_dtype is DType.TF32:
+            return "tile_m=192 (consumers split along N) is built for 16-bit and fp8 inputs, not tf32"
+        if config.tile_n % 16:
+            return f"tile_m=192 splits tile_n={config.tile_n} between two consumers: it must be a multiple of 16"
+        if problem.b_major is Major.ROW and config.wg_tile_n % 64:
+            return (f"tile_m=192 with N-contiguous B: each consumer's {config.wg_tile_n} columns of B are not whole "
+                    f"64-column swizzle atoms; use tile_n 128 or 256")
+        if config.split_k > 1 or config.stream_k:
+            return "tile_m=192 (consumers split along N) runs data-parallel only: use split_k=1, stream_k=False"
     return None
 
 
@@ -190,7 +200,7 @@ schedule keeps ``budgets.ACC_REGS_MAX``."""
 
 def acc_regs(config: HopperGemmConfig) -> int:
     """fp32 accumulator registers per consumer thread (``Plan.acc_regs`` before a plan is made)."""
-    return config.wg_tile_m * config.tile_n // budgets.THREADS_PER_WARPGROUP
+    return config.wg_tile_m * config.wg_tile_n // budgets.THREADS_PER_WARPGROUP
 
 
 def _registers(config: HopperGemmConfig, problem: GemmProblem, limit: int = ACC_REGS_WIDE) -> str | None:
@@ -201,12 +211,12 @@ def _registers(config: HopperGemmConfig, problem: GemmProblem, limit: int = ACC_
         limit = min(limit, budgets.ACC_REGS_MAX)
     if regs > limit:
         return (
-            f"{regs} fp32 accumulator registers per thread ({config.wg_tile_m}x{config.tile_n} per consumer "
+            f"{regs} fp32 accumulator registers per thread ({config.wg_tile_m}x{config.wg_tile_n} per consumer "
             f"warpgroup) exceed {limit}: use a smaller tile or the cooperative schedule"
         )
     if problem.epilogue.with_c:
         return (
-            f"{regs} fp32 accumulator registers per thread ({config.wg_tile_m}x{config.tile_n} per consumer "
+            f"{regs} fp32 accumulator registers per thread ({config.wg_tile_m}x{config.wg_tile_n} per consumer "
             f"warpgroup) with an epilogue that reads C spill (ptxas): at most {budgets.ACC_REGS_MAX} with C"
         )
     if problem.a_dtype is DType.TF32 and problem.a_major is Major.COL:

@@ -52,7 +52,8 @@ class Raster(StrEnum):
     ALONG_N = "along_n"
 
 
-TILE_M = (64, 128, 256)
+TILE_M = (64, 128, 192, 256)
+"""192 rows: the cooperative consumers split N instead of M (``HopperGemmConfig.n_split``)."""
 TILE_N = (16, 32, 64, 96, 128, 160, 192, 208, 224, 256)
 """16 and 32 are for narrow outputs, chiefly the swapped decode GEMM (``swap_ab``), whose N is
 the token count."""
@@ -126,11 +127,25 @@ class HopperGemmConfig:
         return 1 if self.tile_m == 64 else 2
 
     @property
+    def n_split(self) -> bool:
+        """A cooperative 192-row tile: the two consumer warpgroups split it along N (each
+        accumulates all 192 rows of half the columns, three 64-row WGMMA blocks) and each runs the
+        epilogue of its half, as cuBLAS's "coopB" kernels do. 192-row tiles fit an M a few rows past
+        a multiple of 128 in fewer wasted rows with a large tile's operand reuse (2049 rows: 11
+        tiles of 192, 2112 rows, against 17 of 128, 2176)."""
+        return self.schedule is Schedule.COOPERATIVE and self.tile_m == 192
+
+    @property
     def wg_tile_m(self) -> int:
         """Rows of the output tile one consumer warpgroup accumulates."""
-        if self.schedule is Schedule.PINGPONG:
+        if self.schedule is Schedule.PINGPONG or self.n_split:
             return self.tile_m
         return self.tile_m // self.num_consumer_wgs
+
+    @property
+    def wg_tile_n(self) -> int:
+        """Columns of the output tile one consumer warpgroup accumulates."""
+        return self.tile_n // 2 if self.n_split else self.tile_n
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -84,7 +84,7 @@ class HopperGemmKernel:
         self.threads = plan.threads
         self.epi_tile = (plan.epi_m, plan.epi_n)
         # Threads that share one epilogue (and one named barrier).
-        self.epi_threads = THREADS_PER_WARPGROUP * (1 if plan.pingpong else plan.num_consumer_wgs)
+        self.epi_threads = THREADS_PER_WARPGROUP * (1 if plan.epi_groups == 2 else plan.num_consumer_wgs)
         # Consumers that read each ring stage (ping-pong: one).
         self.readers_per_stage = 1 if plan.pingpong else plan.num_consumer_wgs
         self.a_mcast = plan.cluster_n > 1
@@ -133,15 +133,7 @@ class HopperGemmKernel:
                 (self.plan.mma_atoms_m, 1, 1), self.plan.tile_n, a_from_regs=self.plan.a_regs
             )
         else:
-            self.tiled_mma = sm90_utils.make_trivial_tiled_mma(
-                self.a_dtype,
-                self.b_dtype,
-                self.a_layout.sm90_mma_major_mode(),
-                self.b_layout.sm90_mma_major_mode(),
-                self.acc_dtype,
-                (self.plan.mma_atoms_m, 1, 1),
-                tiler_mn=(64, self.plan.tile_n),
-            )
+            self.tiled_mma = self._tiled_mma((self.plan.mma_atoms_m, self.plan.mma_atoms_n, 1))
         self.cta_layout_mnk = cute.make_layout((*self.cluster_mn, 1))
         a_staged, b_staged, d_staged = self._smem_layouts()
 
@@ -205,6 +197,19 @@ class HopperGemmKernel:
             stream=stream,
         )
 
+    def _tiled_mma(self, atom_layout_mnk):
+        """The 16-bit / fp8 WGMMA tiled over ``atom_layout_mnk`` warpgroups, each atom
+        ``plan.wg_tile_n`` columns wide."""
+        return sm90_utils.make_trivial_tiled_mma(
+            self.a_dtype,
+            self.b_dtype,
+            self.a_layout.sm90_mma_major_mode(),
+            self.b_layout.sm90_mma_major_mode(),
+            self.acc_dtype,
+            atom_layout_mnk,
+            tiler_mn=(64, self.plan.wg_tile_n),
+        )
+
     def _smem_layouts(self):
         p = self.plan
         a_kmajor = self.a_layout.sm90_mma_major_mode() == cute.nvgpu.warpgroup.OperandMajorMode.K
@@ -230,8 +235,8 @@ class HopperGemmKernel:
             sm90_utils.get_smem_layout_atom(self.d_layout, self.d_dtype, p.epi_m if d_m_major else p.epi_n),
             self.d_dtype,
         )
-        # Ping-pong: each consumer owns half of the staging buffers.
-        epi_buffers = p.epi_stages * (2 if p.pingpong else 1)
+        # Ping-pong and split along N: each consumer owns half of the staging buffers.
+        epi_buffers = p.epi_stages * p.epi_groups
         d_staged = cute.tile_to_shape(
             d_atom, (p.epi_m, p.epi_n, epi_buffers), order=(1, 0, 2) if d_m_major else (0, 1, 2)
         )
@@ -536,15 +541,26 @@ class HopperGemmKernel:
                   mWork, mCount, alpha, beta, tidx, warp_idx, wg_idx, sched_params, geom, cluster_coord, cta_rank):
         p = self.plan
         consumer_idx = wg_idx - 1
-        # Thread index inside the epilogue group, the MMA slice, the group's store warp.
+        # Thread index inside the epilogue group, the MMA slice, the group's store warp; the
+        # thread's index in the tiled MMA (``mma_tidx``: which accumulator elements it holds).
         if cutlass.const_expr(p.pingpong):
             group_tidx = tidx % THREADS_PER_WARPGROUP
             mma_slice = 0
+            mma_tidx = group_tidx
+            store_warp = wg_idx * 4
+            group = consumer_idx
+        elif cutlass.const_expr(p.n_split):
+            # Split along N: the tiled MMA spans both consumers (each its half of B); each runs
+            # the epilogue of its half on its own, as a ping-pong consumer does.
+            group_tidx = tidx % THREADS_PER_WARPGROUP
+            mma_slice = consumer_idx * THREADS_PER_WARPGROUP
+            mma_tidx = tidx - THREADS_PER_WARPGROUP
             store_warp = wg_idx * 4
             group = consumer_idx
         else:
             group_tidx = tidx - THREADS_PER_WARPGROUP
             mma_slice = consumer_idx * THREADS_PER_WARPGROUP
+            mma_tidx = group_tidx
             store_warp = 4
             group = 0
         epi_barrier = pipeline.NamedBarrier(barrier_id=1 + group, num_threads=self.epi_threads)
@@ -554,7 +570,7 @@ class HopperGemmKernel:
         # The warpgroup's slice partitions the shared-memory operands (WGMMA reads them per
         # warpgroup); the thread's own slice says which output element each register holds.
         thr_mma = tiled_mma.get_slice(mma_slice)
-        thr_mma_c = tiled_mma.get_slice(group_tidx)
+        thr_mma_c = tiled_mma.get_slice(mma_tidx)
         tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
         k_blocks = cute.size(tCrB, mode=[2])
         tS2R_sA = None
@@ -575,6 +591,10 @@ class HopperGemmKernel:
 
         gD = cute.local_tile(mD_tma, (p.tile_m, p.tile_n), (None, None, None))
         acc_shape = thr_mma.partition_C(gD).shape[:3]
+        # The tiles the epilogue stores: the whole tile, or one consumer's half when split along N.
+        gD_epi = gD
+        if cutlass.const_expr(p.n_split):
+            gD_epi = cute.local_tile(mD_tma, (p.tile_m, p.wg_tile_n), (None, None, None))
         acc = cute.make_rmem_tensor(acc_shape, self.acc_dtype)
         # Output coordinates of every accumulator element, for predicated C / bias loads.
         cD = cute.local_tile(cute.make_identity_tensor(mD.shape), (p.tile_m, p.tile_n), (None, None, None))
@@ -588,7 +608,12 @@ class HopperGemmKernel:
             stm_atom = cute.make_copy_atom(
                 cute.nvgpu.warp.StMatrix8x8x16bOp(self.d_layout.is_m_major_c(), 4), self.d_dtype
             )
-            r2s = cute.make_tiled_copy_S(r2s_atom, cute.make_tiled_copy_C_atom(stm_atom, tiled_mma))
+            # The stmatrix copy partitions one epilogue group's share: the whole tile, or (split
+            # along N) one consumer's half, laid out as a one-warpgroup MMA's accumulator.
+            epi_mma = tiled_mma
+            if cutlass.const_expr(p.n_split):
+                epi_mma = self._tiled_mma((1, 1, 1))
+            r2s = cute.make_tiled_copy_S(r2s_atom, cute.make_tiled_copy_C_atom(stm_atom, epi_mma))
             thr_r2s = r2s.get_slice(group_tidx)
             tRS_sD = thr_r2s.partition_D(sD)
             tRS_acc = r2s.retile(acc)
@@ -685,8 +710,11 @@ class HopperGemmKernel:
                         rD.store(acc.load().to(self.d_dtype))
                         self._store_fragment(rD, thr_mma_c, mD, tCcD, tile, mD.shape)
                     else:
-                        self._store_tma(acc, tRS_acc, tRS_chunk, tRS_out, chunk_size, r2s, tRS_sD, sD, gD, tma_d,
-                                        tile, tiles_done, group, warp_idx, store_warp, epi_barrier)
+                        epi_tile = tile
+                        if cutlass.const_expr(p.n_split):
+                            epi_tile = (tile[0], tile[1] * 2 + group, tile[2])
+                        self._store_tma(acc, tRS_acc, tRS_chunk, tRS_out, chunk_size, r2s, tRS_sD, sD, gD_epi,
+                                        tma_d, epi_tile, tiles_done, group, warp_idx, store_warp, epi_barrier)
                     tiles_done += 1
             if cutlass.const_expr(p.stream_k):
                 it = it + count

@@ -57,6 +57,9 @@ class Plan:
     """The kernel runs the swapped problem (``check.swapped``): D (and C) arrive transposed,
     i.e. column-major, and the bias runs along the kernel's rows."""
     smem_bytes: int
+    n_split: bool = False
+    """``HopperGemmConfig.n_split``: the consumers split the tile along N and each runs its
+    half's epilogue (its own staging buffers, barrier and store warp, as in ping-pong)."""
 
     @property
     def smem_epilogue(self) -> bool:
@@ -75,14 +78,31 @@ class Plan:
         return budgets.THREADS_PER_WARPGROUP * (1 + self.num_consumer_wgs)
 
     @property
+    def wg_tile_n(self) -> int:
+        """Columns of the tile one consumer accumulates (half of tile_n when split along N)."""
+        return self.tile_n // 2 if self.n_split else self.tile_n
+
+    @property
     def acc_regs(self) -> int:
         """fp32 accumulator registers per consumer thread."""
-        return self.wg_tile_m * self.tile_n // budgets.THREADS_PER_WARPGROUP
+        return self.wg_tile_m * self.wg_tile_n // budgets.THREADS_PER_WARPGROUP
 
     @property
     def mma_atoms_m(self) -> int:
-        """Warpgroups the tiled MMA spreads along M (1 in ping-pong: each WG owns a tile)."""
-        return 1 if self.pingpong else self.num_consumer_wgs
+        """Warpgroups the tiled MMA spreads along M (1 in ping-pong: each WG owns a tile; 1 when
+        split along N)."""
+        return 1 if self.pingpong or self.n_split else self.num_consumer_wgs
+
+    @property
+    def mma_atoms_n(self) -> int:
+        """Warpgroups the tiled MMA spreads along N (2 when split along N)."""
+        return 2 if self.n_split else 1
+
+    @property
+    def epi_groups(self) -> int:
+        """Consumers that run their own epilogue (own staging buffers): 2 in ping-pong and when
+        split along N, else 1 (the cooperative consumers share one)."""
+        return 2 if self.pingpong or self.n_split else 1
 
 
 
@@ -92,9 +112,9 @@ def epilogue_tile(config: HopperGemmConfig, d_bytes: int) -> tuple[int, int]:
     elements: a chunk then has the bytes of a 16-bit one, and the staging buffers leave room for
     one more mainloop stage, e.g. 4 instead of 3 for tf32 128x256x32). The accumulator is walked
     in these chunks, column chunks fastest."""
-    wgs = 1 if config.schedule is Schedule.PINGPONG else config.num_consumer_wgs
+    wgs = 1 if config.schedule is Schedule.PINGPONG or config.n_split else config.num_consumer_wgs
     rows = 64 * wgs
-    cols = 32 if config.tile_n % 32 == 0 and d_bytes < 4 else 16
+    cols = 32 if config.wg_tile_n % 32 == 0 and d_bytes < 4 else 16
     return rows, cols
 
 
@@ -112,7 +132,7 @@ def epilogue_bytes(config: HopperGemmConfig, problem: GemmProblem) -> int:
     if config.store is Store.DIRECT or split_workspace(config):
         return 0
     em, en = epilogue_tile(config, problem.d_dtype.bytes)
-    groups = 2 if config.schedule is Schedule.PINGPONG else 1
+    groups = 2 if config.schedule is Schedule.PINGPONG or config.n_split else 1
     return em * en * problem.d_dtype.bytes * epilogue_stages(config) * groups
 
 
@@ -175,4 +195,5 @@ def make_plan(config: HopperGemmConfig, problem: GemmProblem, smem_limit: int = 
         scaled=problem.a_dtype is DType.E4M3,
         swap_ab=config.swap_ab,
         smem_bytes=smem_bill(config, problem, stages),
+        n_split=config.n_split,
     )
