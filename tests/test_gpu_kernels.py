@@ -67,7 +67,7 @@ CASES = [
     # layouts, batched, clusters, bias and activations, C, direct store, fp16, fp8, swapped
     (C(192, 128, 64), GemmProblem(m=2000, n=3000, k=1000)),
     (C(192, 128, 64, cluster_n=2), GemmProblem(m=520, n=712, k=264, l=2)),
-    (C(192, 176, 64, cluster_m=2), GemmProblem(m=2049, n=1000, k=520, b_major=T,
+    (C(192, 160, 64, cluster_m=2), GemmProblem(m=2049, n=1000, k=520, b_major=T,
                                                epilogue=Epilogue(bias=True, activation=Activation.GELU))),
     (C(192, 256, 64), GemmProblem(m=400, n=600, k=304, b_major=T)),
     (C(192, 96, 64, store="direct"), GemmProblem(m=300, n=200, k=136, b_major=T,

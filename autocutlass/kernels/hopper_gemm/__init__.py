@@ -492,11 +492,7 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
             ]
         elif problem.m * problem.n * problem.l <= 2048 * 4096 or problem.k <= 512:  # few tiles or short K
             guesses = [
-                c(128, 128, 64, cluster_m=2, schedule=pp),
-                # 192 rows split along N (HopperGemmConfig.n_split): cuBLAS's kernel for
-                # 2000x3000x1000 'nn' (benchmarks/results/2026-11-28-h200-s38-i-ncu-odd.txt)
-                c(192, 128, 64, cluster_n=2),
-                c(128, 128, 64, cluster_n=2, schedule=pp, raster=n_, swizzle=8),
+                c(128, 128, 64, cluster_m=2, schedule=pp), c(128, 128, 64, cluster_n=2, schedule=pp, raster=n_, swizzle=8),
                 c(128, 192, 64, cluster_n=2, raster=n_), c(64, 256, 64, cluster_m=2, schedule=pp),
                 c(128, 128, 64), c(128, 256, 64, cluster_n=2), c(256, 128, 64, cluster_m=2),
             ]
@@ -505,7 +501,12 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
                 c(128, 256, 64, cluster_m=2, raster=n_, swizzle=8), c(128, 256, 64, cluster_n=2, swizzle=2),
                 # the wide tile (check.ACC_REGS_WIDE): the H200's best of 11 probed large GEMMs
                 # in 3 (benchmarks/results/2026-11-28-h200-s38-a-wide-tiles.txt)
-                c(256, 192, 64, cluster_n=2), c(192, 128, 64, cluster_n=2),
+                c(256, 192, 64, cluster_n=2),
+                # 192 rows split along N (HopperGemmConfig.n_split): M a few rows past a multiple
+                # of 128 in fewer wasted rows; x1.040 of torch on 2049x6144x4096 'nn' where the
+                # shipped record read x0.983, while 192x128 lost on all 7 probed shapes
+                # (benchmarks/results/2026-11-28-h200-s39-a-nsplit-probe.txt)
+                c(192, 256, 64),
                 c(256, 128, 64), c(256, 128, 64, cluster_m=2, swizzle=4), c(256, 128, 64, cluster_n=2, swizzle=4),
                 c(128, 256, 64), c(128, 256, 64, cluster_n=2), c(128, 128, 64, schedule=pp, cluster_m=2),
             ]

@@ -172,8 +172,9 @@ def _wgmma_shape(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
     if config.n_split:
         if problem.a_dtype is DType.TF32:
             return "tile_m=192 (consumers split along N) is built for 16-bit and fp8 inputs, not tf32"
-        if config.tile_n % 16:
-            return f"tile_m=192 splits tile_n={config.tile_n} between two consumers: it must be a multiple of 16"
+        if config.wg_tile_n % 16:
+            return (f"tile_m=192 splits tile_n={config.tile_n} between two consumers: each half must be whole "
+                    f"16-column epilogue chunks, so tile_n must be a multiple of 32")
         if problem.b_major is Major.ROW and config.wg_tile_n % 64:
             return (f"tile_m=192 with N-contiguous B: each consumer's {config.wg_tile_n} columns of B are not whole "
                     f"64-column swizzle atoms; use tile_n 128 or 256")
