@@ -30,7 +30,17 @@ from typing import Any
 from autocutlass.cli.common import UsageError
 
 DIGEST_TIMEOUT_S = 3600
-"""The longest one source tree's compiles may take."""
+"""The longest one source tree's compiles may take, at least (``digest_timeout``)."""
+
+DIGEST_JOB_S = 60
+"""Each job's share of a source tree's time limit: a GEMM kernel change retires every record of the
+families built on it (about 250 jobs per shipped file), which one compile process takes longer than
+``DIGEST_TIMEOUT_S`` over on a 2-core machine."""
+
+
+def digest_timeout(jobs: int, workers: int) -> float:
+    """Seconds one source tree's ``jobs`` compiles may take in ``workers`` processes."""
+    return max(DIGEST_TIMEOUT_S, DIGEST_JOB_S * jobs / max(1, workers))
 
 
 def add_rekey_parser(sub: argparse._SubParsersAction[Any]) -> None:
@@ -55,7 +65,7 @@ def digests(tree: Path, jobs: list[list[Any]], workers: int) -> list[dict[str, A
         path.write_text(json.dumps(jobs))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
         r = subprocess.run([sys.executable, str(script), str(path), str(workers)], env=env, cwd=tmp,
-                           capture_output=True, text=True, timeout=DIGEST_TIMEOUT_S, check=False)  # fmt: skip
+                           capture_output=True, text=True, timeout=digest_timeout(len(jobs), workers), check=False)  # fmt: skip
     if r.returncode != 0:
         raise UsageError(f"compiling the records' kernels from {tree} failed:\n{r.stderr[-3000:]}")
     out = json.loads(r.stdout.strip().splitlines()[-1])

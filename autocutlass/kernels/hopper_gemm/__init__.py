@@ -159,6 +159,12 @@ GEMM_TILE_RATES: dict[tuple[int, int], float] = {
     # the wide cooperative tile (check.ACC_REGS_WIDE), measured on an H200 (747 TFLOP/s on
     # 3072x6144x4096 'nt', benchmarks/results/2026-11-28-h200-s38-a-wide-tiles.txt)
     (256, 192): 1.0,
+    # the 192-row tile whose consumers split N (HopperGemmConfig.n_split), measured on an H200
+    # (TFLOP/s over wave fill over 773): 718 and 734 TFLOP/s on 2049x6144x4096 'nn' and
+    # 6200x4096x4096 'nt' (benchmarks/results/2026-11-28-h200-s39-b-tune-nsplit.txt). 192x192
+    # (668 on 1100x8192x4096 'nt', one shape: 2026-11-28-h200-s39-d-probe-cublas-tiles.txt) is left
+    # out until measured on more, 192x128 lost on every shape probed
+    (192, 256): 0.96,
 }  # fmt: skip
 """This family's main-loop efficiency per (tile_m, tile_n), for the cost model: the best bf16
 TFLOP/s any config of the tile shape reached on the shipped H100 database's problems of M, N, K
