@@ -179,3 +179,14 @@ def test_rekey_refuses_a_tree_without_the_package_and_an_existing_output(tmp_pat
     (tmp_path / "out.sqlite").write_text("")
     r = rekey("--old-src", str(REPO), "-o", str(tmp_path / "out.sqlite"))
     assert r.returncode == 2 and "exists" in r.stderr and (tmp_path / "out.sqlite").read_text() == "", r.stderr
+
+
+def test_digest_time_limit_grows_with_the_jobs() -> None:
+    """A GEMM kernel change retires ~250 records a shipped file: one compile process takes longer
+    than the fixed hour over them, so the limit grows by DIGEST_JOB_S a job (per worker)."""
+    from autocutlass.cli.db_rekey import DIGEST_JOB_S, DIGEST_TIMEOUT_S, digest_timeout
+
+    assert digest_timeout(10, 1) == DIGEST_TIMEOUT_S
+    assert digest_timeout(252, 1) == 252 * DIGEST_JOB_S > DIGEST_TIMEOUT_S
+    assert digest_timeout(252, 4) == max(DIGEST_TIMEOUT_S, 252 * DIGEST_JOB_S / 4)
+    assert digest_timeout(252, 0) == digest_timeout(252, 1)
