@@ -203,6 +203,9 @@ def test_the_gated_family_alone_serves_a_multiplying_epilogue(monkeypatch: pytes
     assert seeds and all(fam.check(c, decode) is None for c in seeds)
     ws = HopperGemmConfig(64, 128, 128, split_k=4, split_mode=SplitMode.WORKSPACE)
     assert "workspace" in (fam.check(ws, decode) or "")
+    prefill = _gated(m=4096)
+    assert "tile_m=192" in (fam.check(HopperGemmConfig(192, 128, 64), prefill) or "")
+    assert not any(c.n_split for c in fam.space(prefill)) and not any(c.n_split for c in fam.seeds(prefill))
     assert fam.source_hash() != get_family("hopper_gemm").source_hash()
 
 

@@ -277,6 +277,7 @@ def test_the_swiglu_family_alone_serves_swiglu_and_can_be_switched_off(monkeypat
     (HopperGemmConfig(128, 128, 32), _swiglu(a_dtype=DType.TF32, b_dtype=DType.TF32, d_dtype=DType.FP32), "tf32"),
     (HopperGemmConfig(128, 128, 64), _swiglu(align_d=8), "D is only 8-byte aligned"),
     (HopperGemmConfig(256, 256, 64, schedule=Schedule.PINGPONG), _swiglu(), "ping-pong tile_m=256"),
+    (HopperGemmConfig(192, 128, 64), _swiglu(), "gate half"),
 ])  # fmt: skip
 def test_configs_are_refused_with_reasons(config: HopperGemmConfig, problem: GemmProblem, reason: str) -> None:
     why = get_family("hopper_gemm_swiglu").check(config, problem)
@@ -295,7 +296,7 @@ def test_space_and_seeds_pass_check(m: int) -> None:
     p = _swiglu(m=m)
     space = fam.space(p)
     assert space and all(fam.check(c, p) is None for c in space)
-    assert not any(c.swap_ab or c.split_k > 1 for c in space) and {c.tile_n for c in space} <= {64, 128, 192, 256}
+    assert not any(c.swap_ab or c.split_k > 1 or c.n_split for c in space) and {c.tile_n for c in space} <= {64, 128, 192, 256}
     assert any(c.store is Store.DIRECT for c in space) == (m <= 256)
     seeds = fam.seeds(p)
     assert seeds and all(fam.check(c, p) is None for c in seeds) and seeds[0].tile_n in (128, 256)

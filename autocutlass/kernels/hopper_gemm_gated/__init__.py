@@ -52,7 +52,9 @@ class HopperGemmGatedFamily(HopperGemmFamily):
         return gated_check.problem_supported(problem)
 
     def space(self, problem: Any) -> Sequence[HopperGemmConfig]:
-        return _no_workspace(self._additive.space(gated_check.additive(problem)))
+        """The additive GEMM's space, less what this family's check refuses (workspace split-K,
+        the GEMM family's own wide and 192-row tiles)."""
+        return [c for c in self._additive.space(gated_check.additive(problem)) if gated_check.check(c, problem) is None]
 
     def check(self, config: HopperGemmConfig, problem: Any) -> str | None:
         if not isinstance(problem, GemmProblem):

@@ -33,4 +33,7 @@ def check(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
         return why
     if config.split_k > 1 and config.split_mode is SplitMode.WORKSPACE:
         return "workspace split-K: its reduce kernel runs the additive epilogue"
+    if config.n_split:
+        return ("tile_m=192 (consumers split along N) is validated on the GPU for the GEMM family's own "
+                "epilogues only: use tile_m 64, 128 or 256")
     return gemm_check(config, additive(problem), acc_regs=budgets.ACC_REGS_MAX)

@@ -64,6 +64,9 @@ def _features(config: HopperGemmConfig, problem: GemmProblem) -> str | None:
         return "swap_ab: the SwiGLU pairing runs along the kernel's N (the weight's rows); use swap_ab=False"
     if config.split_k > 1:
         return "split-K: the SwiGLU kernel tiles D by tile_n/2, which the split-K turnstiles do not; use split_k=1"
+    if config.n_split:
+        return ("tile_m=192 splits N between the consumers, one holding the gate half of the tile and the other "
+                "the up half; the SwiGLU epilogue pairs them in one consumer's registers: use tile_m 64, 128 or 256")
     return None
 
 
