@@ -82,7 +82,7 @@ def data_parallel_only(tile_m: int, tile_n: int) -> bool:
     """Tiles the space and the cost model offer without split-K or stream-K: the wide ones
     (``wide_tile``) and the 192-row tiles whose consumers split N (``HopperGemmConfig.n_split``,
     which ``check`` runs data-parallel only)."""
-    return tile_m == 192 or wide_tile(tile_m, tile_n)
+    return HopperGemmConfig(tile_m, tile_n).n_split or wide_tile(tile_m, tile_n)
 
 
 def wide_tile(tile_m: int, tile_n: int) -> bool:

@@ -31,8 +31,11 @@ from autocutlass.ops.gemm.problem import GemmProblem
 __all__ = ["HopperGemmGatedFamily"]
 
 
-def _no_workspace(configs: Sequence[HopperGemmConfig]) -> list[HopperGemmConfig]:
-    return [c for c in configs if not (c.split_k > 1 and c.split_mode is SplitMode.WORKSPACE)]
+def _own_kernel(configs: Sequence[HopperGemmConfig]) -> list[HopperGemmConfig]:
+    """The additive GEMM's configs this family's kernel can run at all: no workspace split-K (its
+    reduce kernel runs the additive epilogue), no 192-row tiles split along N (not validated with
+    the multiplying epilogue). The rest is judged per problem by ``check`` (``search.space``)."""
+    return [c for c in configs if not (c.split_k > 1 and c.split_mode is SplitMode.WORKSPACE) and not c.n_split]
 
 
 class HopperGemmGatedFamily(HopperGemmFamily):
@@ -52,9 +55,7 @@ class HopperGemmGatedFamily(HopperGemmFamily):
         return gated_check.problem_supported(problem)
 
     def space(self, problem: Any) -> Sequence[HopperGemmConfig]:
-        """The additive GEMM's space, less what this family's check refuses (workspace split-K,
-        the GEMM family's own wide and 192-row tiles)."""
-        return [c for c in self._additive.space(gated_check.additive(problem)) if gated_check.check(c, problem) is None]
+        return _own_kernel(self._additive.space(gated_check.additive(problem)))
 
     def check(self, config: HopperGemmConfig, problem: Any) -> str | None:
         if not isinstance(problem, GemmProblem):
@@ -62,7 +63,7 @@ class HopperGemmGatedFamily(HopperGemmFamily):
         return gated_check.check(config, problem)
 
     def seeds(self, problem: Any) -> Sequence[HopperGemmConfig]:
-        guesses = _no_workspace(self._additive.seeds(gated_check.additive(problem)))
+        guesses = _own_kernel(self._additive.seeds(gated_check.additive(problem)))
         return self.feasible_seeds(guesses, problem)
 
     def compile(self, config: HopperGemmConfig, problem: Any) -> Any:
