@@ -206,6 +206,11 @@ def test_the_gated_family_alone_serves_a_multiplying_epilogue(monkeypatch: pytes
     prefill = _gated(m=4096)
     assert "tile_m=192" in (fam.check(HopperGemmConfig(192, 128, 64), prefill) or "")
     assert not any(c.n_split for c in fam.space(prefill)) and not any(c.n_split for c in fam.seeds(prefill))
+    # the additive GEMM's swapped orientation beyond decode (hopper_gemm.swap_dp_candidate) stays out
+    from autocutlass.kernels.hopper_gemm_gated.check import additive
+
+    assert any(c.swap_ab for c in get_family("hopper_gemm").space(additive(prefill)))
+    assert not any(c.swap_ab for c in fam.space(prefill)) and not any(c.swap_ab for c in fam.seeds(prefill))
     assert fam.source_hash() != get_family("hopper_gemm").source_hash()
 
 

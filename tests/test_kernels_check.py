@@ -230,7 +230,10 @@ def test_decode_space_has_swapped_and_balanced_split_configs() -> None:
     assert swapped_cfgs and {c.tile_n for c in swapped_cfgs} == {16}
     assert any(c.split_k == 11 for c in swapped_cfgs)  # 96 tiles x 11 = 8 waves of 132
     assert len(space) == len(set(space))
-    assert not any(c.swap_ab for c in fam.space(NT))  # large problems: no swapped configs
+    # large problems: the swapped orientation data-parallel only (hopper_gemm.swap_dp_candidate)
+    large_swaps = [c for c in fam.space(NT) if c.swap_ab]
+    assert large_swaps and all(c.split_k == 1 and c.schedule is Schedule.COOPERATIVE and c.tile_n >= 64
+                               for c in large_swaps)  # fmt: skip
     assert not any(c.tile_n < 64 for c in fam.space(NT))  # nor narrow tiles
     assert swap_tile_ns(16) == (16,) and swap_tile_ns(64) == (64, 32) and swap_tile_ns(100) == (128, 64)
     assert split_counts(6144, 16, 1, 64, 16) == (2, 3, 4, 8, 11, 12)

@@ -124,8 +124,9 @@ def test_gemm_seeds_start_with_the_tiles_that_fill_whole_waves() -> None:
         alone = [dataclasses.replace(c, cluster_m=1, cluster_n=1) for c in picks]
         assert all(cluster_waves(c, few) <= cluster_waves(a, few) for c, a in zip(picks, alone, strict=True))
         # N-contiguous B ('nn'): fitted widths are infeasible (measured 1.5-2.3x slower), never picked
+        # unswapped (swapped, B' = A^T is K-major: ``test_swapped_orientation_joins_where_it_fills_the_waves``)
         nn = GemmProblem(m=m, n=n, k=k)
-        assert all(c.tile_n not in TILE_N_FITTED for c in model_picks(nn)) and model_picks(nn)
+        assert all(c.tile_n not in TILE_N_FITTED for c in model_picks(nn) if not c.swap_ab) and model_picks(nn)
         assert "fitted width" in (check(picks[1], nn) or "")
     few = GemmProblem(m=1536, n=1536, k=8192, b_major=Major.COL)
     assert waves_of(model_picks(few)[0], few) == (1, 1.0)
@@ -174,8 +175,8 @@ def test_m_residue_long_k_gets_the_swapped_workspace_split() -> None:
     fam = HopperGemmFamily()
     p = GemmProblem(m=320, n=640, k=40960)
     assert swap_split_candidate(p)
-    swaps = [c for c in fam.space(p) if c.swap_ab]
-    assert swaps and all(c.split_k > 1 and c.split_mode is SplitMode.WORKSPACE for c in swaps)
+    swaps = [c for c in fam.space(p) if c.swap_ab and c.split_k > 1]  # (unsplit: swap_dp_candidate)
+    assert swaps and all(c.split_mode is SplitMode.WORKSPACE for c in swaps)
     assert any(check(c, p) is None and (c.tile_m, c.tile_n) == (128, 160) for c in swaps)
     picks = model_picks(p)
     # 5 x 2 swapped tiles split 13 ways fill one wave (130 units); a 2x1 cluster pads them to 6 x 2
@@ -188,6 +189,38 @@ def test_m_residue_long_k_gets_the_swapped_workspace_split() -> None:
                   GemmProblem(m=320, n=640, k=40960, a_dtype=DType.E4M3, b_dtype=DType.E4M3)):
         assert not swap_split_candidate(other)
         assert not any(c.swap_ab and c.split_mode is SplitMode.WORKSPACE and c.split_k > 1 for c in fam.space(other))
+
+
+def test_swapped_orientation_joins_where_it_fills_the_waves() -> None:
+    """A 16-bit GEMM that is no decode GEMM gets the swapped orientation data-parallel (swap_ab: M on
+    the kernel's N side, in widths of 16): the space holds its cooperative configs, and the model's
+    cheapest swapped tile joins the picks, clustered and alone, after the unswapped pick, where the
+    model ranks it cheaper. 4608 x 1152: 9 x 29 tiles of 128x160 swapped are two waves of 132
+    (cuBLAS's own tiling of it, H200 session 39), unswapped 36 x 8 are three; square GEMMs, decode
+    GEMMs and fp8 get none."""
+    from autocutlass.kernels.hopper_gemm import HopperGemmFamily, check, cluster_waves, model_picks, swap_dp_candidate
+    from autocutlass.ops.gemm.problem import DType, GemmProblem, Major
+
+    fam = HopperGemmFamily()
+    p = GemmProblem(m=4608, n=1152, k=4096, b_major=Major.COL)
+    assert swap_dp_candidate(p)
+    swaps = [c for c in fam.space(p) if c.swap_ab]
+    assert swaps and all(c.split_k == 1 and c.schedule.value == "cooperative" for c in swaps)  # stream-K too
+    assert any(check(c, p) is None and (c.tile_m, c.tile_n) == (128, 160) for c in swaps)
+    picks = model_picks(p)
+    first_swap = next(i for i, c in enumerate(picks) if c.swap_ab)
+    assert not any(c.swap_ab for c in picks[:first_swap]) and first_swap > 0
+    swapped_picks = [c for c in picks if c.swap_ab]
+    assert {(c.tile_m, c.tile_n) for c in swapped_picks} == {(128, 160)}
+    # its 9 x 29 tiles fill two waves; a 2-CTA cluster pads them into a third, so it runs alone
+    assert [(c.cluster_m, c.cluster_n) for c in swapped_picks] == [(1, 1)] and cluster_waves(swapped_picks[0], p) == 2
+    assert all(check(c, p) is None for c in picks) and swapped_picks[0] in fam.seeds(p)
+    for other in (GemmProblem(m=4096, n=4096, k=4096), GemmProblem(m=8192, n=8192, k=8192, b_major=Major.COL)):
+        assert not any(c.swap_ab for c in model_picks(other)), other.describe()  # the same tiles either way
+    for other in (GemmProblem(m=16, n=6144, k=4096),
+                  GemmProblem(m=4608, n=1152, k=4096, a_dtype=DType.E4M3, b_dtype=DType.E4M3, b_major=Major.COL)):
+        assert not swap_dp_candidate(other)
+        assert not any(c.swap_ab and c.split_k == 1 and c.tile_m >= 128 and c.tile_n >= 64 for c in model_picks(other))
 
 
 def test_gemm_model_picks_walk_along_n_on_tall_tile_grids() -> None:

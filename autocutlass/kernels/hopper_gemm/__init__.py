@@ -229,6 +229,17 @@ def space_tile_ns(n: int) -> tuple[int, ...]:
     return TILE_N_WIDE + (TILE_N_NARROW if n <= NARROW_N else ())
 
 
+def swap_dp_candidate(problem: GemmProblem) -> bool:
+    """A 16-bit GEMM that is not a decode GEMM: the cost model also ranks its swapped orientation
+    data-parallel (``swap_ab``: the problem's N on the kernel's M side, M on tile_n in widths of 16),
+    and the space has the swapped mirror of its data-parallel cooperative configs
+    (``swapped_dp_configs``). An M a few rows past a tile multiple wastes most of a row of tiles
+    and often a partial wave; swapped, it wastes at most 15 columns of a tile row. cuBLAS's kernels
+    on such shapes fit whole waves that way (H200, session 39: 128x160 on 4608x1152x4096 in 9 x 29 =
+    261 tiles, two waves, only transposed; 128x168 on 1300x4096x4096 in 32 x 8 = 256)."""
+    return problem.a_dtype in (DType.BF16, DType.FP16) and problem.m > SWAP_AB_MAX_M
+
+
 def swap_split_candidate(problem: GemmProblem) -> bool:
     """A 16-bit split-K GEMM (few output tiles, long K) with an M residue (``SWAP_SPLIT_ROWS``)
     that is not a decode GEMM (those have their own swapped space)."""
@@ -271,6 +282,31 @@ def swapped_split_configs(problem: GemmProblem, tks: tuple[int, ...]) -> list[Ho
     return out
 
 
+def _swapped_dp_pick(problem: GemmProblem) -> tuple[float, HopperGemmConfig] | None:
+    """The cost model's cheapest data-parallel config of the swapped problem, as a ``swap_ab``
+    config of ``problem`` that ``check`` accepts, with its modelled cost; None where the problem is
+    no ``swap_dp_candidate``."""
+    if not swap_dp_candidate(problem):
+        return None
+    for cost, cfg in modelled_configs(swapped(problem)):
+        if cfg.split_k == 1:
+            pick = dataclasses.replace(cfg, swap_ab=True)
+            if check(pick, problem) is None:
+                return cost, pick
+    return None
+
+
+def swapped_dp_configs(problem: GemmProblem, tks: tuple[int, ...]) -> list[HopperGemmConfig]:
+    """The data-parallel ``swap_ab`` configs of a ``swap_dp_candidate``: every tile of the swapped
+    problem (N rows on tile_m, M columns on tile_n), cooperative, TMA store, swizzle 1, each
+    cluster and raster order."""
+    sp = swapped(problem)
+    return [
+        HopperGemmConfig(tm, tn, tk, cm, cn, 0, Schedule.COOPERATIVE, ras, 1, 1, Store.TMA, swap_ab=True)
+        for tm, tn, tk, (cm, cn), ras in itertools.product(TILE_M, space_tile_ns(sp.n), tks, CLUSTERS, tuple(Raster))
+    ]
+
+
 def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
     """The cost model's cheapest feasible data-parallel config (``modelled_configs``), preceded,
     when a split ranks cheapest of all, by the cheapest splits of ``SPLIT_PICKS`` tile shapes, each
@@ -311,6 +347,9 @@ def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
         if out[0].split_k > 1:
             out.insert(1, dataclasses.replace(out[0], interleave=True))
     out += _clustered(_rastered(data, problem), problem)
+    swap = _swapped_dp_pick(problem)
+    if swap is not None and swap[0] < next(cost for cost, cfg in costed if cfg is data):
+        out += _clustered(_rastered(swap[1], problem), problem)
     if data.tile_n in TILE_N_FITTED:
         old = next(cfg for cfg in ranked if cfg.split_k == 1 and cfg.tile_n not in TILE_N_FITTED)
         out += _clustered(_rastered(old, problem), problem)[:2]
@@ -328,7 +367,8 @@ def _rastered(cfg: HopperGemmConfig, problem: GemmProblem) -> HopperGemmConfig:
     (benchmarks/results/2026-11-27-h100-s23-raster-probe.txt) 128x256 tiles in raster along M read
     x0.80-0.82 of torch on 16896x512/1024x4096 and 32768x768x2048, along N x0.99-1.03; swizzle 8
     there x0.11-0.36. Short, wide grids keep raster along M (x0.98-1.07 against x0.79-0.89)."""
-    tiles_m, tiles_n = -(-problem.m // cfg.tile_m), -(-problem.n // cfg.tile_n)
+    m, n = (problem.n, problem.m) if cfg.swap_ab else (problem.m, problem.n)
+    tiles_m, tiles_n = -(-m // cfg.tile_m), -(-n // cfg.tile_n)
     if tiles_m >= RASTER_ALONG_N_RATIO * tiles_n:
         return dataclasses.replace(cfg, raster=Raster.ALONG_N)
     return cfg
@@ -447,6 +487,8 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
             out += self._swapped_space(problem, stores, tks)
         if swap_split_candidate(problem):
             out += swapped_split_configs(problem, tks)
+        if swap_dp_candidate(problem):
+            out += swapped_dp_configs(problem, tks)
         out += [dataclasses.replace(cfg, interleave=True) for cfg in out if cfg.split_k > 1]
         if problem.m * problem.n * problem.l <= SPLIT_K_MAX_OUTPUT and problem.k >= STREAM_K_MIN_K:
             out += [

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from autocutlass.errors import CantImplement
-from autocutlass.kernels.hopper_gemm import HopperGemmConfig, HopperGemmFamily
+from autocutlass.kernels.hopper_gemm import HopperGemmConfig, HopperGemmFamily, swap_dp_candidate
 from autocutlass.kernels.hopper_gemm.config import SplitMode
 from autocutlass.kernels.hopper_gemm_gated import check as gated_check
 from autocutlass.kernels.hopper_gemm_gated import sources
@@ -31,11 +31,14 @@ from autocutlass.ops.gemm.problem import GemmProblem
 __all__ = ["HopperGemmGatedFamily"]
 
 
-def _own_kernel(configs: Sequence[HopperGemmConfig]) -> list[HopperGemmConfig]:
+def _own_kernel(configs: Sequence[HopperGemmConfig], problem: GemmProblem) -> list[HopperGemmConfig]:
     """The additive GEMM's configs this family's kernel can run at all: no workspace split-K (its
-    reduce kernel runs the additive epilogue), no 192-row tiles split along N (not validated with
-    the multiplying epilogue). The rest is judged per problem by ``check`` (``search.space``)."""
-    return [c for c in configs if not (c.split_k > 1 and c.split_mode is SplitMode.WORKSPACE) and not c.n_split]
+    reduce kernel runs the additive epilogue), no 192-row tiles split along N and, beyond decode
+    GEMMs, no swapped orientation (``hopper_gemm.swap_dp_candidate``; neither validated with the
+    multiplying epilogue). The rest is judged per problem by ``check`` (``search.space``)."""
+    no_swap = swap_dp_candidate(problem)
+    return [c for c in configs if not (c.split_k > 1 and c.split_mode is SplitMode.WORKSPACE) and not c.n_split
+            and not (no_swap and c.swap_ab)]  # fmt: skip
 
 
 class HopperGemmGatedFamily(HopperGemmFamily):
@@ -55,7 +58,7 @@ class HopperGemmGatedFamily(HopperGemmFamily):
         return gated_check.problem_supported(problem)
 
     def space(self, problem: Any) -> Sequence[HopperGemmConfig]:
-        return _own_kernel(self._additive.space(gated_check.additive(problem)))
+        return _own_kernel(self._additive.space(gated_check.additive(problem)), problem)
 
     def check(self, config: HopperGemmConfig, problem: Any) -> str | None:
         if not isinstance(problem, GemmProblem):
@@ -63,7 +66,7 @@ class HopperGemmGatedFamily(HopperGemmFamily):
         return gated_check.check(config, problem)
 
     def seeds(self, problem: Any) -> Sequence[HopperGemmConfig]:
-        guesses = _own_kernel(self._additive.seeds(gated_check.additive(problem)))
+        guesses = _own_kernel(self._additive.seeds(gated_check.additive(problem)), problem)
         return self.feasible_seeds(guesses, problem)
 
     def compile(self, config: HopperGemmConfig, problem: Any) -> Any:
