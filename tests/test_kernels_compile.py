@@ -111,12 +111,20 @@ def test_epilogue_variants_and_batched_compile() -> None:
         (HopperGemmConfig(192, 128, 64, cluster_n=2), GemmProblem(m=2000, n=3000, k=1000)),
         (HopperGemmConfig(192, 160, 64), GemmProblem(
             m=2049, n=6144, k=4096, b_major=Major.COL, epilogue=Epilogue(bias=True, activation=Activation.GELU))),
+        # the swapped orientation data-parallel (swap_dp_candidate): the model's 128x160 pick on
+        # 4608x1152 with a bias (along the kernel's rows); a wide tile swapped in a 2x1 cluster on
+        # 'nn' (A' = B^T M-major); a 192-row N-split tile swapped
+        (HopperGemmConfig(128, 160, 64, swap_ab=True), GemmProblem(
+            m=4608, n=1152, k=4096, b_major=Major.COL, epilogue=Epilogue(bias=True, activation=Activation.SILU))),
+        (HopperGemmConfig(256, 176, 64, cluster_m=2, swap_ab=True), GemmProblem(m=1300, n=4096, k=4096)),
+        (HopperGemmConfig(192, 224, 64, swap_ab=True), GemmProblem(m=4608, n=1152, k=4096, b_major=Major.COL)),
     ],
     ids=["tf32-nn", "tf32-nt-pingpong", "splitk-workspace", "swap-ab-splitk-epilogue", "fp8", "fp8-swap-ab",
          "tf32-nn-swap-a-regs", "tf32-col-a-regs-pingpong", "stream-k-c2x2-epilogue", "stream-k-swap-direct",
          "fitted-144-c1x2-epilogue", "fitted-176-workspace", "swap-ab-workspace-c1x2-epilogue",
          "interleaved-workspace-c1x2", "interleaved-serial-epilogue", "wide-256x192-c1x2-epilogue",
-         "wide-256x192-fp8-splitk", "nsplit-192x128-c1x2", "nsplit-192x160-epilogue"],
+         "wide-256x192-fp8-splitk", "nsplit-192x128-c1x2", "nsplit-192x160-epilogue", "swap-dp-128x160-bias",
+         "swap-dp-wide-256x176-c2x1-nn", "swap-dp-nsplit-192x224"],
 )
 def test_tf32_workspace_split_k_and_swap_ab_compile(cfg: HopperGemmConfig, prob: GemmProblem) -> None:
     from autocutlass.kernels.hopper_gemm.check import kernel_problem
