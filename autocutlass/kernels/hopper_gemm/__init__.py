@@ -248,17 +248,21 @@ def swap_split_candidate(problem: GemmProblem) -> bool:
             and problem.k >= SPLIT_K_MIN_K)  # fmt: skip
 
 
-def _swapped_split_pick(problem: GemmProblem) -> tuple[float, HopperGemmConfig] | None:
-    """The cost model's cheapest workspace split of the swapped problem, as a ``swap_ab`` config of
-    ``problem`` with its modelled cost, or None."""
-    if not swap_split_candidate(problem):
-        return None
-    for cost, cfg in modelled_configs(swapped(problem)):
-        if cfg.split_k > 1:
-            pick = dataclasses.replace(cfg, swap_ab=True, split_mode=SplitMode.WORKSPACE)
-            if check(pick, problem) is None:
-                return cost, pick
-    return None
+def _swapped_picks(problem: GemmProblem) -> tuple[tuple[float, HopperGemmConfig] | None, ...]:
+    """The cost model's cheapest workspace split (for a ``swap_split_candidate``) and cheapest
+    data-parallel config (for a ``swap_dp_candidate``) of the swapped problem, each as a
+    ``swap_ab`` config of ``problem`` that ``check`` accepts, with its modelled cost, or None."""
+    want_split, want_dp = swap_split_candidate(problem), swap_dp_candidate(problem)
+    split = dp = None
+    if want_split or want_dp:
+        for cost, cfg in modelled_configs(swapped(problem)):
+            if cfg.split_k > 1 and want_split and split is None:
+                pick = dataclasses.replace(cfg, swap_ab=True, split_mode=SplitMode.WORKSPACE)
+                split = (cost, pick) if check(pick, problem) is None else None
+            elif cfg.split_k == 1 and want_dp and dp is None:
+                pick = dataclasses.replace(cfg, swap_ab=True)
+                dp = (cost, pick) if check(pick, problem) is None else None
+    return split, dp
 
 
 SPLIT_PICKS = 3
@@ -280,20 +284,6 @@ def swapped_split_configs(problem: GemmProblem, tks: tuple[int, ...]) -> list[Ho
             out.append(HopperGemmConfig(tm, tn, tk, cm, cn, 0, Schedule.COOPERATIVE, ras, 1, sk, Store.TMA,
                                         SplitMode.WORKSPACE, swap_ab=True))  # fmt: skip
     return out
-
-
-def _swapped_dp_pick(problem: GemmProblem) -> tuple[float, HopperGemmConfig] | None:
-    """The cost model's cheapest data-parallel config of the swapped problem, as a ``swap_ab``
-    config of ``problem`` that ``check`` accepts, with its modelled cost; None where the problem is
-    no ``swap_dp_candidate``."""
-    if not swap_dp_candidate(problem):
-        return None
-    for cost, cfg in modelled_configs(swapped(problem)):
-        if cfg.split_k == 1:
-            pick = dataclasses.replace(cfg, swap_ab=True)
-            if check(pick, problem) is None:
-                return cost, pick
-    return None
 
 
 def swapped_dp_configs(problem: GemmProblem, tks: tuple[int, ...]) -> list[HopperGemmConfig]:
@@ -330,15 +320,15 @@ def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
     if data is None:
         return [ranked[0]]
     out: list[HopperGemmConfig] = []
+    swap_split, swap_dp = _swapped_picks(problem)
     if ranked[0] is not data:
         shapes: dict[tuple[int, int], HopperGemmConfig] = {}
         for cfg in ranked:
             if cfg.split_k > 1 and len(shapes) < SPLIT_PICKS:
                 shapes.setdefault((cfg.tile_m, cfg.tile_n), cfg)
         groups = [_clustered(cfg, problem) for cfg in shapes.values()]
-        swap = _swapped_split_pick(problem)
-        if swap is not None:  # first if the model ranks it cheaper, else after the cheapest split shape
-            groups.insert(0 if swap[0] < costed[0][0] else 1, _clustered(swap[1], problem))
+        if swap_split is not None:  # first if the model ranks it cheaper, else after the cheapest split shape
+            groups.insert(0 if swap_split[0] < costed[0][0] else 1, _clustered(swap_split[1], problem))
         out = [c for group in groups for c in group]
         # The cheapest split pick with its K blocks interleaved among the splits too (``interleave``).
         # On an H200 (benchmarks/results/2026-11-28-h200-s34-b-split-order-gemm.txt) the interleaved
@@ -347,9 +337,8 @@ def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
         if out[0].split_k > 1:
             out.insert(1, dataclasses.replace(out[0], interleave=True))
     out += _clustered(_rastered(data, problem), problem)
-    swap = _swapped_dp_pick(problem)
-    if swap is not None and swap[0] < next(cost for cost, cfg in costed if cfg is data):
-        out += _clustered(_rastered(swap[1], problem), problem)
+    if swap_dp is not None and swap_dp[0] < next(cost for cost, cfg in costed if cfg is data):
+        out += _clustered(_rastered(swap_dp[1], problem), problem)
     if data.tile_n in TILE_N_FITTED:
         old = next(cfg for cfg in ranked if cfg.split_k == 1 and cfg.tile_n not in TILE_N_FITTED)
         out += _clustered(_rastered(old, problem), problem)[:2]
