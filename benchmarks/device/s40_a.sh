@@ -25,7 +25,8 @@ probe a $N:ns-4608x1152x4096 $N:ns-1300x4096x4096 $N:ns-2100x14336x4096 -- \
   "\"tile_m\":256,\"tile_n\":176,\"cluster_m\":2,$sw" "\"tile_m\":128,\"tile_n\":176,\"cluster_m\":2,$sw" \
   "\"tile_m\":256,\"tile_n\":160,\"cluster_m\":2,$sw"
 [ $SECONDS -lt "${E_BEFORE:-400}" ] && TMO=120 probe e $S:odd $N:ns-2049x6144x4096 -- \
-  "\"tile_m\":256,\"tile_n\":192,$sw" "\"tile_m\":192,\"tile_n\":256,$sw" "\"tile_m\":256,\"tile_n\":192,\"cluster_m\":2,$sw"
+  "\"tile_m\":256,\"tile_n\":192,$sw" "\"tile_m\":192,\"tile_n\":256,$sw" "\"tile_m\":256,\"tile_n\":192,\"cluster_m\":2,$sw" \
+  "\"tile_m\":192,\"tile_n\":128,$sw" "\"tile_m\":192,\"tile_n\":128,\"cluster_m\":2,$sw"
 python - "$k" <<'P'
 import json, sys, glob
 for f in sorted(glob.glob(sys.argv[1] + "/probe-*.json")):

@@ -29,7 +29,7 @@ best = {}
 for dims, cfg, ms in rows:
     c = json.loads(cfg); d = json.loads(dims)
     key = (d["m"], d["n"], d["k"]); side = "swap" if c.get("swap_ab") else "plain"
-    if ms and (key, side) not in best or ms < best[(key, side)][0]:
+    if ms and ((key, side) not in best or ms < best[(key, side)][0]):
         best[(key, side)] = (ms, f"{c['tile_m']}x{c['tile_n']} c{c['cluster_m']}x{c['cluster_n']}")
 for key in sorted({k for k, _ in best}):
     p, s = best.get((key, "plain")), best.get((key, "swap"))
