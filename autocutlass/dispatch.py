@@ -68,6 +68,16 @@ still apply); wherever the tiers above would run a stand-in config of it (a near
 record, a sibling GPU's, a class winner, the default), the torch op serves instead
 (``Stats.torch_standins``; an info line once per problem), and the miss is recorded as usual.
 
+**Bucket records that do not fit.** A record of another problem of the same bucket (GEMM: another
+M of the same quarter octave) serves as a hit only where its family expects its config to fit this
+problem (``KernelFamily.fits``; the GEMM family's wave model: not where this M leaves its tiles a
+worse wave fill, e.g. a third, nearly empty wave). Where not, it ranks as a nearest record
+(``Stats.bucket_misfits``; an info line once per problem): ``tune`` tunes the problem,
+``background`` tunes it in the background, and a call that does not tune it now (``cached``, a
+capture or a trace, a tuning under way elsewhere) records the miss and is served by the torch op
+while vendor verdicts apply (``Stats.vendor_hits`` under ``cached``, ``Stats.torch_standins``
+otherwise), else by that record's config.
+
 **Recording a miss** (for ``autocutlass tune --pending``): under ``tune`` on the caller's thread,
 before the tuning; where the call does not tune now (``cached``, ``background``, a capture or a
 trace) on a short-lived daemon thread, so that the call never waits for the write (nor for the
@@ -322,7 +332,9 @@ class Stats:
     while their tuning ran in the background because no stand-in kernel of theirs was loaded in
     this process yet, or because a tuned-only family (``KernelFamily.TUNED_ONLY``) has no record
     of theirs on this GPU (not ``fallbacks``); ``vendor_hits`` those the torch op serves because their
-    tuning measured it faster than our best (vendor verdicts; not ``fallbacks``). ``tunes`` counts tunings run (on the caller's thread or
+    tuning measured it faster than our best (vendor verdicts; not ``fallbacks``), or because the only record of
+    their bucket does not fit them (below) and nothing tunes them now. ``bucket_misfits`` counts bucket
+    records found not to fit the problem looked up (``KernelFamily.fits``). ``tunes`` counts tunings run (on the caller's thread or
     the background tuner's), ``background_tunes`` those queued under the ``background`` policy.
     ``site_torch`` counts training calls of ``autocutlass.nn.Conv2d`` layers that our kernels serve
     but that ran as ``F.conv2d`` because those kernels' vendor margins did not pay for our autograd
@@ -337,6 +349,7 @@ class Stats:
     class_hits: int = 0
     torch_standins: int = 0
     vendor_hits: int = 0
+    bucket_misfits: int = 0
     tunes: int = 0
     background_tunes: int = 0
     compiles: int = 0
@@ -525,6 +538,15 @@ class _Stored:
     config: Any
     rank: int
     record: Any
+    misfit: bool = False
+    """A bucket record whose config the family does not expect to fit this problem
+    (``KernelFamily.fits``): ranked as a nearest record, a stand-in."""
+
+
+def _fits(family: Family, config: Any, tuned: Any, problem: Any) -> bool:
+    """``KernelFamily.fits`` (True for a family that does not say, or a record without its problem)."""
+    fits = getattr(family, "fits", None)
+    return tuned is None or fits is None or bool(fits(config, tuned, problem))
 
 
 def _unique(configs: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
@@ -753,6 +775,8 @@ class Dispatcher:
         if near is not None and (pol is Policy.CACHED or near.rank < _RANK["nearest"]):
             if near.rank == _RANK["nearest"]:  # a stand-in: tune --pending should tune the problem itself
                 self._record_miss(problem, hard_key, wait=tunes_now)
+                if near.misfit and vendor_ok:  # torch picks its own tiles for this M
+                    return self._vendor_choice(problem, misfit=True)
                 if _tuned_only(near.family):
                     return self._tuned_only_standin(problem, near.family, _Memo.KEEP, None)
             self._n.db_hits += 1
@@ -784,6 +808,9 @@ class Dispatcher:
             memo, waits_for = bg
         # the stand-in: this GPU's nearest record, a sibling's, the nearest class winner, the default
         chosen = near or sibling or (priors[0] if priors else None)
+        if chosen is not None and chosen.misfit and vendor_ok:
+            self._n.torch_standins += 1
+            return _Choice(None, None, memo, waits_for)
         if _tuned_only(chosen.family if chosen else first):
             return self._tuned_only_standin(problem, chosen.family if chosen else first, memo, waits_for)
         family, config = (chosen.family, chosen.config) if chosen else (first, self._default_config(first, problem))
@@ -825,12 +852,16 @@ class Dispatcher:
         host = host_times(getattr(theirs, "config", None)) if self.settings.vendor_host else None
         return vendor_faster(rec.median_ms, theirs.median_ms, host), vendor_margin(rec.median_ms, theirs.median_ms, host)
 
-    def _vendor_choice(self, problem: OpProblem) -> _Choice:
+    def _vendor_choice(self, problem: OpProblem, *, misfit: bool = False) -> _Choice:
+        """Torch serves ``problem``: its tuning measured torch faster, or (``misfit``) the only
+        record of its bucket is not expected to fit it and nothing tunes it now."""
         self._n.vendor_hits += 1
         if ("vendor", problem.key()) not in self._logged:
             self._logged.add(("vendor", problem.key()))
-            log.info("autocutlass: torch serves %s: its tuning measured torch faster than our best kernel "
-                     "(AUTOCUTLASS_VENDOR_VERDICTS=0 serves ours)", problem.describe())  # fmt: skip
+            why = ("its bucket's record is not expected to fit it and it is not tuned now (recorded for "
+                   "autocutlass tune --pending)") if misfit else "its tuning measured torch faster than our best kernel"
+            log.info("autocutlass: torch serves %s: %s (AUTOCUTLASS_VENDOR_VERDICTS=0 serves ours)",
+                     problem.describe(), why)  # fmt: skip
         return _Choice(None, None)
 
     def _near_enough(self, problem: OpProblem, stored: _Stored | None) -> _Stored | None:
@@ -953,7 +984,18 @@ class Dispatcher:
             # a bucket or nearest record is another problem's: that its config does not fit this one
             # (a GEMV record's m_tile) is expected, not worth a warning
             got = self._from_record(rec, problem, quiet=rec.source != "exact")
-            if got is not None:
+            if got is None:
+                continue
+            tuned = getattr(rec, "problem", None)
+            if rec.source == "bucket" and not _fits(got[0], got[1], tuned, problem):
+                found = _Stored(got[0], got[1], _RANK["nearest"], rec, misfit=True)
+                self._n.bucket_misfits += 1
+                if ("misfit", problem.key()) not in self._logged:
+                    self._logged.add(("misfit", problem.key()))
+                    log.info("autocutlass: %s's record (%s) is not expected to fit %s (its tiles fill the GPU's waves "
+                             "worse there): a stand-in, not a hit", tuned.describe(), got[0].name,
+                             problem.describe())  # fmt: skip
+            else:
                 found = _Stored(got[0], got[1], _RANK[rec.source], rec)
         return found
 

@@ -116,6 +116,7 @@ class FakeFamily:
         self.launches: list[Launch] = []
         self.compiled: list[tuple[FakeConfig, GemmProblem]] = []
         self.compile_error: Exception | None = None
+        self.misfit = False
 
     def source_hash(self) -> str:
         return "fake"
@@ -137,6 +138,11 @@ class FakeFamily:
 
     def seeds(self, problem: GemmProblem) -> list[FakeConfig]:
         return [FakeConfig(128), FakeConfig(64)]
+
+    def fits(self, config: FakeConfig, tuned: Any, problem: Any) -> bool:
+        """Every config fits every problem of its bucket, unless ``misfit`` is set: then none fits
+        a problem other than its own (``KernelFamily.fits``)."""
+        return not self.misfit or tuned == problem
 
     def config_from_dict(self, d: dict[str, Any]) -> FakeConfig:
         return FakeConfig(**d)

@@ -28,6 +28,7 @@ from autocutlass.kernels.hopper_gemm import space as space_rules
 from autocutlass.kernels.hopper_gemm.check import check, problem_supported
 from autocutlass.kernels.hopper_gemm.config import HopperGemmConfig, Raster, Schedule, SplitMode, Store
 from autocutlass.kernels.hopper_gemm.picks import (  # noqa: F401 - the family's public helpers
+    BUCKET_FIT_TOLERANCE,
     GEMM_TILE_RATES,
     LONG_K_MIN,
     LONG_K_RATIO,
@@ -112,6 +113,11 @@ class HopperGemmFamily(KernelFamily[HopperGemmConfig]):
 
     def seeds(self, problem: Any) -> Sequence[HopperGemmConfig]:
         return self.feasible_seeds(picks.seeds(_gemm(problem)), problem)
+
+    def fits(self, config: HopperGemmConfig, tuned: Any, problem: Any) -> bool:
+        """The wave model's verdict (``picks.fits``) on the GEMMs the two problems are."""
+        g_tuned, g = as_gemm(tuned), as_gemm(problem)
+        return g_tuned is None or g is None or picks.fits(config, g_tuned, g)
 
     def config_to_dict(self, config: HopperGemmConfig) -> dict[str, Any]:
         return config.as_dict()

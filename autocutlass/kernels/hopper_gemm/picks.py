@@ -5,6 +5,7 @@ the search measures first. Pure arithmetic, no GPU; the space they pick from is 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from autocutlass.kernels import budgets, waves
 from autocutlass.kernels.hopper_gemm.check import TILE_N_FITTED, check, kernel_problem, swapped
@@ -296,3 +297,50 @@ def seeds(problem: GemmProblem) -> list[HopperGemmConfig]:
         # The swapped kernel reads the N-major operand through registers and copies nothing.
         guesses = [v for g in guesses[:4] for v in (dataclasses.replace(g, swap_ab=True), g)] + guesses[4:]
     return guesses
+
+
+BUCKET_FIT_TOLERANCE = 0.10
+"""How much worse, relative to the cost model's cheapest config of each problem, a config tuned
+for one problem may be modelled on another of its bucket before it no longer ``fits`` there."""
+
+
+def config_cost(config: HopperGemmConfig, problem: GemmProblem) -> float:
+    """The wave model's predicted time of ``config`` on ``problem`` (``kernels.waves.predicted_cost``,
+    MAC units; comparable only between configs of one problem): its tile grid padded to whole
+    clusters, swapped for ``swap_ab``, split, stream-K or data-parallel as the config says, at the
+    tile's ``GEMM_TILE_RATES`` rate (``waves.DEFAULT_RATE`` for a shape the table lacks)."""
+    p = swapped(problem) if config.swap_ab else problem
+    tiles_m = -(-p.m // (config.tile_m * config.cluster_m)) * config.cluster_m
+    tiles_n = -(-p.n // (config.tile_n * config.cluster_n)) * config.cluster_n
+    return waves.predicted_cost(
+        tiles_m * tiles_n * p.l, -(-p.k // MODEL_TILE_K), config.tile_m, config.tile_n, MODEL_TILE_K,
+        split=config.split_k, stream_k=config.stream_k, workspace=config.split_mode is SplitMode.WORKSPACE,
+        rate=GEMM_TILE_RATES.get((config.tile_m, config.tile_n), waves.DEFAULT_RATE),
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def modelled_best(problem: GemmProblem) -> float | None:
+    """The cost model's cheapest predicted time for ``problem`` (``modelled_configs``), or None
+    where the model ranks nothing (decode GEMMs). Not the swapped orientation's data-parallel pick
+    (``_swapped_picks``): unmeasured, it must not make every record of an M residue a misfit."""
+    ranked = modelled_configs(problem)
+    return ranked[0][0] if ranked else None
+
+
+def fits(config: HopperGemmConfig, tuned: GemmProblem, problem: GemmProblem) -> bool:
+    """Whether ``config``, the winner of ``tuned``, is expected to serve ``problem`` (another GEMM
+    of its bucket: the same N, K and layouts, another M) about as well: False where the cost model
+    predicts it more than ``BUCKET_FIT_TOLERANCE`` further from the model's cheapest config on
+    ``problem`` than on ``tuned``, i.e. where ``problem``'s M leaves its tiles a worse wave fill
+    (2304x3072x4096's 128x224 tiles in a 1x2 cluster: 18 x 14 = 252 tiles in two waves of 132 SMs
+    at M = 2304, 20 x 14 = 280 in three at M = 2560). The tile's main-loop rate cancels out of the
+    comparison; the ping-pong schedule (two tiles in flight per SM, which the model does not
+    describe) and problems the model ranks nothing for (decode GEMMs) always fit."""
+    if config.schedule is Schedule.PINGPONG or tuned == problem:
+        return True
+    best_tuned, best_here = modelled_best(tuned), modelled_best(problem)
+    if best_tuned is None or best_here is None:
+        return True
+    ratio_tuned = config_cost(config, tuned) / best_tuned
+    return config_cost(config, problem) / best_here <= ratio_tuned * (1 + BUCKET_FIT_TOLERANCE)
