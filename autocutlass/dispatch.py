@@ -68,11 +68,12 @@ still apply); wherever the tiers above would run a stand-in config of it (a near
 record, a sibling GPU's, a class winner, the default), the torch op serves instead
 (``Stats.torch_standins``; an info line once per problem), and the miss is recorded as usual.
 
-**Bucket records that do not fit.** A record of another problem of the same bucket (GEMM: another
-M of the same quarter octave) serves as a hit only where its family expects its config to fit this
-problem (``KernelFamily.fits``; the GEMM family's wave model: not where this M leaves its tiles a
-worse wave fill, e.g. a third, nearly empty wave). Where not, it ranks as a nearest record
-(``Stats.bucket_misfits``; an info line once per problem): ``tune`` tunes the problem,
+**Records that do not fit.** A record of another problem of the same bucket (GEMM: another M of the
+same quarter octave) serves as a hit only where its family expects its config to fit this problem
+(``KernelFamily.fits``; the GEMM family's wave model: not where this M leaves its tiles a worse wave
+fill, e.g. a third, nearly empty wave). Where not, it ranks as a nearest record (``Stats.misfits``;
+an info line once per problem), and a nearest record that does not fit is treated alike:
+``tune`` tunes the problem,
 ``background`` tunes it in the background, and a call that does not tune it now (``cached``, a
 capture or a trace, a tuning under way elsewhere) records the miss and is served by the torch op
 while vendor verdicts apply (``Stats.vendor_hits`` under ``cached``, ``Stats.torch_standins``
@@ -333,8 +334,9 @@ class Stats:
     this process yet, or because a tuned-only family (``KernelFamily.TUNED_ONLY``) has no record
     of theirs on this GPU (not ``fallbacks``); ``vendor_hits`` those the torch op serves because their
     tuning measured it faster than our best (vendor verdicts; not ``fallbacks``), or because the only record of
-    their bucket does not fit them (below) and nothing tunes them now. ``bucket_misfits`` counts bucket
-    records found not to fit the problem looked up (``KernelFamily.fits``). ``tunes`` counts tunings run (on the caller's thread or
+    the record of another problem that would serve them does not fit them (below) and nothing tunes them now.
+    ``misfits`` counts the records of other problems (bucket or nearest) found not to fit the problem
+    looked up (``KernelFamily.fits``). ``tunes`` counts tunings run (on the caller's thread or
     the background tuner's), ``background_tunes`` those queued under the ``background`` policy.
     ``site_torch`` counts training calls of ``autocutlass.nn.Conv2d`` layers that our kernels serve
     but that ran as ``F.conv2d`` because those kernels' vendor margins did not pay for our autograd
@@ -349,7 +351,7 @@ class Stats:
     class_hits: int = 0
     torch_standins: int = 0
     vendor_hits: int = 0
-    bucket_misfits: int = 0
+    misfits: int = 0
     tunes: int = 0
     background_tunes: int = 0
     compiles: int = 0
@@ -539,8 +541,8 @@ class _Stored:
     rank: int
     record: Any
     misfit: bool = False
-    """A bucket record whose config the family does not expect to fit this problem
-    (``KernelFamily.fits``): ranked as a nearest record, a stand-in."""
+    """Another problem's record (bucket or nearest) whose config the family does not expect to fit
+    this problem (``KernelFamily.fits``): ranked as a nearest record, a stand-in."""
 
 
 def _fits(family: Family, config: Any, tuned: Any, problem: Any) -> bool:
@@ -853,13 +855,13 @@ class Dispatcher:
         return vendor_faster(rec.median_ms, theirs.median_ms, host), vendor_margin(rec.median_ms, theirs.median_ms, host)
 
     def _vendor_choice(self, problem: OpProblem, *, misfit: bool = False) -> _Choice:
-        """Torch serves ``problem``: its tuning measured torch faster, or (``misfit``) the only
-        record of its bucket is not expected to fit it and nothing tunes it now."""
+        """Torch serves ``problem``: its tuning measured torch faster, or (``misfit``) the record of
+        another problem that would serve it is not expected to fit it and nothing tunes it now."""
         self._n.vendor_hits += 1
         if ("vendor", problem.key()) not in self._logged:
             self._logged.add(("vendor", problem.key()))
-            why = ("its bucket's record is not expected to fit it and it is not tuned now (recorded for "
-                   "autocutlass tune --pending)") if misfit else "its tuning measured torch faster than our best kernel"
+            why = ("the record that would serve it (another problem's) is not expected to fit it and it is not "
+                   "tuned now (recorded for autocutlass tune --pending)") if misfit else "its tuning measured torch faster than our best kernel"
             log.info("autocutlass: torch serves %s: %s (AUTOCUTLASS_VENDOR_VERDICTS=0 serves ours)",
                      problem.describe(), why)  # fmt: skip
         return _Choice(None, None)
@@ -987,9 +989,9 @@ class Dispatcher:
             if got is None:
                 continue
             tuned = getattr(rec, "problem", None)
-            if rec.source == "bucket" and not _fits(got[0], got[1], tuned, problem):
-                found = _Stored(got[0], got[1], _RANK["nearest"], rec, misfit=True)
-                self._n.bucket_misfits += 1
+            if rec.source != "exact" and not _fits(got[0], got[1], tuned, problem):
+                found = _Stored(got[0], got[1], max(_RANK[rec.source], _RANK["nearest"]), rec, misfit=True)
+                self._n.misfits += 1
                 if ("misfit", problem.key()) not in self._logged:
                     self._logged.add(("misfit", problem.key()))
                     log.info("autocutlass: %s's record (%s) is not expected to fit %s (its tiles fill the GPU's waves "

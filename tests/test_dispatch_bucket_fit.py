@@ -1,5 +1,5 @@
 """A bucket record whose config its family does not expect to fit the problem looked up
-(``KernelFamily.fits``) is a stand-in, not a hit: ``tune`` tunes the problem, ``cached`` records
+(``KernelFamily.fits``) is a stand-in, not a hit (a nearest record likewise gives way): ``tune`` tunes the problem, ``cached`` records
 the miss and serves torch while vendor verdicts apply, ``background`` serves torch while it tunes.
 And the GEMM family's rule (``hopper_gemm.picks.fits``): its wave model's verdict on M."""
 
@@ -56,11 +56,11 @@ def test_tune_policy_tunes_a_problem_its_bucket_record_does_not_fit(misfit: bool
     s = rig.dispatcher.stats()
     if not misfit:  # a hit, as before
         assert rig.tuner.calls == [] and rig.family.launches[-1].config == FakeConfig(64)
-        assert (s.bucket_misfits, s.db_hits, s.misses_recorded) == (0, 1, 0)
+        assert (s.misfits, s.db_hits, s.misses_recorded) == (0, 1, 0)
     else:  # tuned now, the bucket's config among the seeds; the winner runs
         assert [p.m for p in rig.tuner.calls] == [100] and {"tile": 64} in rig.tuner.seeds[0]
         assert rig.family.launches[-1].config == FakeConfig(256)
-        assert s.bucket_misfits >= 1 and [p.m for p in rig.misses()] == [100]
+        assert s.misfits >= 1 and [p.m for p in rig.misses()] == [100]
 
 
 @pytest.mark.parametrize("verdicts", [True, False])
@@ -81,8 +81,23 @@ def test_cached_policy_keeps_a_bucket_record_that_fits() -> None:
     rig, a, b = _bucket_rig(Policy.CACHED, misfit=False)
     close(calls(rig.dispatcher).matmul(a, b), a @ b)
     s = rig.dispatcher.stats()
-    assert rig.family.launches[-1].config == FakeConfig(64) and (s.vendor_hits, s.bucket_misfits, s.db_hits) == (0, 0, 1)
+    assert rig.family.launches[-1].config == FakeConfig(64) and (s.vendor_hits, s.misfits, s.db_hits) == (0, 0, 1)
     assert rig.misses() == []
+
+
+@pytest.mark.parametrize("misfit", [False, True])
+def test_cached_policy_judges_a_nearest_record_alike(misfit: bool) -> None:
+    """A nearest record (another bucket) serves ``cached`` as a stand-in where it fits, and gives
+    way to torch where it does not; the miss is recorded either way."""
+    b = t(64, 48)
+    rig = make_rig(Policy.CACHED, store=FakeStore(fallback=Record("fake", {"tile": 64}, "nearest",
+                                                                  problem=_problem(t(400, 64), b))))  # fmt: skip
+    rig.family.misfit = misfit
+    a = t(100, 64)
+    close(calls(rig.dispatcher).matmul(a, b), a @ b)
+    s = rig.dispatcher.stats()
+    assert [p.m for p in rig.misses()] == [100] and rig.tuner.calls == []
+    assert (len(rig.family.launches), s.vendor_hits, s.misfits) == ((0, 1, 1) if misfit else (1, 0, 0))
 
 
 def test_the_misfit_is_logged_once_per_problem(caplog: pytest.LogCaptureFixture) -> None:

@@ -119,10 +119,10 @@ class KernelFamily(ABC, Generic[C]):
 
     def fits(self, config: C, tuned: Any, problem: Any) -> bool:
         """Whether ``config``, the winner of the tuned problem ``tuned``, is expected to serve
-        ``problem`` (another problem of its bucket, which ``check`` accepts it for) about as well as
-        it serves ``tuned``. Where not, the dispatcher treats the bucket's record as a stand-in, not
-        a hit: ``tune`` tunes the problem, ``cached`` records the miss and serves the torch op
-        (vendor verdicts on) or the record. By default every config fits; the GEMM family asks its
+        ``problem`` (another problem of its bucket, or the nearest tuned one, which ``check``
+        accepts it for) about as well as it serves ``tuned``. Where not, the dispatcher treats the
+        record as a stand-in, not a hit: ``tune`` tunes the problem, ``cached`` records the miss and
+        serves the torch op (vendor verdicts on) or the record. By default every config fits; the GEMM family asks its
         wave model (``hopper_gemm.picks.fits``)."""
         return True
 
