@@ -194,8 +194,8 @@ def test_m_residue_long_k_gets_the_swapped_workspace_split() -> None:
 def test_swapped_orientation_joins_where_it_fills_the_waves() -> None:
     """A 16-bit GEMM that is no decode GEMM gets the swapped orientation data-parallel (swap_ab: M on
     the kernel's N side, in widths of 16): the space holds its cooperative configs, and the model's
-    cheapest swapped tile joins the picks, clustered and alone, after the unswapped pick, where the
-    model ranks it cheaper. 4608 x 1152: 9 x 29 tiles of 128x160 swapped are two waves of 132
+    cheapest swapped tile shapes (two) join the picks, clustered and alone, after the unswapped pick,
+    where the model ranks them cheaper. 4608 x 1152: 9 x 29 tiles of 128x160 swapped are two waves of 132
     (cuBLAS's own tiling of it, H200 session 39), unswapped 36 x 8 are three; square GEMMs, decode
     GEMMs and fp8 get none."""
     from autocutlass.kernels.hopper_gemm import HopperGemmFamily, check, cluster_waves, model_picks, swap_dp_candidate
@@ -211,10 +211,14 @@ def test_swapped_orientation_joins_where_it_fills_the_waves() -> None:
     first_swap = next(i for i, c in enumerate(picks) if c.swap_ab)
     assert not any(c.swap_ab for c in picks[:first_swap]) and first_swap > 0
     swapped_picks = [c for c in picks if c.swap_ab]
-    assert {(c.tile_m, c.tile_n) for c in swapped_picks} == {(128, 160)}
-    # its 9 x 29 tiles fill two waves; a 2-CTA cluster pads them into a third, so it runs alone
-    assert [(c.cluster_m, c.cluster_n) for c in swapped_picks] == [(1, 1)] and cluster_waves(swapped_picks[0], p) == 2
-    assert all(check(c, p) is None for c in picks) and swapped_picks[0] in fam.seeds(p)
+    # the model's two cheapest swapped tile shapes (SWAPPED_DP_PICKS), both cheaper than the unswapped
+    # pick: 128x160, whose 9 x 29 tiles fill two waves (a 2-CTA cluster pads them into a third, so it
+    # runs alone), then 192x224 (measured faster swapped on an H100), whose 6 x 21 fill one
+    assert [(c.tile_m, c.tile_n) for c in swapped_picks if c.cluster_size == 1] == [(128, 160), (192, 224)]
+    assert [(c.cluster_m, c.cluster_n) for c in swapped_picks if c.tile_m == 128] == [(1, 1)]
+    assert cluster_waves(swapped_picks[0], p) == 2
+    assert [cluster_waves(c, p) for c in swapped_picks if c.tile_m == 192] == [1] * sum(c.tile_m == 192 for c in swapped_picks)
+    assert all(check(c, p) is None for c in picks) and all(c in fam.seeds(p) for c in swapped_picks)
     for other in (GemmProblem(m=4096, n=4096, k=4096), GemmProblem(m=8192, n=8192, k=8192, b_major=Major.COL)):
         assert not any(c.swap_ab for c in model_picks(other)), other.describe()  # the same tiles either way
     for other in (GemmProblem(m=16, n=6144, k=4096),

@@ -59,6 +59,10 @@ GEMM_TILE_RATES: dict[tuple[int, int], float] = {
     # (668 on 1100x8192x4096 'nt', one shape: 2026-11-28-h200-s39-d-probe-cublas-tiles.txt) is left
     # out until measured on more, 192x128 lost on every shape probed
     (192, 256): 0.96,
+    # 192x224 measured swapped on an H100 (TFLOP/s over wave fill and the tiles' useful share, over
+    # 773): 680 and 688 TFLOP/s in one wave on 4608x1152x4096 and 1300x4096x4096 'nt'
+    # (benchmarks/results/2026-12-07-h100-s41-a-probe-swapped.txt)
+    (192, 224): 0.94,
 }  # fmt: skip
 """This family's main-loop efficiency per (tile_m, tile_n), for the cost model: the best bf16
 TFLOP/s any config of the tile shape reached on the shipped H100 database's problems of M, N, K
@@ -110,21 +114,32 @@ def modelled_configs(problem: GemmProblem) -> list[tuple[float, HopperGemmConfig
     return out
 
 
-def _swapped_picks(problem: GemmProblem) -> tuple[tuple[float, HopperGemmConfig] | None, ...]:
-    """The cost model's cheapest workspace split (for a ``swap_split_candidate``) and cheapest
-    data-parallel config (for a ``swap_dp_candidate``) of the swapped problem, each as a
-    ``swap_ab`` config of ``problem`` that ``check`` accepts, with its modelled cost, or None."""
+SWAPPED_DP_PICKS = 2
+"""Tile shapes of the swapped orientation's data-parallel configs ``model_picks`` offers (where the
+model ranks them cheaper than the unswapped pick): the model's rates are the unswapped kernel's, and
+swapped the same tile can run slower (H100, benchmarks/results/2026-12-07-h100-s41-a-probe-swapped.txt:
+4608x1152x4096 in 128x160 tiles, the model's cheapest, 553 TFLOP/s in two whole waves, where its
+second, 192x224, ran 680 in one wave)."""
+
+
+def _swapped_picks(problem: GemmProblem) -> tuple[tuple[float, HopperGemmConfig] | None, list[tuple[float, HopperGemmConfig]]]:
+    """The cost model's cheapest workspace split (for a ``swap_split_candidate``; else None) and
+    cheapest data-parallel configs of ``SWAPPED_DP_PICKS`` tile shapes (for a ``swap_dp_candidate``;
+    else none) of the swapped problem, each as a ``swap_ab`` config of ``problem`` that ``check``
+    accepts, with its modelled cost."""
     want_split, want_dp = swap_split_candidate(problem), swap_dp_candidate(problem)
-    split = dp = None
+    split: tuple[float, HopperGemmConfig] | None = None
+    dps: list[tuple[float, HopperGemmConfig]] = []
     if want_split or want_dp:
         for cost, cfg in modelled_configs(swapped(problem)):
             if cfg.split_k > 1 and want_split and split is None:
                 pick = dataclasses.replace(cfg, swap_ab=True, split_mode=SplitMode.WORKSPACE)
                 split = (cost, pick) if check(pick, problem) is None else None
-            elif cfg.split_k == 1 and want_dp and dp is None:
+            elif cfg.split_k == 1 and want_dp and len(dps) < SWAPPED_DP_PICKS:
                 pick = dataclasses.replace(cfg, swap_ab=True)
-                dp = (cost, pick) if check(pick, problem) is None else None
-    return split, dp
+                if check(pick, problem) is None:
+                    dps.append((cost, pick))
+    return split, dps
 
 
 SPLIT_PICKS = 3
@@ -158,7 +173,7 @@ def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
     if data is None:
         return [ranked[0]]
     out: list[HopperGemmConfig] = []
-    swap_split, swap_dp = _swapped_picks(problem)
+    swap_split, swap_dps = _swapped_picks(problem)
     if ranked[0] is not data:
         shapes: dict[tuple[int, int], HopperGemmConfig] = {}
         for cfg in ranked:
@@ -175,8 +190,10 @@ def model_picks(problem: GemmProblem) -> list[HopperGemmConfig]:
         if out[0].split_k > 1:
             out.insert(1, dataclasses.replace(out[0], interleave=True))
     out += _clustered(_rastered(data, problem), problem)
-    if swap_dp is not None and swap_dp[0] < next(cost for cost, cfg in costed if cfg is data):
-        out += _clustered(_rastered(swap_dp[1], problem), problem)
+    data_cost = next(cost for cost, cfg in costed if cfg is data)
+    for cost, pick in swap_dps:
+        if cost < data_cost:
+            out += _clustered(_rastered(pick, problem), problem)
     if data.tile_n in TILE_N_FITTED:
         old = next(cfg for cfg in ranked if cfg.split_k == 1 and cfg.tile_n not in TILE_N_FITTED)
         out += _clustered(_rastered(old, problem), problem)[:2]
