@@ -333,8 +333,8 @@ class Stats:
     while their tuning ran in the background because no stand-in kernel of theirs was loaded in
     this process yet, or because a tuned-only family (``KernelFamily.TUNED_ONLY``) has no record
     of theirs on this GPU (not ``fallbacks``); ``vendor_hits`` those the torch op serves because their
-    tuning measured it faster than our best (vendor verdicts; not ``fallbacks``), or because the only record of
-    the record of another problem that would serve them does not fit them (below) and nothing tunes them now.
+    tuning measured it faster than our best (vendor verdicts; not ``fallbacks``), or because the record
+    of another problem that would serve them does not fit them (below) and nothing tunes them now.
     ``misfits`` counts the records of other problems (bucket or nearest) found not to fit the problem
     looked up (``KernelFamily.fits``). ``tunes`` counts tunings run (on the caller's thread or
     the background tuner's), ``background_tunes`` those queued under the ``background`` policy.

@@ -20,20 +20,6 @@ export AUTOCUTLASS_DB=$OUT/user.sqlite
 echo "bench: rc $? $(grep geomean "$k/bench-residue.txt" | cut -c1-200)"
 grep -v "^tuned on" "$k/tune.txt" | cut -c1-200
 grep -v "^hit-path" "$k/bench-residue.txt" | cut -c1-150
-python - "$db" <<'P'
-import json, sqlite3, sys
-con = sqlite3.connect(sys.argv[1])
-rows = con.execute("select p.dims, t.config, t.median_ms from trials t join problems p on p.id = t.problem_id "
-                   "where t.state = 'ok' and t.family = 'hopper_gemm'").fetchall()
-best = {}
-for dims, cfg, ms in rows:
-    c = json.loads(cfg); d = json.loads(dims)
-    key = (d["m"], d["n"], d["k"]); side = "swap" if c.get("swap_ab") else "plain"
-    if ms and ((key, side) not in best or ms < best[(key, side)][0]):
-        best[(key, side)] = (ms, f"{c['tile_m']}x{c['tile_n']} c{c['cluster_m']}x{c['cluster_n']}")
-for key in sorted({k for k, _ in best}):
-    p, s = best.get((key, "plain")), best.get((key, "swap"))
-    print(key, "plain", p, "swap", s, "swap/plain x%.3f" % (p[0] / s[0]) if p and s else "")
-P
+python benchmarks/device/best_by_side.py "$db"
 nvidia-smi --query-gpu=name --format=csv,noheader
 (cd "$OUT" && tar czf s40b.tar.gz keep/ && rm -rf keep)

@@ -237,13 +237,19 @@ def _clustered(cfg: HopperGemmConfig, problem: GemmProblem) -> list[HopperGemmCo
     return [c for c in both if check(c, problem) is None and cluster_waves(c, problem) <= waves] + [cfg]
 
 
-def cluster_waves(cfg: HopperGemmConfig, problem: GemmProblem, sms: int = budgets.SM_COUNT_SM90) -> int:
-    """Waves of ``sms`` CTAs that ``cfg``'s work units take, the tile grid padded to whole clusters
-    (the persistent scheduler walks whole clusters) and each tile split ``split_k`` ways."""
+def cluster_tiles(cfg: HopperGemmConfig, problem: GemmProblem) -> int:
+    """Output tiles ``cfg`` runs on ``problem`` (swapped for ``swap_ab``), the tile grid padded to
+    whole clusters: the persistent scheduler walks whole clusters."""
     m, n = (problem.n, problem.m) if cfg.swap_ab else (problem.m, problem.n)
     tiles_m = -(-m // (cfg.tile_m * cfg.cluster_m)) * cfg.cluster_m
     tiles_n = -(-n // (cfg.tile_n * cfg.cluster_n)) * cfg.cluster_n
-    return -(-(tiles_m * tiles_n * problem.l * cfg.split_k) // sms)
+    return tiles_m * tiles_n * problem.l
+
+
+def cluster_waves(cfg: HopperGemmConfig, problem: GemmProblem, sms: int = budgets.SM_COUNT_SM90) -> int:
+    """Waves of ``sms`` CTAs that ``cfg``'s work units take (``cluster_tiles``, each tile split
+    ``split_k`` ways)."""
+    return -(-(cluster_tiles(cfg, problem) * cfg.split_k) // sms)
 
 
 def seeds(problem: GemmProblem) -> list[HopperGemmConfig]:
@@ -324,13 +330,10 @@ for one problem may be modelled on another of its bucket before it no longer ``f
 def config_cost(config: HopperGemmConfig, problem: GemmProblem) -> float:
     """The wave model's predicted time of ``config`` on ``problem`` (``kernels.waves.predicted_cost``,
     MAC units; comparable only between configs of one problem): its tile grid padded to whole
-    clusters, swapped for ``swap_ab``, split, stream-K or data-parallel as the config says, at the
+    clusters (``cluster_tiles``), split, stream-K or data-parallel as the config says, at the
     tile's ``GEMM_TILE_RATES`` rate (``waves.DEFAULT_RATE`` for a shape the table lacks)."""
-    p = swapped(problem) if config.swap_ab else problem
-    tiles_m = -(-p.m // (config.tile_m * config.cluster_m)) * config.cluster_m
-    tiles_n = -(-p.n // (config.tile_n * config.cluster_n)) * config.cluster_n
     return waves.predicted_cost(
-        tiles_m * tiles_n * p.l, -(-p.k // MODEL_TILE_K), config.tile_m, config.tile_n, MODEL_TILE_K,
+        cluster_tiles(config, problem), -(-problem.k // MODEL_TILE_K), config.tile_m, config.tile_n, MODEL_TILE_K,
         split=config.split_k, stream_k=config.stream_k, workspace=config.split_mode is SplitMode.WORKSPACE,
         rate=GEMM_TILE_RATES.get((config.tile_m, config.tile_n), waves.DEFAULT_RATE),
     )  # fmt: skip
