@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -374,6 +375,72 @@ def test_measure_a_backward_case_on_cpu(shapes: Path, fake_timer: list[tuple[int
                                                           (0, False), (0, False), (1, True), (2, False)]  # fmt: skip
     assert m.rounds_ms == {"autocutlass": [1.0] * 3, "cudnn_benchmark": [1.25] * 3, "cudnn_default": [2.0] * 3}
     assert case_row(case, ROOFS, m)["operands"]["direction"] == case.problem.direction.value
+
+
+@pytest.mark.parametrize("name", ["sd", "sd/dgrad"])
+def test_each_cudnn_mode_is_timed_with_a_plan_cache_of_its_own(shapes: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               name: str) -> None:  # fmt: skip
+    """PyTorch keeps cuDNN's plan per thread, keyed without ``cudnn.benchmark`` (Conv_v8.cpp's
+    thread_local benchmark_cache): a thread's first call of a layer fixes the plan every later call
+    on that thread runs, whatever the flag. The fake cuDNN here does the same (benchmark mode's plan
+    1.0 ms, the heuristic's 1.6 ms), and a call of ours (a fallback, flag off) fixes its thread's plan
+    too. Timed on one thread, the default mode would read the benchmark's 1.0 ms or the benchmark
+    mode the heuristic's 1.6 ms."""
+    from autocutlass.search import timing
+
+    plans = threading.local()
+    threads: dict[str, set[int]] = {}
+    names: dict[int, str] = {}
+    real_sides = measure._ConvSides.sides
+
+    def sides(self: Any, vs: Any) -> Any:
+        fns, compile_s = real_sides(self, vs)
+        names.update({id(fn): side for side, fn in fns.items()})
+        return fns, compile_s
+
+    def time_callable(fn: Any, *, flush_bytes: int, flush_kind: str = "write", **_: Any) -> Timing:
+        fn()
+        flag = torch.backends.cudnn.benchmark  # as the side set it for its call
+        side = names[id(fn)]
+        plan = getattr(plans, "plan", None)
+        if plan is None:  # this thread's first call fixes its plan (ours: a fallback, flag off)
+            plans.plan = plan = "find" if flag else "heuristic"
+        threads.setdefault(side, set()).add(threading.get_ident())
+        ms = 0.8 if side == "autocutlass" else {"find": 1.0, "heuristic": 1.6}[plan]
+        return Timing(ms, ms, ms, 10)
+
+    monkeypatch.setattr(timing, "time_callable", time_callable)
+    monkeypatch.setattr(measure._ConvSides, "sides", sides)
+    m = measure._measure_case(cases(shapes)[name], ("torch",), 3, 0, "tune", device="cpu")
+    assert m.verified, m
+    assert m.rounds_ms == {"autocutlass": [0.8] * 3, "cudnn_benchmark": [1.0] * 3, "cudnn_default": [1.6] * 3}
+    main = threading.main_thread().ident
+    assert threads["autocutlass"] == {main}
+    (bench,), (default,) = threads["cudnn_benchmark"], threads["cudnn_default"]
+    assert len({main, bench, default}) == 3
+    assert not [t for t in threading.enumerate() if t.name.startswith("cudnn-")]  # closed with the case
+
+
+def test_own_thread_runs_its_callable_there_and_passes_exceptions_back() -> None:
+    seen: list[int] = []
+
+    def fn() -> int:
+        seen.append(threading.get_ident())
+        return len(seen)
+
+    side = measure.OwnThread(fn, "test-side", "cpu")
+    try:
+        assert side() == 1 and side.on_thread(side) == 2  # called on its thread: at once, no deadlock
+        assert seen[0] == seen[1] == side.ident != threading.get_ident()
+
+        def boom() -> None:
+            raise ValueError("raised on the side's thread")
+
+        with pytest.raises(ValueError, match="side's thread"):
+            side.on_thread(boom)
+    finally:
+        side.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("test-side")]
 
 
 def test_measure_fails_a_wrong_conv_result(shapes: Path, fake_timer: list[tuple[int, bool, bool]],

@@ -14,7 +14,7 @@ with the timing protocol of ``autocutlass.search.timing`` (order reversed every 
 fp32 cases run with ``torch.backends.cuda.matmul.fp32_precision = "tf32"`` on every side.
 
 A conv2d case runs ``autocutlass.conv2d`` against ``F.conv2d`` with ``torch.backends.cudnn.benchmark``
-True and False (``_ConvSides``); a grouped case ``autocutlass.grouped_mm`` against
+True and False (``_ConvSides``; each mode on a thread of its own, ``OwnThread``); a grouped case ``autocutlass.grouped_mm`` against
 ``torch._grouped_mm`` and a loop of ``torch.matmul`` per expert, on the offsets of its routing
 (``_GroupedSides``); the steps around the calls (first call, verification, rounds) are the same
 for every op (``_measure_sides``).
@@ -34,7 +34,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, Self
@@ -210,7 +212,10 @@ def _measure_sides(bench: _Sides, case: BenchCase, vs: Sequence[str], rounds: in
 
     def timer(side: str, fn: Callable[[], object]) -> Callable[[], float]:
         def run() -> float:
-            t = time_callable(fn, flush_bytes=flush_bytes, flush_kind=flush_kind)
+            def measure() -> Any:
+                return time_callable(fn, flush_bytes=flush_bytes, flush_kind=flush_kind)
+
+            t = fn.on_thread(measure) if isinstance(fn, OwnThread) else measure()
             if t.host_ms is not None:
                 host[side].append(t.host_ms)
             return t.median_ms
@@ -222,6 +227,56 @@ def _measure_sides(bench: _Sides, case: BenchCase, vs: Sequence[str], rounds: in
                     rounds_ms={side: list(ms or []) for side, ms in times.items()}, compile_first_call_s=compile_s,
                     fallback_reason=reason, output_poisoned=bench.output_poisoned, bytes_moved=moved,
                     host_ms={side: statistics.median(v) for side, v in host.items() if v})  # fmt: skip
+
+
+class OwnThread:
+    """A side called and timed on a thread of its own, started for one case and closed with it.
+
+    For cuDNN's two modes (benchmark and default, i.e. heuristic). PyTorch keeps the execution plan it picked for a
+    convolution in a ``thread_local`` cache (``benchmark_cache`` in
+    ``aten/src/ATen/native/cudnn/Conv_v8.cpp``) whose key leaves ``cudnn.benchmark`` out: on a
+    thread that has run a layer in benchmark mode, a call in default mode runs the benchmarked plan,
+    and the other way round. Timed on the benchmark side's thread, "cuDNN default" read as benchmark
+    mode (up to session 41). On a fresh thread of its own each mode's first call of the case picks
+    its plan as a fresh process would: the default mode asks cuDNN's heuristic, benchmark mode times
+    cuDNN's candidates."""
+
+    def __init__(self, fn: Callable[[], object], name: str, device: str) -> None:
+        import torch
+
+        self._fn = fn
+        self._ident: int | None = None
+        where = torch.device(device)
+        index = None  # the CUDA device current on the creating thread, unless ``device`` names one
+        if where.type == "cuda" and torch.cuda.is_available():
+            index = where.index if where.index is not None else torch.cuda.current_device()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name,
+                                        initializer=self._start, initargs=(index,))  # fmt: skip
+
+    def _start(self, index: int | None) -> None:
+        import torch
+
+        self._ident = threading.get_ident()
+        if index is not None:
+            torch.cuda.set_device(index)
+
+    @property
+    def ident(self) -> int | None:
+        """The thread's identity (None before its first call)."""
+        return self._ident
+
+    def on_thread(self, work: Callable[[], Any]) -> Any:
+        """``work()`` run on this side's thread (at once when called there); its result or its
+        exception."""
+        if threading.get_ident() == self._ident:
+            return work()
+        return self._pool.submit(work).result()
+
+    def __call__(self) -> object:
+        return self.on_thread(self._fn)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
 
 
 class _Sides(Protocol):
@@ -304,7 +359,9 @@ class _ConvSides:
     / ``conv2d_wgrad`` run in a backward, against ``aten.convolution_backward`` with that one output
     in its mask, what autograd runs) against ``F.conv2d`` with
     ``torch.backends.cudnn.benchmark`` True and False, each side setting the flag before its call
-    (autocutlass: False, PyTorch's default, which a fallback runs under). conv2d allocates its
+    (autocutlass: False, PyTorch's default, which a fallback runs under); each cuDNN side runs on a
+    thread of its own (``OwnThread``: PyTorch caches cuDNN's plans per thread, not per mode, and a
+    fallback of ours, on this thread, would otherwise fix the plan the benchmark side runs). conv2d allocates its
     output: ``poison`` fills a tensor of the output's size with NaN and frees it, so that the
     caching allocator hands that block to the next call's output (``output_poisoned`` records
     whether it did)."""
@@ -358,7 +415,9 @@ class _ConvSides:
             return run
 
         self.ours = ours
-        self._cudnn = {"cudnn_benchmark": theirs(True), "cudnn_default": theirs(False)}
+        # each cuDNN mode on a thread of its own: PyTorch's plan cache is per thread (OwnThread)
+        self._cudnn = {"cudnn_benchmark": OwnThread(theirs(True), "cudnn-benchmark", device),
+                       "cudnn_default": OwnThread(theirs(False), "cudnn-default", device)}  # fmt: skip
         self._poisoned_ptr: int | None = None
         self.output_poisoned: bool | None = None
 
@@ -373,7 +432,16 @@ class _ConvSides:
 
         torch.cuda.empty_cache()  # no cached block of the output's size but the one poison() frees
         with baseline_context(case.problem):
-            yield cls(case, device)
+            sides = cls(case, device)
+            try:
+                yield sides
+            finally:
+                sides.close()
+
+    def close(self) -> None:
+        """The cuDNN sides' threads ended."""
+        for side in self._cudnn.values():
+            side.close()
 
     def poison(self) -> None:
         import torch
