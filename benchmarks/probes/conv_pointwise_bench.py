@@ -13,6 +13,10 @@ The whole public suite (pointwise and 3x3 layers, fallbacks counted at 1.0) is m
 way by ``autocutlass bench --shapes benchmarks/shapes-conv.json``; this probe keeps the layers of
 our own.
 
+Its cuDNN default-mode column runs on the thread that ran benchmark mode first, so it reads benchmark
+mode's plans (PyTorch caches cuDNN's plans per thread, keyed without ``cudnn.benchmark``; session 42,
+``benchmarks/probes/cudnn_plan_cache.py``); ``autocutlass bench`` times each mode on a thread of its own.
+
 GPU machine: python benchmarks/probes/conv_pointwise_bench.py --json OUT.json [--rounds N] [--trials N] [--layers A,B]
 """
 
