@@ -9,6 +9,7 @@ reference on a NaN-poisoned output and then timed in interleaved rounds with cuD
 alone (the unfolding kernel for each T, and ``lowering.unfold_input``'s torch ops for T = 1). Medians of the rounds, TFLOP/s, ratios (> 1: ours faster).
 
     python benchmarks/probes/conv_unfold_probe.py [--seeds 4] [--rounds 3] [--json FILE]
+
 Its cuDNN default-mode column runs on the thread that ran benchmark mode first, so it reads benchmark
 mode's plans (PyTorch caches cuDNN's plans per thread, keyed without ``cudnn.benchmark``; session 42,
 ``benchmarks/probes/cudnn_plan_cache.py``); ``autocutlass bench`` times each mode on a thread of its own.
