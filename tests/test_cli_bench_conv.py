@@ -221,6 +221,7 @@ def test_documents_say_what_was_compared(shapes: Path) -> None:
     assert conv["what"] == ("autocutlass.conv2d (and its dgrad / wgrad) vs F.conv2d (and aten.convolution_backward) "
                             "(cuDNN, torch.backends.cudnn.benchmark True and False), side by side in one process")  # fmt: skip
     assert "autocutlass.conv2d(x, w, None, stride, padding, dilation, groups)" in conv["protocol"]
+    assert "each cuDNN mode called and timed on a thread of its own" in conv["protocol"]
     assert "matmul(a, b, out=d)" not in conv["protocol"] and "cudnn.allow_tf32" in conv["tf32"]
     assert conv["skipped_directions"][0] == {"name": "sd", "direction": "dgrad", "reason": "no conv2d dgrad evaluation"}
     assert "vs_torch" not in conv["geomean"]

@@ -287,7 +287,10 @@ _CALLS = {
     "conv2d": (
         "conv2d cases: autocutlass called as autocutlass.conv2d(x, w, None, stride, padding, dilation, groups) on "
         "channels_last x and w, cuDNN as F.conv2d with the same arguments, each side setting "
-        "torch.backends.cudnn.benchmark (autocutlass: False, as a fallback would run) before its call; dgrad and "
+        "torch.backends.cudnn.benchmark (autocutlass: False, as a fallback would run) before its call, each cuDNN "
+        "mode called and timed on a thread of its own started for the case (PyTorch caches cuDNN's plans per "
+        "thread, keyed without the flag; up to session 41 both modes ran on one thread and the default mode's "
+        "column was benchmark mode's plans); dgrad and "
         "wgrad cases ('<name>/dgrad', '<name>/wgrad'): autocutlass as the conv2d_dgrad / conv2d_wgrad dispatcher "
         "calls of conv2d's backward on channels_last dy and w (or x), cuDNN as aten.convolution_backward with that "
         "one output in its mask (what autograd runs; hopper_conv_dgrad's flipped filter is computed by the first "
