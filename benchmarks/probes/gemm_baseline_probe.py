@@ -53,6 +53,7 @@ def main() -> int:
     import torch
 
     from autocutlass.ops.gemm.evaluation import fp32_matmul_precision, make_inputs
+    from autocutlass.search.handlers import interleaved_rounds
     from autocutlass.search.timing import time_callable
 
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
@@ -74,10 +75,8 @@ def main() -> int:
                   "ieee": lambda: time_callable(ieee, flush_bytes=2 * l2).median_ms,
                   "guarded": lambda: time_callable(lambda: plain(d), flush_bytes=2 * l2).median_ms,
                   "handler": lambda p=p: _handler_ms(p)}  # fmt: skip
-        ms: dict[str, list[float]] = {name: [] for name in timers}
-        for r in range(ns.rounds):
-            for name in list(timers)[:: 1 if r % 2 == 0 else -1]:
-                ms[name].append(timers[name]())
+        rounds = interleaved_rounds(list(timers.values()), ns.rounds)  # order reversed every other round
+        ms: dict[str, list[float]] = {name: list(v or []) for name, v in zip(timers, rounds, strict=True)}
         child = subprocess.run([sys.executable, __file__, "--child", f"{m},{n},{k}"], capture_output=True, text=True,
                                check=True)  # fmt: skip
         ms["child"] = [json.loads(child.stdout.strip().splitlines()[-1])]
