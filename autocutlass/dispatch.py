@@ -90,9 +90,9 @@ beside our winner. A record of this GPU's exact problem or bucket that serves (a
 ``heuristic`` and ``off``), or a config a tuning just chose, is served by the torch op instead when
 the vendor record of the same tuned problem is more than ``vendor.VENDOR_MARGIN`` faster
 (``Stats.vendor_hits``; an info line once per problem). Never from a sibling's or a nearest record;
-off with ``AUTOCUTLASS_VENDOR_VERDICTS=0``, and off for a front-end whose
-``vendor_verdicts_apply()`` says torch would not run what was timed (conv2d without
-``cudnn.benchmark``: the verdict was measured in benchmark mode).
+off with ``AUTOCUTLASS_VENDOR_VERDICTS=0``. A front-end's ``vendor_variant()`` names the variant of
+torch's path the call would run (conv2d: cuDNN in benchmark mode, or ``heuristic`` without
+``cudnn.benchmark``), and only that variant's vendor record judges (none: no verdict).
 
 A problem several families serve (a pointwise convolution: the GEMM family through a lowering,
 later a convolution family) is looked up under each family's hard key (each family's records
@@ -145,7 +145,13 @@ from autocutlass.errors import (
 from autocutlass.keys import config_key
 from autocutlass.ops.base import Entry, FrontEnd, OpProblem, Unsupported
 from autocutlass.settings import Policy, Settings
-from autocutlass.vendor import host_times, vendor_faster, vendor_hard_key, vendor_margin
+from autocutlass.vendor import (
+    MAIN_VARIANT,
+    host_times,
+    vendor_faster,
+    vendor_hard_key,
+    vendor_margin,
+)
 
 log = logging.getLogger("autocutlass")
 
@@ -415,8 +421,8 @@ def vendor_margin_of(entry: Entry) -> float | None:
     return getattr(entry, "autocutlass_vendor_margin_ms", None)
 
 
-def _always() -> bool:
-    return True
+def _main_variant() -> str:
+    return MAIN_VARIANT
 
 
 def _tracing() -> bool:
@@ -730,9 +736,9 @@ class Dispatcher:
                                     "or the default config and is recorded for `autocutlass tune --pending`")
         if plan.note is not None:
             self._log_once(fe.name, plan.note)
-        vendor_ok = self.settings.vendor_verdicts and getattr(fe, "vendor_verdicts_apply", _always)()
+        variant = getattr(fe, "vendor_variant", _main_variant)() if self.settings.vendor_verdicts else None
         try:
-            chosen = self._choose(plan.problem, pol, plan.device_index, may_tune=not downgraded, vendor_ok=vendor_ok)
+            chosen = self._choose(plan.problem, pol, plan.device_index, may_tune=not downgraded, vendor=variant)
             if isinstance(chosen, str):
                 return self._fallback(fe, call, chosen), _Memo.KEEP, None
             memo = _Memo.SKIP if downgraded else chosen.memo  # after a capture or trace, the policy in full
@@ -750,7 +756,7 @@ class Dispatcher:
         return entry, memo, chosen.waits_for
 
     def _choose(self, problem: OpProblem, pol: Policy, device_index: int, *, may_tune: bool = True,
-                vendor_ok: bool = False) -> _Choice | str:  # fmt: skip
+                vendor: str | None = None) -> _Choice | str:  # fmt: skip
         """What serves ``problem`` by policy, or the reason no family serves it. With ``may_tune``
         False, ``tune`` and ``background`` record the miss they would tune and serve the best
         record or the default. A stand-in is memoised for ``RECHECK_S`` while another process tunes
@@ -761,8 +767,10 @@ class Dispatcher:
         kernel class (``Store.class_winners``); then the family's default. A record of this GPU's
         exact problem or bucket serves under ``tune`` and ``background``; anything less is a
         stand-in while the problem is tuned, and a seed of that tuning (with the other priors).
-        With ``vendor_ok``, a serving record of this GPU's exact problem or bucket, or a tuning's
-        winner, gives way to torch where the vendor record says torch is faster (the module doc)."""
+        With ``vendor`` (a variant of torch's path, not None), a serving record of this GPU's exact
+        problem or bucket, or a tuning's winner, gives way to torch where that variant's vendor
+        record says torch is faster (the module doc)."""
+        vendor_ok = vendor is not None
         families = list(self._layers.families_for(problem))
         if not families:
             return f"no kernel family serves {problem.describe()}: {self._layers.why_unsupported(problem)}"
@@ -782,7 +790,8 @@ class Dispatcher:
                 if _tuned_only(near.family):
                     return self._tuned_only_standin(problem, near.family, _Memo.KEEP, None)
             self._n.db_hits += 1
-            verdict = self._vendor_verdict(problem, near.record, info) if near.rank < _RANK["nearest"] and vendor_ok else None
+            verdict = (self._vendor_verdict(problem, near.record, info, vendor)
+                       if near.rank < _RANK["nearest"] and vendor is not None else None)  # fmt: skip
             if verdict is not None and verdict[0]:
                 return self._vendor_choice(problem)
             return _Choice(near.family, near.config, margin_ms=None if verdict is None else verdict[1])
@@ -796,9 +805,10 @@ class Dispatcher:
             if tuned is _DEFERRED:
                 memo = _Memo.RECHECK
             elif tuned is not None:
-                if vendor_ok:
+                if vendor is not None:
                     rec = self._lookup(problem, hard_key)
-                    verdict = self._vendor_verdict(problem, rec, info) if rec is not None and rec.source == "exact" else None
+                    verdict = (self._vendor_verdict(problem, rec, info, vendor)
+                               if rec is not None and rec.source == "exact" else None)  # fmt: skip
                     if verdict is not None and verdict[0]:
                         return self._vendor_choice(problem)
                     return _Choice(first, tuned, margin_ms=None if verdict is None else verdict[1])
@@ -840,15 +850,17 @@ class Dispatcher:
                      problem.describe(), family.name)  # fmt: skip
         return _Choice(None, None, memo, waits_for)
 
-    def _vendor_verdict(self, problem: OpProblem, rec: Any, info: DeviceInfo) -> tuple[bool, float] | None:
-        """Against the vendor record of ``rec``'s tuned problem (this GPU's; None without one, or for
-        a sibling GPU's ``rec``): whether torch serves, being faster than ``rec`` by more than
+    def _vendor_verdict(self, problem: OpProblem, rec: Any, info: DeviceInfo, variant: str = MAIN_VARIANT
+                        ) -> tuple[bool, float] | None:  # fmt: skip
+        """Against the vendor record of ``variant`` of ``rec``'s tuned problem (this GPU's; None
+        without one, or for a sibling GPU's ``rec``): whether torch serves, being faster than ``rec`` by more than
         ``vendor.VENDOR_MARGIN`` (``vendor.vendor_faster``), and how much a call of ``rec``'s config
         costs less than torch's (``vendor.vendor_margin``). GPU plus host time of a call where the
         tuning measured both and ``Settings.vendor_host`` is on, else GPU time."""
         if rec.sibling:
             return None
-        theirs = self._lookup(problem, vendor_hard_key(rec.hard_key, info.torch_version, info.cuda_runtime_version))
+        theirs = self._lookup(problem, vendor_hard_key(rec.hard_key, info.torch_version, info.cuda_runtime_version,
+                                                       variant))  # fmt: skip
         if theirs is None or theirs.problem != rec.problem:
             return None
         host = host_times(getattr(theirs, "config", None)) if self.settings.vendor_host else None

@@ -26,6 +26,16 @@ verdict is re-measured by every tuning of the problem, a sibling GPU's verdict i
 ``AUTOCUTLASS_VENDOR_VERDICTS=0`` turns verdicts off (our kernels serve every tuned problem; for
 measuring them alone).
 
+**Variants.** Where torch runs one op by more than one path, as its user's settings pick, the
+tuning times each (``ops.<op>.evaluation.baseline_variants``) and records one vendor record per
+variant, its name in the vendor hash (``vendor_hash``): a convolution's ``heuristic`` variant is
+cuDNN outside benchmark mode (``torch.backends.cudnn.benchmark = False``, PyTorch's default),
+which picks its plan by cuDNN's heuristic instead of by timing (often another plan, faster or
+slower). A front-end's ``vendor_variant()`` names the variant torch would run for the call being
+served (None: none that was timed), and its verdict is judged against that variant's record
+alone; a database of tunings before session 43 has no ``heuristic`` record, so a conv2d outside
+benchmark mode keeps our kernel there, as it always did.
+
 Pure Python: no torch, no DSL (dispatch and the tuner pass the versions in).
 """
 
@@ -33,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -42,21 +53,39 @@ from autocutlass.device import HardKey
 VENDOR_FAMILY = "torch"
 """The family name of vendor records (never a kernel family: ``kernels.get_family`` does not know it)."""
 
+_VARIANT_NAME = re.compile(r"[a-z_]*")
+
 VENDOR_MARGIN = 0.01
 """Torch serves when its recorded time is more than this fraction below ours (1%: within the
 finals' noise our kernel keeps the problem)."""
 
 
-def vendor_hash(torch_version: str, cuda_version: str) -> str:
+MAIN_VARIANT = ""
+"""The vendor variant of torch's path as the op's ``torch_baseline`` runs it under its
+``baseline_context`` (cuBLAS; cuDNN in benchmark mode): every vendor record before session 43."""
+
+
+def vendor_hash(torch_version: str, cuda_version: str, variant: str = MAIN_VARIANT) -> str:
     """The kernel-hash field of vendor records: torch's and CUDA's versions (cuBLAS and cuDNN
-    come with them)."""
+    come with them), and the variant of torch's path that was timed (module doc: variants),
+    readable in front of the hash (``variant_of``)."""
+    if not _VARIANT_NAME.fullmatch(variant):
+        raise ValueError(f"a vendor variant is empty or lowercase letters and underscores, got {variant!r}")
     text = f"torch {torch_version} cuda {cuda_version}"
-    return "torch-" + hashlib.sha256(text.encode()).hexdigest()[:12]
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    return f"torch-{variant}-{digest}" if variant else f"torch-{digest}"
 
 
-def vendor_hard_key(hard_key: HardKey, torch_version: str, cuda_version: str) -> HardKey:
-    """The hard key of the vendor records that go with ``hard_key``'s (same GPU and toolchain)."""
-    return replace(hard_key, kernel_hash=vendor_hash(torch_version, cuda_version))
+def vendor_hard_key(hard_key: HardKey, torch_version: str, cuda_version: str, variant: str = MAIN_VARIANT) -> HardKey:
+    """The hard key of the vendor records that go with ``hard_key``'s (same GPU and toolchain),
+    of torch's path in ``variant``."""
+    return replace(hard_key, kernel_hash=vendor_hash(torch_version, cuda_version, variant))
+
+
+def variant_of(vendor_key: HardKey) -> str:
+    """The variant of torch's path a vendor record under ``vendor_key`` timed (``vendor_hash``)."""
+    parts = vendor_key.kernel_hash.split("-")
+    return parts[1] if len(parts) == 3 else MAIN_VARIANT
 
 
 def verdict_pair(problem_key: str, hard_key: HardKey) -> tuple[str, HardKey]:
@@ -109,11 +138,13 @@ def host_times(vendor_config: Any) -> tuple[float, float] | None:
 
 __all__ = [
     "HOST_KEY",
+    "MAIN_VARIANT",
     "OURS_HOST_KEY",
     "VENDOR_FAMILY",
     "VENDOR_MARGIN",
     "host_config",
     "host_times",
+    "variant_of",
     "vendor_faster",
     "vendor_hard_key",
     "vendor_hash",

@@ -17,6 +17,7 @@ from autocutlass.ops.gemm.problem import GemmProblem
 from autocutlass.search.space import config_key
 from autocutlass.search.timing import Timing, summarize
 from autocutlass.search.workers import EvalOutcome, FinalsOutcome
+from autocutlass.vendor import variant_of
 
 DEVICE = DeviceInfo(
     index=0, gpu_name="Fake GPU", cc_major=9, cc_minor=0, sm_count=132, max_smem_per_block_optin=232_448,
@@ -101,8 +102,9 @@ class FakeEvaluator:
 
     def __init__(self, score: Score, capacity: int = 3, torch_ms: float = 1.0, *, finals_score: Score | None = None,
                  finals_torch_ms: float | None = None, finals_fail: Any = False, host_ms: float | None = None,
-                 torch_host_ms: float | None = None) -> None:  # fmt: skip
+                 torch_host_ms: float | None = None, torch_variants: dict[str, float] | None = None) -> None:  # fmt: skip
         self.host_ms, self.torch_host_ms = host_ms, torch_host_ms  # the finals' host times (Timing.host_ms)
+        self.torch_variants = dict(torch_variants or {})  # torch's ms in the op's baseline_variants (finals)
         self.score = score
         self._capacity = capacity
         self.torch_ms = torch_ms
@@ -154,8 +156,10 @@ class FakeEvaluator:
             else:
                 entries.append(EvalOutcome(config_key(params), dict(params), "ok", None,
                                            Timing(s, s, s, rounds, self.host_ms)))  # fmt: skip
+        variants = {v: Timing(ms, ms, ms, rounds, self.torch_host_ms) for v, ms in self.torch_variants.items()}
         return FinalsOutcome(tuple(entries), Timing(self.finals_torch_ms, self.finals_torch_ms,
-                                                    self.finals_torch_ms, rounds, self.torch_host_ms), rounds)  # fmt: skip
+                                                    self.finals_torch_ms, rounds, self.torch_host_ms), rounds,
+                             variants)  # fmt: skip
 
     def device(self) -> dict[str, Any]:
         return {"device": DEVICE.as_dict()}
@@ -177,12 +181,14 @@ class FakeTrialRecord:
 
 @dataclass
 class MemorySink:
-    """In-memory ``TrialSink``; vendor records (``autocutlass.vendor``) go to ``vendor``."""
+    """In-memory ``TrialSink``; vendor records (``autocutlass.vendor``) go to ``vendor``, those of
+    torch's variants to ``vendor_variants`` by (problem key, variant)."""
 
     records: list[FakeTrialRecord] = field(default_factory=list)
     best: dict[str, tuple[dict[str, Any], float, int | None]] = field(default_factory=dict)
     vendor: dict[str, tuple[HardKey, float]] = field(default_factory=dict)
     vendor_config: dict[str, dict[str, Any]] = field(default_factory=dict)
+    vendor_variants: dict[tuple[str, str], tuple[HardKey, float]] = field(default_factory=dict)
 
     def record_trial(self, problem: GemmProblem, hard_key: HardKey, family: str, config: Any, state: str,
                      reason: str | None = None, median_ms: float | None = None, p20_ms: float | None = None,
@@ -196,6 +202,9 @@ class MemorySink:
                     tflops: float, trial_id: int | None = None) -> None:  # fmt: skip
         if family == "torch":
             assert trial_id is None
+            if variant_of(hard_key):
+                self.vendor_variants[(problem.key(), variant_of(hard_key))] = (hard_key, median_ms)
+                return
             self.vendor[problem.key()] = (hard_key, median_ms)
             self.vendor_config[problem.key()] = dict(config)
             return

@@ -113,3 +113,22 @@ def test_torchs_times_get_their_own_table_with_what_serves_each_problem(tmp_path
     assert f"| {BF16.describe()} | 0.1000 | 0.0800 | 0.800 | - | - | torch |" in text
     assert f"| {FP8.describe()} | 0.0100 | 0.0101 | 1.010 | - | - | hopper_gemm |" in text
     assert f"| {other.describe()} | 0.1000 | 0.0800 | 0.800 | 0.0100 | 0.0500 | hopper_gemm |" in text
+
+
+def test_a_variant_of_torchs_path_gets_a_row_of_its_own_named(tmp_path: Path) -> None:
+    """conv2d's cuDNN outside benchmark mode (``heuristic``) beside benchmark mode: two rows of one
+    problem, the variant's named after the problem, each with its own verdict."""
+    from autocutlass.vendor import VENDOR_FAMILY, vendor_hard_key
+
+    d = tmp_path / "dbs"
+    d.mkdir()
+    path = d / "NVIDIA-H200.sqlite"
+    store = TuningStore(path)
+    store.record_best(BF16, H200, "hopper_gemm", CFG, 0.1, 300.0)
+    store.record_best(BF16, vendor_hard_key(H200, "2.11.0", "13.0"), VENDOR_FAMILY, {}, 0.2, 150.0)
+    store.record_best(BF16, vendor_hard_key(H200, "2.11.0", "13.0", "heuristic"), VENDOR_FAMILY, {}, 0.05, 600.0)
+    release(path)
+    text = render_readme(shipped_db_paths(d))
+    assert f"| {BF16.describe()} | 0.1000 | 0.2000 | 2.000 | - | - | hopper_gemm |" in text
+    assert f"| {BF16.describe()} (heuristic) | 0.1000 | 0.0500 | 0.500 | - | - | torch |" in text
+    assert "1 problem with a best record (gemm 1), 1 best record" in text

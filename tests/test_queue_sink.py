@@ -165,15 +165,23 @@ def test_torchs_time_follows_the_winner_kept(url: str, tmp_path: Path) -> None:
     from autocutlass.vendor import VENDOR_FAMILY, vendor_hard_key
 
     vk = vendor_hard_key(HARD_KEY, "2.11.0", "13.0")
+    hk = vendor_hard_key(HARD_KEY, "2.11.0", "13.0", "heuristic")  # a variant's record follows alike
     first, second, third = sink(url, tmp_path), sink(url, tmp_path), sink(url, tmp_path)
     first.record_best(P, HARD_KEY, "fake", {"tile": 16}, 1.0, 10.0)
     first.record_best(P, vk, VENDOR_FAMILY, {}, 1.2, 8.0)  # ours ahead in this tuning
+    first.record_best(P, hk, VENDOR_FAMILY, {}, 1.3, 7.5)
     second.record_best(P, HARD_KEY, "fake", {"tile": 32}, 1.1, 9.0)  # slower winner: kept out
-    second.record_best(P, vk, VENDOR_FAMILY, {}, 0.5, 20.0)  # its torch time goes with it
-    assert (first.store.lookup(P, HARD_KEY).median_ms, first.store.lookup(P, vk).median_ms) == (1.0, 1.2)  # type: ignore[union-attr]
+    second.record_best(P, vk, VENDOR_FAMILY, {}, 0.5, 20.0)  # its torch times go with it
+    second.record_best(P, hk, VENDOR_FAMILY, {}, 0.6, 19.0)
+
+    def stored() -> tuple[float, ...]:
+        return tuple(first.store.lookup(P, k).median_ms for k in (HARD_KEY, vk, hk))  # type: ignore[union-attr]
+
+    assert stored() == (1.0, 1.2, 1.3)
     third.record_best(P, HARD_KEY, "fake", {"tile": 64}, 0.9, 11.0)  # a faster winner ...
-    third.record_best(P, vk, VENDOR_FAMILY, {}, 1.4, 7.0)  # ... brings its own torch time, slower or not
-    assert (first.store.lookup(P, HARD_KEY).median_ms, first.store.lookup(P, vk).median_ms) == (0.9, 1.4)  # type: ignore[union-attr]
+    third.record_best(P, vk, VENDOR_FAMILY, {}, 1.4, 7.0)  # ... brings its own torch times, slower or not
+    third.record_best(P, hk, VENDOR_FAMILY, {}, 1.5, 6.5)
+    assert stored() == (0.9, 1.4, 1.5)
 
 
 def test_concurrent_misses_tune_once(url: str, tmp_path: Path) -> None:

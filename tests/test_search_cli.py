@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import dataclasses
 import json
 from collections.abc import Iterator
@@ -252,3 +253,35 @@ def test_verdicts_retime_the_stored_winners_against_torch(shapes: Path, tmp_path
         {k: pytest.approx(0.5) for k in after}  # fmt: skip
     with pytest.raises(UsageError, match="--only goes with"):
         run_tune(parser().parse_args(["tune", "--verdicts", "--only", "linear"]), store=store)
+
+
+def test_verdicts_record_torchs_variants_beside_its_main_time(shapes: Path, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """A database tuned before torch's variants were timed (conv2d's cuDNN outside benchmark mode):
+    ``--verdicts`` records each variant's time of the finals as the vendor record of that variant,
+    beside the main one, and the table and JSON say how each would serve."""
+    from autocutlass.vendor import host_times, variant_of
+
+    store = TuningStore(tmp_path / "t.sqlite")
+
+    @contextlib.contextmanager
+    def make(family: str, _ns: argparse.Namespace, **kw: Any) -> Iterator[FakeEvaluator]:
+        yield FakeEvaluator(hopper_score, torch_ms=2.0, finals_score=lambda c: 0.5, finals_torch_ms=0.9,
+                            host_ms=0.01, torch_host_ms=0.02, **kw)  # fmt: skip
+
+    tune = parser().parse_args(["tune", "--shapes", str(shapes), "--only", "linear", "--trials", "3"])
+    assert run_tune(tune, make_evaluator=make, store=store) == 0
+    assert {variant_of(r.hard_key) for r in store.bests(vendor=True) if r.family == "torch"} == {""}
+    out_json = tmp_path / "v.json"
+    ns = parser().parse_args(["tune", "--verdicts", "--json", str(out_json)])
+    retime = functools.partial(make, torch_variants={"heuristic": 0.3})
+    assert run_tune(ns, make_evaluator=lambda f, n: retime(f, n), store=store) == 0
+    out, _ = capsys.readouterr()
+    assert "heuristic: 300.0, torch" in out
+    torch_records = {variant_of(r.hard_key): r for r in store.bests(vendor=True) if r.family == "torch"}
+    assert set(torch_records) == {"", "heuristic"}
+    assert torch_records[""].median_ms == pytest.approx(0.9)
+    assert torch_records["heuristic"].median_ms == pytest.approx(0.3)
+    assert host_times(torch_records["heuristic"].config) == (0.01, 0.02)
+    (row,) = json.loads(out_json.read_text())
+    assert row["served_by"] == "hopper_gemm" and row["variants"]["heuristic"]["served_by"] == "torch"

@@ -261,6 +261,34 @@ def test_torch_prefers_the_finals_timing() -> None:
     assert r.vs_torch == pytest.approx(1.8 / 1.0)
 
 
+def test_torchs_variants_in_the_finals_are_recorded_as_vendor_records_of_their_own() -> None:
+    """The finals time torch in the op's ``baseline_variants`` too (conv2d: cuDNN outside benchmark
+    mode): each variant's time becomes its own vendor record, under the vendor hard key of that
+    variant, beside the main one; without finals, no variant is recorded (the baseline timed none)."""
+    import dataclasses
+
+    from autocutlass.vendor import variant_of
+
+    search = table({config_key(cfg(32)): 1.00, config_key(cfg(64)): 1.02})
+    sink = MemorySink()
+    ev = FakeEvaluator(search, torch_ms=2.0, finals_torch_ms=1.8, torch_variants={"heuristic": 0.7})
+    tune_problem(P, family(), sink, exhaustive=True, evaluator=ev, hard_key=HARD_KEY)
+    main_key, ms = sink.vendor[P.key()]
+    assert ms == 1.8 and variant_of(main_key) == ""
+    (key, variant), (variant_key, variant_ms) = next(iter(sink.vendor_variants.items()))
+    assert len(sink.vendor_variants) == 1 and (key, variant, variant_ms) == (P.key(), "heuristic", 0.7)
+    assert variant_of(variant_key) == "heuristic" and variant_key.kernel_hash != main_key.kernel_hash
+    assert dataclasses.replace(variant_key, kernel_hash="") == dataclasses.replace(main_key, kernel_hash="")
+    alone = MemorySink()
+
+    def single(p: dict[str, Any]) -> float | tuple[str, str]:
+        return 1.0 if p == cfg(16) else ("wrong_result", "relative error 1.0")
+
+    tune_problem(P, family(), alone, exhaustive=True, hard_key=HARD_KEY,
+                 evaluator=FakeEvaluator(single, torch_ms=2.0, torch_variants={"heuristic": 0.7}))  # fmt: skip
+    assert alone.vendor[P.key()][1] == 2.0 and alone.vendor_variants == {}
+
+
 def test_a_finalist_that_fails_in_the_finals_cannot_win() -> None:
     search = table({config_key(cfg(32)): 0.9, config_key(cfg(64)): 1.0})
 
@@ -422,6 +450,49 @@ def test_handler_finals_keep_the_median_host_time_of_the_rounds(fake_gpu: dict[s
     assert Timing.from_dict(a["timing"]).host_ms == pytest.approx(0.02)
     assert Timing.from_dict(b["timing"]).host_ms is None and "host_ms" not in b["timing"]
     assert Timing.from_dict(reply["torch"]["timing"]).host_ms == pytest.approx(0.05)
+
+
+def test_handler_finals_time_each_torch_variant_on_a_thread_of_its_own(fake_gpu: dict[str, Any],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """An op with ``baseline_variants`` (conv2d: cuDNN outside benchmark mode): the finals time
+    torch in each variant beside the main path, every round, under that variant's settings and
+    always on one thread of the variant's own (PyTorch caches cuDNN's plan per thread, keyed
+    without the mode), never the handler's; the reply carries each variant's timing."""
+    import contextlib
+    import threading
+
+    from autocutlass.ops.gemm import evaluation as ev
+
+    seen: list[tuple[str, int]] = []
+    current = threading.local()
+
+    @contextlib.contextmanager
+    def context(problem: Any, variant: str = "") -> Iterator[None]:
+        seen.append((variant, threading.get_ident()))
+        current.variant = variant
+        yield
+
+    def baseline(problem: Any, inputs: Any) -> FakeRunner:
+        return FakeRunner(f"torch-{current.variant}" if current.variant else "torch", fake_gpu, inputs)
+
+    monkeypatch.setattr(ev, "baseline_variants", lambda problem: ("heuristic",), raising=False)
+    monkeypatch.setattr(ev, "baseline_context", context)
+    monkeypatch.setattr(ev, "torch_baseline", baseline)
+    fake_gpu["ms"] = {"a": 1.0, "b": 0.9, "torch": 2.0, "torch-heuristic": 1.5}
+    reply = fake_gpu["handler"]._final(final_request(["a", "b"], rounds=3))
+    assert fake_gpu["log"] == ["a", "b", "torch", "torch-heuristic", "torch-heuristic", "torch", "b", "a",
+                               "a", "b", "torch", "torch-heuristic"]  # fmt: skip
+    here = threading.get_ident()
+    assert [v for v, _ in seen] == ["", "heuristic", "heuristic", "", "", "heuristic"]
+    assert {t for v, t in seen if v == ""} == {here}
+    threads = {t for v, t in seen if v == "heuristic"}
+    assert len(threads) == 1 and here not in threads
+    assert Timing.from_dict(reply["torch"]["timing"]).median_ms == pytest.approx(2.06)
+    side = reply["torch_variants"]["heuristic"]
+    assert side["round_ms"] == pytest.approx([1.54, 1.55, 1.62]) and list(reply["torch_variants"]) == ["heuristic"]
+    out = workers._finals_outcome([{"name": "a"}, {"name": "b"}], 3, workers.Reply("result", reply))
+    assert out is not None and out.variants["heuristic"].median_ms == pytest.approx(1.55)
+    assert out.torch is not None and out.torch.median_ms == pytest.approx(2.06)
 
 
 def bench_request(name: str | None) -> dict[str, Any]:

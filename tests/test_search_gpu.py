@@ -1,5 +1,6 @@
 """GPU tests of the search layer: the timing protocol, verification on CUDA tensors, a CUDA fault
-contained in a worker, the finals of two configs in the real benchmark child, and one small
+contained in a worker, the finals of two configs in the real benchmark child (and a conv2d's with
+cuDNN's default mode timed beside benchmark mode), and one small
 problem tuned end to end with the real family and pipeline."""
 
 from __future__ import annotations
@@ -93,6 +94,31 @@ def test_finals_of_two_configs_in_the_real_benchmark_child(tmp_path: Path, monke
         assert e.timing.host_ms is not None and e.timing.host_ms > 0  # the rounds' host times travel back
     assert out.torch is not None and out.torch.n == 3 and out.torch.median_ms > 0
     assert out.torch.host_ms is not None and out.torch.host_ms > 0
+
+
+def test_conv_finals_time_cudnns_default_mode_on_a_thread_of_its_own(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A conv2d's finals in the real benchmark child also time cuDNN outside benchmark mode (the
+    ``heuristic`` variant, ``ops.conv.evaluation.baseline_variants``), which comes back beside
+    torch's benchmark-mode time."""
+    from autocutlass.kernels import get_family
+    from autocutlass.ops.conv.problem import ConvProblem
+    from autocutlass.ops.types import DType
+    from autocutlass.search.workers import CandidatePipeline
+
+    monkeypatch.setenv("AUTOCUTLASS_CACHE_DIR", str(tmp_path / "cache"))
+    fam = get_family("hopper_conv")
+    bf = DType.BF16
+    p = ConvProblem(direction="fprop", n=4, h=28, w=28, c=128, k=128, r=3, s=3, stride_h=1, stride_w=1, pad_h=1,
+                    pad_w=1, dil_h=1, dil_w=1, x_dtype=bf, w_dtype=bf, y_dtype=bf)  # fmt: skip
+    configs = [fam.config_to_dict(fam.seeds(p)[0])]
+    with CandidatePipeline(fam.name, compile_workers=1) as pipe:
+        out = pipe.finals(p, configs, rounds=3)
+    assert out is not None and out.entries[0].state == "ok", out
+    assert out.torch is not None and out.torch.median_ms > 0
+    assert set(out.variants) == {"heuristic"}
+    heuristic = out.variants["heuristic"]
+    assert heuristic.n == 3 and heuristic.median_ms > 0 and heuristic.host_ms is not None
 
 
 def test_tune_one_small_problem_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

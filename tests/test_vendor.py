@@ -1,7 +1,7 @@
 """Vendor verdicts (``autocutlass.vendor``): the tuner records torch's time beside our winner, and
 dispatch serves a tuned problem with torch where that time beats ours by more than the margin;
-never from a sibling's or a nearest record, never when turned off, never for a conv2d outside
-cuDNN's benchmark mode."""
+never from a sibling's or a nearest record, never when turned off; a conv2d is judged against the
+record of the cuDNN mode torch would run (benchmark mode, or PyTorch's default: ``heuristic``)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from autocutlass.vendor import (
     host_config,
     host_times,
     vendor_faster,
+    variant_of,
     vendor_hard_key,
     vendor_hash,
 )
@@ -56,6 +57,15 @@ def test_margin_and_keys() -> None:
     assert vendor_hash("2.11", "13.0") != vendor_hash("2.12", "13.0") != vendor_hash("2.11", "12.8")
     key = vendor_hard_key(HARD_KEY, "2.11", "13.0")
     assert key.kernel_hash.startswith("torch-") and key == dataclasses.replace(HARD_KEY, kernel_hash=key.kernel_hash)
+    # a variant of torch's path: a key of its own, on the same GPU and versions, its name readable
+    heuristic = vendor_hard_key(HARD_KEY, "2.11", "13.0", "heuristic")
+    assert heuristic != key and heuristic.kernel_hash.startswith("torch-heuristic-")
+    assert dataclasses.replace(heuristic, kernel_hash="") == dataclasses.replace(key, kernel_hash="")
+    assert (variant_of(key), variant_of(heuristic)) == ("", "heuristic")
+    assert vendor_hash("2.11", "13.0", "heuristic") != vendor_hash("2.12", "13.0", "heuristic")
+    for bad in ("Heuristic", "a-b", "x y"):
+        with pytest.raises(ValueError, match="vendor variant"):
+            vendor_hash("2.11", "13.0", bad)
 
 
 # ---- the tuner records torch's time -----------------------------------------------------------------
@@ -237,12 +247,19 @@ def test_a_tuning_that_finds_torch_faster_serves_torch_at_once(torch_ms: float, 
     assert (rig.dispatcher.stats().vendor_hits, len(rig.family.launches)) == ((1, 0) if served_by_torch else (0, 1))
 
 
-def test_conv_front_ends_apply_verdicts_only_in_cudnn_benchmark_mode() -> None:
-    for fe in (Conv2dFrontEnd(), ConvGradFrontEnd(ConvDirection.DGRAD)):
+def test_conv_front_ends_judge_by_the_cudnn_mode_torch_would_run() -> None:
+    """Benchmark mode: the main vendor record (timed in that mode); PyTorch's default: the
+    ``heuristic`` variant's. The memo keys hold the mode, so an entry chosen in one mode is never
+    served in the other."""
+    for fe, args in ((Conv2dFrontEnd(), (t(1, 8, 4, 4), t(8, 8, 1, 1), None, 1, 0, 1, 1, None, None)),
+                     (ConvGradFrontEnd(ConvDirection.DGRAD), (t(1, 8, 4, 4), t(8, 8, 1, 1), (1, 8, 4, 4), (1, 1),
+                                                              (0, 0), (1, 1), 1))):  # fmt: skip
         with torch.backends.cudnn.flags(enabled=True, benchmark=True):
-            assert fe.vendor_verdicts_apply() is True
+            assert fe.vendor_variant() == ""
+            key = fe.memo_key(Policy.CACHED, *args)
         with torch.backends.cudnn.flags(enabled=True, benchmark=False):
-            assert fe.vendor_verdicts_apply() is False
+            assert fe.vendor_variant() == "heuristic"
+            assert fe.memo_key(Policy.CACHED, *args) != key
 
 
 # ---- the real database -------------------------------------------------------------------------
@@ -302,6 +319,27 @@ def test_host_aware_verdicts_through_the_database(tmp_path: Path) -> None:
     gpu_only.settings = dataclasses.replace(gpu_only.settings, vendor_host=False)
     close(calls(gpu_only).matmul(a, b), a @ b)
     assert gpu_only.stats().vendor_hits == 1 and fam3.launches == []
+
+
+@pytest.mark.parametrize("variant, served_by_torch", [("", False), ("heuristic", True), (None, False)])
+def test_the_front_ends_variant_picks_the_vendor_record_that_judges(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    variant: str | None, served_by_torch: bool) -> None:  # fmt: skip
+    """One tuning recorded torch slower than ours on its main path (1.5 ms against 1.0: cuDNN in
+    benchmark mode) and faster in its ``heuristic`` variant (0.5: PyTorch's default mode). A call
+    whose front-end says torch would run the heuristic path is served by torch; one on the main
+    path, or on a path no tuning timed (None), keeps our kernel."""
+    db = tmp_path / "tuning.sqlite"
+    a, b = t(32, 64), t(64, 48)
+    p = _problem(a, b)
+    store = TuningStore(db)
+    versions = (INFO.torch_version, INFO.cuda_runtime_version)
+    store.record_best(p, HARD_KEY, "fake", {"tile": 64}, 1.0, 1.0)
+    store.record_best(p, vendor_hard_key(HARD_KEY, *versions), VENDOR_FAMILY, {}, 1.5, 1.0)
+    store.record_best(p, vendor_hard_key(HARD_KEY, *versions, "heuristic"), VENDOR_FAMILY, {}, 0.5, 1.0)
+    monkeypatch.setattr(type(MATMUL), "vendor_variant", staticmethod(lambda: variant), raising=False)
+    d = _dispatcher(tmp_path, Policy.CACHED, fam := FakeFamily(), FakeTuner(), db)
+    close(calls(d).matmul(a, b), a @ b)
+    assert (d.stats().vendor_hits, len(fam.launches)) == ((1, 0) if served_by_torch else (0, 1))
 
 
 def test_bench_counts_a_verdict_as_torch_serving() -> None:

@@ -178,8 +178,8 @@ class SharedTuningSink:
         that a verdict compares the times of one tuning (faster-wins where this sink recorded no
         winner of the problem)."""
         at = verdict_pair(problem.key(), hard_key)
-        if family == VENDOR_FAMILY and at in self._ours:
-            if self._ours.pop(at):
+        if family == VENDOR_FAMILY and at in self._ours:  # each variant's record (``vendor``) follows alike
+            if self._ours[at]:
                 self.store.record_best(problem, hard_key, family, config, median_ms, tflops, trial_id=trial_id)
             return
         stored = self.store.merge_best(problem, hard_key, family, config, median_ms, tflops, trial_id=trial_id)

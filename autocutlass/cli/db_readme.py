@@ -20,7 +20,7 @@ from pathlib import Path
 from autocutlass.cli.db import config_summary
 from autocutlass.db import BestRecord, TrialRecord, TuningStore, release
 from autocutlass.device import HardKey
-from autocutlass.vendor import VENDOR_FAMILY, VENDOR_MARGIN, host_times, vendor_faster
+from autocutlass.vendor import VENDOR_FAMILY, VENDOR_MARGIN, host_times, variant_of, vendor_faster
 
 INTRO = """\
 # Shipped tuning databases
@@ -102,14 +102,17 @@ def _vendor_section(bests: Sequence[BestRecord], torch_times: Sequence[BestRecor
         f"### {torch_times[0].hard_key.gpu_name}: torch's times (vendor verdicts)", "",
         f"- torch's time was recorded beside {_plural(len(rows), 'best record')}; torch serves the "
         f"{served} where it was faster by more than {VENDOR_MARGIN:.0%} (`autocutlass/vendor.py`; GPU plus host time"
-        f" of a call where the tuning measured both: the host columns)",
+        f" of a call where the tuning measured both: the host columns); a row of a variant of torch's path (its "
+        f"name after the problem; conv2d's `heuristic`: cuDNN outside benchmark mode, PyTorch's default) judges "
+        f"only the calls torch would run that way",
         "", "| problem | ours ms | torch ms | torch / ours | ours host ms | torch host ms | served by |",
         "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]  # fmt: skip
     for t, mine, by_torch in rows:
         host = host_times(t.config)
         hosts = (f"{host[0]:.4f}", f"{host[1]:.4f}") if host is not None else ("-", "-")
-        cells = (t.problem.describe(), f"{mine.median_ms:.4f}", f"{t.median_ms:.4f}",
+        variant = variant_of(t.hard_key)
+        cells = (t.problem.describe() + (f" ({variant})" if variant else ""), f"{mine.median_ms:.4f}", f"{t.median_ms:.4f}",
                  f"{t.median_ms / mine.median_ms:.3f}", *hosts, "torch" if by_torch else mine.family)  # fmt: skip
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     lines.append("")

@@ -8,7 +8,9 @@ GPU time alone. Each stored best of ``--db`` measured on this GPU under its fami
 sources (of ``FILE``'s cases only, with ``--only`` as for ``--shapes``) runs the tuner's finals
 (``search.tuner.FINAL_ROUNDS`` interleaved rounds, each side verified first) with torch beside it;
 the best record takes the finals' time of its config (its trial kept), and torch's time with both
-host times becomes the problem's vendor record, the two of one run as a tuning records them. A
+host times becomes the problem's vendor record, the two of one run as a tuning records them, with
+torch's time in each of the op's ``baseline_variants`` as that variant's vendor record (conv2d:
+cuDNN outside benchmark mode, PyTorch's default, which a database tuned before session 43 lacks). A
 problem whose finals do not finish keeps its records and is listed. One finals per record, where
 a tuning runs a search before its finals.
 
@@ -32,6 +34,7 @@ from autocutlass.db import TuningStore
 from autocutlass.db.records import BestRecord
 from autocutlass.device import DeviceInfo
 from autocutlass.kernels import get_family
+from autocutlass.search.timing import Timing
 from autocutlass.search.tuner import FINAL_ROUNDS, Evaluator, record_vendor
 from autocutlass.search.workers import OK
 from autocutlass.vendor import VENDOR_FAMILY, host_config, host_times, vendor_faster
@@ -77,17 +80,29 @@ def refresh_one(store: TuningStore, device: DeviceInfo, rec: BestRecord, evaluat
     trial = next((t.id for t in store.trials(p, rec.hard_key) if t.family == rec.family and t.config == rec.config),
                  None)  # fmt: skip
     store.record_best(p, rec.hard_key, rec.family, rec.config, ours.median_ms, ours.tflops(p.flops), trial_id=trial)
-    record_vendor(store, p, rec.hard_key, (device.torch_version, device.cuda_runtime_version), theirs, ours)
-    pair = host_times(host_config(theirs.host_ms, ours.host_ms))
+    record_vendor(store, p, rec.hard_key, (device.torch_version, device.cuda_runtime_version), theirs, ours,
+                  out.variants)  # fmt: skip
+
+    def served_by(t: Timing) -> str:
+        return "torch" if vendor_faster(ours.median_ms, t.median_ms, host_times(host_config(t.host_ms, ours.host_ms))) \
+            else rec.family
+
     row.update(status="re-timed", ours_ms=ours.median_ms, torch_ms=theirs.median_ms,
                ours_host_ms=ours.host_ms, torch_host_ms=theirs.host_ms,
                served_by_gpu_time="torch" if vendor_faster(ours.median_ms, theirs.median_ms) else rec.family,
-               served_by="torch" if vendor_faster(ours.median_ms, theirs.median_ms, pair) else rec.family)  # fmt: skip
+               served_by=served_by(theirs),
+               variants={v: {"torch_ms": t.median_ms, "torch_host_ms": t.host_ms, "served_by": served_by(t)}
+                         for v, t in sorted(out.variants.items())})  # fmt: skip
     return row
 
 
 def _fmt(v: Any, scale: float = 1.0) -> str:
     return "-" if v is None else f"{v * scale:.1f}"
+
+
+def _variants(row: dict[str, Any]) -> str:
+    """The table cell of torch's variants (``vendor``: variants) in a row: each one's time and verdict."""
+    return "; ".join(f"{v}: {_fmt(d['torch_ms'], 1e3)}, {d['served_by']}" for v, d in row.get("variants", {}).items()) or "-"
 
 
 def refresh_verdicts(ns: argparse.Namespace, store: TuningStore, device: DeviceInfo,
@@ -109,10 +124,10 @@ def refresh_verdicts(ns: argparse.Namespace, store: TuningStore, device: DeviceI
         print(f"[{i}/{len(records)}] {row['problem']}: {row['status']}", file=sys.stderr)
         rows.append(row)
     header = ("problem", "family", "old us", "ours us", "torch us", "ours host us", "torch host us", "GPU time: served by",
-              "GPU + host: served by")  # fmt: skip
+              "GPU + host: served by", "torch's variants: us, served by")  # fmt: skip
     table = [(r["problem"], r["family"], _fmt(r["old_ms"], 1e3), _fmt(r.get("ours_ms"), 1e3),
               _fmt(r.get("torch_ms"), 1e3), _fmt(r.get("ours_host_ms"), 1e3), _fmt(r.get("torch_host_ms"), 1e3),
-              r.get("served_by_gpu_time", r["status"]), r.get("served_by", "-")) for r in rows]  # fmt: skip
+              r.get("served_by_gpu_time", r["status"]), r.get("served_by", "-"), _variants(r)) for r in rows]  # fmt: skip
     print_table(f"verdicts re-timed on {device.gpu_name} in {store.display}", header, table,
                 right=lambda i: 2 <= i <= 6)  # fmt: skip
     flips = sum(1 for r in rows if r.get("served_by") not in (None, r.get("served_by_gpu_time")))

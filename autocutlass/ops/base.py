@@ -80,7 +80,12 @@ class Evaluation(Protocol):
     def check_output(self, problem: Any, out: Any, ref: Any) -> tuple[bool, str | None]: ...
     def verify(self, runner: Callable[..., None], problem: Any, inputs: Any, ref: Any) -> tuple[bool, str | None]: ...
     def torch_baseline(self, problem: Any, inputs: Any) -> Callable[[], Any]:
-        """What the vendor library runs for this problem, on ``inputs`` (timed like a candidate)."""
+        """What the vendor library runs for this problem, on ``inputs`` (timed like a candidate),
+        under ``baseline_context(problem)``. An op whose torch path depends on its user's settings
+        also defines ``baseline_variants(problem) -> tuple[str, ...]``, the other settings' names,
+        which ``baseline_context(problem, variant)`` sets: each is timed in the finals beside the
+        main one, on a thread of its own, and recorded as a vendor record of that variant
+        (``autocutlass.vendor``: variants; conv2d's ``heuristic``, cuDNN outside benchmark mode)."""
 
 
 # ---- front-ends: what dispatch needs from an op's entry point ---------------------------------
@@ -137,9 +142,10 @@ class FrontEnd(Protocol):
     name: str
     """The entry point's name, in log lines and errors ('matmul').
 
-    Optional: ``vendor_verdicts_apply() -> bool``, False when torch's op would not run here what
-    the tuning timed as torch's (conv2d: cuDNN outside benchmark mode), so that vendor verdicts
-    (``autocutlass.vendor``) are not applied; absent, they are."""
+    Optional: ``vendor_variant() -> str | None``, the variant of torch's path (``autocutlass.vendor``:
+    variants) torch's op would run here now, whose vendor record the verdict is judged against
+    (conv2d: ``""``, cuDNN in benchmark mode, or ``"heuristic"``), None where torch would run a
+    path no tuning timed, so that no verdict applies; absent, ``""`` (the main variant)."""
 
     def memo_key(self, policy: Any, *args: Any) -> tuple[Any, ...]:
         """A hashable tuple of everything about ``args`` that decides how the call is served

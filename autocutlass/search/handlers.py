@@ -18,6 +18,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -132,6 +133,7 @@ class BenchHandler:
         self._inputs: Any = None
         self._ref: Any = None
         self._flush_bytes = 0
+        self._variant_threads: dict[str, ThreadPoolExecutor] = {}
 
     def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request["op"]
@@ -190,16 +192,46 @@ class BenchHandler:
         self._flush_bytes = 2 * l2
         self._problem_key = problem.key()
 
-    def _torch_timing(self, problem: OpProblem) -> Timing:
+    def _torch_timing(self, problem: OpProblem, variant: str = "") -> Timing:
         """The op's torch baseline on the prepared inputs, timed like a candidate (taken again while
         disturbed: ``timing.steady``), under the op's baseline settings (TF32 for TF32 problems; cuDNN
-        benchmark mode for convolutions)."""
+        benchmark mode for convolutions), or those of one of its ``baseline_variants`` on that
+        variant's own thread (``_on_variant_thread``)."""
         from autocutlass.search.timing import steady, time_callable
 
         ev = evaluation_for(problem)
-        with ev.baseline_context(problem):
-            baseline = ev.torch_baseline(problem, self._inputs)
-            return per_call(steady(lambda: time_callable(baseline, flush_bytes=self._flush_bytes)), self._inputs)
+
+        def timed() -> Timing:
+            with ev.baseline_context(problem, variant) if variant else ev.baseline_context(problem):
+                baseline = ev.torch_baseline(problem, self._inputs)
+                return per_call(steady(lambda: time_callable(baseline, flush_bytes=self._flush_bytes)), self._inputs)
+
+        return self._on_variant_thread(variant, timed) if variant else timed()
+
+    def _on_variant_thread(self, variant: str, work: Callable[[], Timing]) -> Timing:
+        """``work()`` on the thread of ``variant``, started on its first use and running that
+        variant's baseline only, on this thread's CUDA device: torch's settings may pick a path per
+        thread once and keep it (PyTorch caches the plan cuDNN picked for a layer per thread, keyed
+        without ``cudnn.benchmark``), so each variant runs where no other ever ran."""
+        import torch
+
+        pool = self._variant_threads.get(variant)
+        if pool is None:
+            pool = self._variant_threads[variant] = ThreadPoolExecutor(max_workers=1,
+                                                                       thread_name_prefix=f"torch-{variant}")  # fmt: skip
+        index = torch.cuda.current_device() if torch.cuda.is_available() else None
+
+        def there() -> Timing:
+            if index is not None:
+                torch.cuda.set_device(index)
+            return work()
+
+        return pool.submit(there).result()
+
+    def _variants(self, problem: OpProblem) -> tuple[str, ...]:
+        """The op's ``baseline_variants`` of ``problem`` (none where its evaluation has none)."""
+        variants = getattr(evaluation_for(problem), "baseline_variants", None)
+        return tuple(variants(problem)) if variants is not None else ()
 
     def _bench(self, request: dict[str, Any]) -> dict[str, Any]:
         """Compile, verify and time one candidate (its timing taken again while disturbed:
@@ -256,24 +288,30 @@ class BenchHandler:
                 timers.append(partial(self._time_finalist, runner, problem, entries[i], hosts[i]))
                 owners.append(i)
 
-            def torch_round() -> float:
-                timing = self._torch_timing(problem)
+            variants = self._variants(problem)
+            torch_hosts: list[list[float]] = [hosts[-1], *([] for _ in variants)]
+
+            def torch_round(variant: str, host: list[float]) -> float:
+                timing = self._torch_timing(problem, variant)
                 if timing.host_ms is not None:
-                    hosts[-1].append(timing.host_ms)
+                    host.append(timing.host_ms)
                 return timing.median_ms
 
-            timers.append(torch_round)
+            n_ours = len(timers)
+            timers += [partial(torch_round, v, h) for v, h in zip(("", *variants), torch_hosts, strict=True)]
             per_timer = interleaved_rounds(timers, int(request["rounds"]))
         except _fault_types() as e:
             return {"state": "crash", "reason": f"CUDA fault: {type(e).__name__}: {e}", "entries": None,
                     "torch": None, "exit": True}  # fmt: skip
-        for i, ms in zip(owners, per_timer[:-1], strict=True):
+        for i, ms in zip(owners, per_timer[:n_ours], strict=True):
             if ms is not None:
                 entries[i].update(timing=summarize(ms, _median(hosts[i])).as_dict(), round_ms=ms)
-        torch_ms = per_timer[-1] or []
-        torch = {"timing": summarize(torch_ms, _median(hosts[-1])).as_dict() if torch_ms else None,
-                 "round_ms": torch_ms}  # fmt: skip
-        return {"state": "ok", "entries": entries, "torch": torch}
+        torch_sides = []
+        for ms, host in zip(per_timer[n_ours:], torch_hosts, strict=True):
+            ms = ms or []
+            torch_sides.append({"timing": summarize(ms, _median(host)).as_dict() if ms else None, "round_ms": ms})
+        return {"state": "ok", "entries": entries, "torch": torch_sides[0],
+                "torch_variants": dict(zip(variants, torch_sides[1:], strict=True))}
 
     def _time_finalist(self, runner: Any, problem: OpProblem, entry: dict[str, Any], host: list[float]
                        ) -> float | None:  # fmt: skip

@@ -38,6 +38,7 @@ from autocutlass.search.workers import (
     DEFAULT_START_TIMEOUT_S,
     FINALS_TIMEOUT_PER_TIMING_S,
     FINALS_TIMEOUT_S,
+    FINALS_TORCH_SIDES,
     OK,
     STATES,
     TIMEOUT,
@@ -47,8 +48,8 @@ from autocutlass.search.workers import (
     Reply,
     WorkerError,
     _bench_outcome,
-    close_all,
     _finals_outcome,
+    close_all,
 )
 
 log = logging.getLogger("autocutlass")
@@ -350,7 +351,7 @@ class LaneEvaluator:
         configs = [dict(c) for c in configs]
         request = {"op": "final", "family": self.family_name, "problem": problem.as_dict(), "configs": configs,
                    "rounds": rounds, "device": 0}  # fmt: skip
-        timeout_s = FINALS_TIMEOUT_S + FINALS_TIMEOUT_PER_TIMING_S * (len(configs) + 1) * rounds
+        timeout_s = FINALS_TIMEOUT_S + FINALS_TIMEOUT_PER_TIMING_S * (len(configs) + FINALS_TORCH_SIDES) * rounds
         return _finals_outcome(configs, rounds, self.lane._call(request, timeout_s))
 
 

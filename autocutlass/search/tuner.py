@@ -38,7 +38,9 @@
    timing when it has one (and the id of its trial, whose recorded timing is the search's).
 9. Beside the winner, torch's time (the finals', else the faster of step 6) is recorded as a best of
    the pseudo-family ``vendor.VENDOR_FAMILY`` under the vendor hard key: dispatch lets torch serve
-   the problem where it beat our winner (``autocutlass.vendor``).
+   the problem where it beat our winner (``autocutlass.vendor``); with it, torch's time in each of
+   the op's ``baseline_variants`` the finals timed (conv2d: cuDNN outside benchmark mode), as the
+   vendor record of that variant.
 
 The sink is a ``TrialSink``: ``autocutlass.db.TuningStore`` satisfies it (search/ does not
 import db/).
@@ -64,7 +66,7 @@ from autocutlass.search.space import ABSENT, Candidate, SearchSpace
 from autocutlass.search.strategy import Strategy, make_strategy
 from autocutlass.search.timing import Timing, beats
 from autocutlass.search.workers import OK, CandidatePipeline, EvalOutcome, FinalsOutcome
-from autocutlass.vendor import VENDOR_FAMILY, host_config, vendor_hard_key
+from autocutlass.vendor import MAIN_VARIANT, VENDOR_FAMILY, host_config, vendor_hard_key
 
 log = logging.getLogger("autocutlass")
 
@@ -335,17 +337,20 @@ class _Finals:
     failed: frozenset[str] = frozenset()
     torch: Timing | None = None
     note: str = ""
+    torch_variants: Mapping[str, Timing] = field(default_factory=dict)
 
 
 def record_vendor(sink: TrialSink, problem: OpProblem, hard_key: HardKey, versions: tuple[str, str],
-                  torch_timing: Timing, ours: Timing) -> None:  # fmt: skip
+                  torch_timing: Timing, ours: Timing, variants: Mapping[str, Timing] | None = None) -> None:  # fmt: skip
     """torch's time as the vendor record of ``problem`` beside our record under ``hard_key``
     (``versions``: torch's and CUDA's), its config the host time of one call of torch's path and
-    of ours where both were measured (``vendor.host_config``). The tuner's step 9, and
-    ``autocutlass tune --verdicts``."""
-    sink.record_best(problem, vendor_hard_key(hard_key, *versions), VENDOR_FAMILY,
-                     host_config(torch_timing.host_ms, ours.host_ms), torch_timing.median_ms,
-                     torch_timing.tflops(problem.flops))  # fmt: skip
+    of ours where both were measured (``vendor.host_config``); and the time of each of torch's
+    ``variants`` (``vendor``: variants) as the vendor record of that variant. The tuner's step 9,
+    and ``autocutlass tune --verdicts``."""
+    for variant, timing in {MAIN_VARIANT: torch_timing, **(variants or {})}.items():
+        sink.record_best(problem, vendor_hard_key(hard_key, *versions, variant), VENDOR_FAMILY,
+                         host_config(timing.host_ms, ours.host_ms), timing.median_ms,
+                         timing.tflops(problem.flops))  # fmt: skip
 
 
 # ---- the loop -----------------------------------------------------------------------------------
@@ -689,7 +694,7 @@ class _Tuning:
         note = f"; finals: {len(contenders)} configs x {outcome.rounds} rounds"
         if failed:
             note += f" ({len(failed)} failed)"
-        return _Finals(tuple(timed), frozenset(failed), outcome.torch, note)
+        return _Finals(tuple(timed), frozenset(failed), outcome.torch, note, outcome.variants)
 
     def _failing_alone(self, contenders: Sequence[TrialResult]) -> frozenset[str]:
         """After finals that did not finish (a fault or a timeout of one of them, unknown which):
@@ -717,7 +722,7 @@ class _Tuning:
             failures=tuple(r for r in self.results if not r.ok), polished=self.polished,
         )  # fmt: skip
 
-    def _record_vendor(self, timing: Timing, ours: Timing) -> None:
+    def _record_vendor(self, timing: Timing, ours: Timing, variants: Mapping[str, Timing]) -> None:
         """Step 9 of the module doc: torch's time as the vendor record of this problem; its config
         holds the host time of one call of torch's path and of our winner's when both were measured
         (``vendor.host_config``), which verdicts weigh."""
@@ -728,7 +733,7 @@ class _Tuning:
             import torch  # the tuning process has it (dispatch, the campaign worker)
 
             versions = (str(torch.__version__), str(torch.version.cuda))
-        record_vendor(self.sink, self.problem, self.hard_key, versions, timing, ours)
+        record_vendor(self.sink, self.problem, self.hard_key, versions, timing, ours, variants)
 
     def run(self) -> TuneResult:
         if self._stopped():
@@ -760,8 +765,8 @@ class _Tuning:
                 self.problem, self.hard_key, self.family.name, winner.config, winner.timing.median_ms,
                 winner.timing.tflops(self.problem.flops), trial_id=winner.trial_id,
             )  # fmt: skip
-            if torch_timing is not None:
-                self._record_vendor(torch_timing, winner.timing)
+            if torch_timing is not None:  # torch's variants only where the finals timed them
+                self._record_vendor(torch_timing, winner.timing, finals.torch_variants if finals.torch else {})
         return TuneResult(
             problem=self.problem,
             family=self.family.name,

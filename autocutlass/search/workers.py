@@ -27,9 +27,11 @@ Request kinds (handled by ``autocutlass.search.handlers``)::
     {"op": "final", "family": str, "problem": dict, "configs": [dict, ...], "rounds": int, "device": int}
         -> {"state": "ok", "entries": [{"state": str, "reason": str | None, "timing": dict | None,
                                         "round_ms": [float, ...]}, ...],
-            "torch": {"timing": dict | None, "round_ms": [float, ...]}}
+            "torch": {"timing": dict | None, "round_ms": [float, ...]},
+            "torch_variants": {variant: {"timing": dict | None, "round_ms": [float, ...]}, ...}}
         or {"state": "crash", "reason": str, "entries": None, "torch": None, "exit": True}
-        (the finals: each config verified, then it and torch timed once per round, the order
+        (the finals: each config verified, then it and torch (and torch in each of the op's
+        ``baseline_variants``, on a thread of its own) timed once per round, the order
         reversed every other round; entries in request order, a failed config has no timing;
         a timing is the median and p20/p80 of the per-round medians, n = rounds)
     {"op": "device", "device": int} -> {"device": dict}
@@ -62,7 +64,7 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Literal
@@ -94,6 +96,9 @@ DEFAULT_BENCH_TIMEOUT_S = 60.0
 DEFAULT_BASELINE_TIMEOUT_S = 600.0
 """The first benchmark request of a problem also builds its inputs and reference."""
 FINALS_TIMEOUT_S = 60.0
+FINALS_TORCH_SIDES = 2
+"""Torch's participants in the finals the deadline allows for: its main path and one variant
+(``baseline_variants``: conv2d's cuDNN outside benchmark mode)."""
 FINALS_TIMEOUT_PER_TIMING_S = 3.0
 """The finals' deadline: ``FINALS_TIMEOUT_S`` (inputs, loading the kernels) plus this much per
 participant (configs and torch) per round. One timing (``time_callable``: warm-up, ~100 ms of
@@ -427,6 +432,9 @@ class FinalsOutcome:
     entries: tuple[EvalOutcome, ...]
     torch: Timing | None
     rounds: int
+    variants: Mapping[str, Timing] = field(default_factory=dict)
+    """torch's timing over the same rounds in each of the op's other ``baseline_variants`` that
+    could be timed (``autocutlass.vendor``: variants; conv2d's ``heuristic``)."""
 
 
 def _finals_outcome(configs: list[dict[str, Any]], rounds: int, reply: Reply) -> FinalsOutcome | None:
@@ -451,7 +459,9 @@ def _finals_outcome(configs: list[dict[str, Any]], rounds: int, reply: Reply) ->
             raise WorkerError("benchmark worker returned an ok finals entry without a timing")
         outcomes.append(EvalOutcome(config_key(params), dict(params), state, e.get("reason"), timing))
     torch = (r.get("torch") or {}).get("timing")
-    return FinalsOutcome(tuple(outcomes), Timing.from_dict(torch) if torch else None, rounds)
+    variants = {str(name): Timing.from_dict(side["timing"]) for name, side in (r.get("torch_variants") or {}).items()
+                if isinstance(side, dict) and side.get("timing")}  # fmt: skip
+    return FinalsOutcome(tuple(outcomes), Timing.from_dict(torch) if torch else None, rounds, variants)
 
 
 @dataclass(frozen=True)
@@ -580,7 +590,7 @@ class CandidatePipeline:
         configs = [dict(c) for c in configs]
         request = {"op": "final", "family": self.family_name, "problem": problem.as_dict(), "configs": configs,
                    "rounds": rounds, "device": self.device_index}  # fmt: skip
-        timeout_s = FINALS_TIMEOUT_S + FINALS_TIMEOUT_PER_TIMING_S * (len(configs) + 1) * rounds
+        timeout_s = FINALS_TIMEOUT_S + FINALS_TIMEOUT_PER_TIMING_S * (len(configs) + FINALS_TORCH_SIDES) * rounds
         return _finals_outcome(configs, rounds, self._bench_call(request, timeout_s))
 
     def _bench_request(self, problem: dict[str, Any], params: dict[str, Any] | None) -> dict[str, Any]:

@@ -12,7 +12,7 @@ used.
 **Tuned-only, on by default** (``Settings.conv_wgrad_kernel``; ``AUTOCUTLASS_CONV_WGRAD=0``
 switches it off, and ``supports`` then answers every problem with ``GATE_REASON``): a wgrad
 problem this GPU has a record of (or of its bucket) runs the record's kernel, or cuDNN where its
-tuning measured cuDNN faster (vendor verdicts, in cuDNN's benchmark mode); any other runs cuDNN
+tuning measured cuDNN faster (vendor verdicts, of the cuDNN mode torch would run); any other runs cuDNN
 (``TUNED_ONLY``: no nearest-neighbour, sibling or default config stands in), since an untuned
 config can lose to cuDNN by far (the default config of a 64-channel layer: x0.08).
 """

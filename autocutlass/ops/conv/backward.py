@@ -40,8 +40,8 @@ from autocutlass.ops.conv.frontend import (
     _OUT_DTYPES,
     ConvPlan,
     _cudnn_benchmark,
+    cudnn_vendor_variant,
     suggests_channels_last,
-    verdicts_in_benchmark_mode,
 )
 from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
 from autocutlass.ops.gemm.frontend import SERVED_CC, pow2_align
@@ -185,7 +185,7 @@ class ConvGradFrontEnd:
             tuple(size), tuple(stride), tuple(padding), tuple(dilation), groups, _cudnn_benchmark(),
         )  # fmt: skip
 
-    vendor_verdicts_apply = staticmethod(verdicts_in_benchmark_mode)
+    vendor_variant = staticmethod(cudnn_vendor_variant)
 
     def make_call(self, dy: Any, other: Any, size: Any, stride: Any, padding: Any, dilation: Any,
                   groups: Any) -> ConvGradCall:  # fmt: skip

@@ -199,8 +199,26 @@ def torch_baseline(problem: ConvProblem, inputs: ConvInputs) -> Any:
     return composite
 
 
+HEURISTIC = "heuristic"
+"""The vendor variant (``autocutlass.vendor``) of cuDNN outside benchmark mode: PyTorch's default,
+which runs the plan cuDNN's heuristic picks for the layer instead of the fastest it times."""
+
+
+def baseline_variants(problem: ConvProblem) -> tuple[str, ...]:
+    """The variants of torch's path besides benchmark mode that the finals time and record:
+    PyTorch's default mode (``HEURISTIC``). Each runs on a thread of its own that never runs
+    another variant (``search.handlers``): PyTorch caches the plan cuDNN picked for a layer per
+    thread, keyed without ``cudnn.benchmark``, so on a thread that ran the layer in benchmark mode
+    the default mode would run benchmark mode's plan."""
+    return (HEURISTIC,)
+
+
 @contextlib.contextmanager
-def baseline_context(problem: ConvProblem) -> Any:
-    """cuDNN in benchmark mode (the bar: its best algorithm for the layer), TF32 for TF32 problems."""
-    with torch.backends.cudnn.flags(enabled=True, benchmark=True, allow_tf32=problem.x_dtype.value == "tf32"):
+def baseline_context(problem: ConvProblem, variant: str = "") -> Any:
+    """cuDNN in benchmark mode (the bar: its best algorithm for the layer), or outside it for the
+    ``HEURISTIC`` variant; TF32 for TF32 problems."""
+    if variant not in ("", HEURISTIC):
+        raise ValueError(f"conv2d has no torch baseline variant {variant!r}")
+    with torch.backends.cudnn.flags(enabled=True, benchmark=variant != HEURISTIC,
+                                    allow_tf32=problem.x_dtype.value == "tf32"):  # fmt: skip
         yield

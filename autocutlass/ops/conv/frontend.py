@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from autocutlass.ops.base import Entry, PlanContext, Unsupported
+from autocutlass.ops.conv.evaluation import HEURISTIC
 from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
 from autocutlass.ops.gemm.frontend import (
     SERVED_CC,
@@ -55,10 +56,11 @@ _cudnn_benchmark = torch._C._get_cudnn_benchmark
 """``torch.backends.cudnn.benchmark`` without its Python descriptor (memo keys: the hit path)."""
 
 
-def verdicts_in_benchmark_mode() -> bool:
-    """The conv front-ends' ``vendor_verdicts_apply``: vendor verdicts (``autocutlass.vendor``) were
-    timed with cuDNN in benchmark mode, so they hold only when torch would run that mode here."""
-    return bool(_cudnn_benchmark())
+def cudnn_vendor_variant() -> str:
+    """The conv front-ends' ``vendor_variant``: the vendor records (``autocutlass.vendor``) of
+    cuDNN in the mode torch would run now, benchmark mode (the main variant) or PyTorch's default
+    (``evaluation.HEURISTIC``), whose plans and times differ; the memo keys hold the mode."""
+    return "" if _cudnn_benchmark() else HEURISTIC
 
 
 def suggests_channels_last(t: torch.Tensor) -> bool:
@@ -336,7 +338,7 @@ class Conv2dFrontEnd:
             groups if groups.__class__ is int else (groups.__class__, groups), activation, _cudnn_benchmark(),
         )  # fmt: skip
 
-    vendor_verdicts_apply = staticmethod(verdicts_in_benchmark_mode)
+    vendor_variant = staticmethod(cudnn_vendor_variant)
 
     def make_call(self, x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any, groups: Any,
                   activation: Any, residual: Any) -> ConvCall:  # fmt: skip
