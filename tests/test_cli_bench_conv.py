@@ -1,7 +1,9 @@
 """``autocutlass bench`` on conv2d cases, without a GPU: cases and operands, the rows, ratios to
-both cuDNN modes, geometric means over served cases and with fallbacks counted at 1.0, the table,
-footer and plot of conv-only and mixed documents, the measuring steps on CPU tensors (every call
-falls back to torch there) with a fake timer, and the command's exit codes."""
+both cuDNN modes (each against ours in that mode), geometric means over served cases and with
+fallbacks counted at 1.0 (per mode where torch served ours in one mode only), the table, footer and
+plot of conv-only and mixed documents, the measuring steps on CPU tensors (every call falls back to
+torch there) with a fake timer (each mode's sides of ours and cuDNN on that mode's thread, each
+side of ours verified), and the command's exit codes."""
 
 from __future__ import annotations
 
@@ -31,17 +33,22 @@ from autocutlass.cli.bench.cases import (
 from autocutlass.cli.bench.plot import plot_report
 from autocutlass.cli.bench.report import (
     OP_BASELINES,
+    VENDOR_PATH,
     Measured,
+    OursCall,
     assemble_report,
+    baseline_status,
     case_row,
     footer_lines,
     geomean_line,
     geomean_title,
+    ours_sides,
     progress_line,
     table,
 )
 from autocutlass.cli.shapes import Skipped
 from autocutlass.device import gpu_available
+from autocutlass.dispatch import POLICY_OVERRIDE, Dispatcher, Policy
 from autocutlass.ops.conv.evaluation import make_inputs
 from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
 from autocutlass.ops.types import DType, Epilogue
@@ -139,22 +146,35 @@ def test_conv_roofs(shapes: Path) -> None:
 
 
 # ---- rows, ratios and geometric means ----------------------------------------------------------
-def _rounds(ours: list[float], bench: list[float], default: list[float]) -> dict[str, list[float]]:
-    return {"autocutlass": ours, "cudnn_benchmark": bench, "cudnn_default": default}
+def _rounds(ours_bench: list[float], ours_default: list[float], bench: list[float],
+            default: list[float]) -> dict[str, list[float]]:  # fmt: skip
+    """Per side: ours in cuDNN benchmark mode, ours in the default mode, cuDNN in each."""
+    return {"autocutlass_benchmark": ours_bench, "autocutlass": ours_default, "cudnn_benchmark": bench,
+            "cudnn_default": default}  # fmt: skip
+
+
+STEM_REASON = "no kernel family serves it: C=3"
 
 
 def synthetic_rows(shapes: Path) -> list[dict[str, Any]]:
+    """sd: served in both modes, ours 1.0 ms in benchmark mode and 0.75 ms in the default one (x1.2
+    and x2.0; swapped, x1.6 and x1.5); the stem: torch in both modes; tf32: tuned; a FAILED one."""
     by = cases(shapes)
     extra = ConvProblem(ConvDirection.FPROP, 4, 32, 32, 64, 64, 3, 3, pad_h=1, pad_w=1)
     wrong = BenchCase("wrong", extra, conv_operand_spec(extra))
+    fell = {**DELTA, "fallbacks": 1}
     return [
         case_row(by["sd"], ROOFS, Measured("db", DELTA, 0.05, True, output_poisoned=True,
-                                           rounds_ms=_rounds([1.0, 1.0, 1.0], [1.2, 1.1, 1.3], [1.5, 1.4, 1.6]))),
-        case_row(by["stem"], ROOFS, Measured("FALLBACK", {**DELTA, "fallbacks": 1}, 0.01, True, output_poisoned=False,
-                                             fallback_reason="no kernel family serves it: C=3",
-                                             rounds_ms=_rounds([2.0, 2.0, 2.0], [2.0, 2.1, 1.9], [2.2, 2.2, 2.2]))),
+                                           more_ours={"autocutlass": OursCall("db", DELTA, 0.01, output_poisoned=True)},
+                                           rounds_ms=_rounds([1.0] * 3, [0.75] * 3, [1.2, 1.1, 1.3], [1.5, 1.4, 1.6]))),
+        case_row(by["stem"], ROOFS, Measured("FALLBACK", fell, 0.01, True, output_poisoned=False,
+                                             fallback_reason=STEM_REASON,
+                                             more_ours={"autocutlass": OursCall("FALLBACK", fell, 0.01, STEM_REASON,
+                                                                                output_poisoned=True)},
+                                             rounds_ms=_rounds([2.0] * 3, [2.2] * 3, [2.0, 2.1, 1.9], [2.2] * 3))),
         case_row(by["tf32"], ROOFS, Measured("tuned", {**DELTA, "tunes": 1}, 30.0, True,
-                                             rounds_ms=_rounds([1.0, 1.0, 1.0], [0.9, 0.9, 0.9], [1.0, 1.1, 1.0]))),
+                                             more_ours={"autocutlass": OursCall("db", DELTA, 0.01)},
+                                             rounds_ms=_rounds([1.0] * 3, [1.0] * 3, [0.9] * 3, [1.0, 1.1, 1.0]))),
         case_row(wrong, ROOFS, Measured("default", DELTA, 1.0, False, why="12 output elements are NaN/Inf")),
         case_row(by["gemm"], ROOFS, Measured("db", DELTA, 0.02, True, rounds_ms={
             "autocutlass": [0.5, 0.5, 0.5], "torch": [0.6, 0.6, 0.6]})),
@@ -177,13 +197,22 @@ def test_conv_rows_carry_both_cudnn_ratios(shapes: Path) -> None:
     rows = {r["name"]: r for r in synthetic_rows(shapes)}
     sd, stem, tf, wrong = rows["sd"], rows["stem"], rows["tf32"], rows["wrong"]
     assert sd["status"] == "ok" and sd["ratio_vs_cudnn_benchmark"] == pytest.approx(1.2)
-    assert sd["ratio_vs_cudnn_default"] == pytest.approx(1.5) and "ratio_vs_torch" not in sd
-    assert sd["ms"] == {"autocutlass": 1.0, "cudnn_benchmark": 1.2, "cudnn_default": 1.5}
-    assert sd["tflops"]["autocutlass"] == pytest.approx(cases(shapes)["sd"].problem.flops / 1e-3 / 1e12)
+    assert sd["ratio_vs_cudnn_default"] == pytest.approx(2.0) and "ratio_vs_torch" not in sd
+    assert sd["ms"] == {"autocutlass_benchmark": 1.0, "autocutlass": 0.75, "cudnn_benchmark": 1.2, "cudnn_default": 1.5}
+    problem = cases(shapes)["sd"].problem
+    assert sd["tflops"]["autocutlass_benchmark"] == pytest.approx(problem.flops / 1e-3 / 1e12)
+    assert sd["tflops"]["autocutlass"] == pytest.approx(problem.flops / 0.75e-3 / 1e12)
+    assert sd["roof_fraction"] == pytest.approx(problem.flops / 1e-3 / 1e12 / ROOFS.attainable_tflops(problem))
     assert sd["operands"]["op"] == "conv2d" and sd["problem_dict"]["op"] == "conv2d" and sd["output_poisoned"]
-    assert stem["status"] == "fallback" and stem["fallback_reason"] == "no kernel family serves it: C=3"
-    assert "torch ran it" in stem["note"] and "counted at 1.0" in stem["note"] and stem["note"].endswith("C=3")
+    assert sd["path"] == "db" and sd["ours_sides"] == {
+        "autocutlass_benchmark": {"path": "db", "first_call_s": 0.05, "stats_delta": DELTA, "output_poisoned": True},
+        "autocutlass": {"path": "db", "first_call_s": 0.01, "stats_delta": DELTA, "output_poisoned": True}}
+    assert stem["status"] == "fallback" and stem["fallback_reason"] == STEM_REASON  # the two modes' one reason
+    assert stem["note"] == ("autocutlass did not serve this case: torch ran it, the ratio means nothing (counted at "
+                            f"1.0): {STEM_REASON}")  # fmt: skip
     assert stem["output_poisoned"] is False and stem["ratio_vs_cudnn_benchmark"] == pytest.approx(1.0)
+    assert stem["ours_sides"]["autocutlass"]["output_poisoned"] is True  # not all: the row says False
+    assert stem["ratio_vs_cudnn_default"] == pytest.approx(1.0) and tf["ours_sides"]["autocutlass"]["path"] == "db"
     assert tf["compute_roof_tflops"] == 400.0 and tf["ratio_vs_cudnn_benchmark"] == pytest.approx(0.9)
     assert wrong["status"] == "FAILED" and wrong["ms"] == {} and wrong["ratio_vs_cudnn_default"] is None
     assert "fallback_reason" not in sd and "output_poisoned" not in rows["gemm"]
@@ -195,7 +224,7 @@ def test_conv_rows_carry_both_cudnn_ratios(shapes: Path) -> None:
 
 def test_geomeans_over_served_cases_and_with_fallbacks_at_one(shapes: Path) -> None:
     g = synthetic_doc(shapes)["geomean"]
-    served_bench, served_default = [1.2, 0.9], [1.5, 1.0]
+    served_bench, served_default = [1.2, 0.9], [2.0, 1.0]
     assert g["vs_cudnn_benchmark"] == pytest.approx(math.prod(served_bench) ** 0.5)
     assert g["vs_cudnn_default"] == pytest.approx(math.prod(served_default) ** 0.5)
     assert g["vs_cudnn_benchmark_cases"] == g["vs_cudnn_default_cases"] == 2
@@ -221,7 +250,12 @@ def test_documents_say_what_was_compared(shapes: Path) -> None:
     assert conv["what"] == ("autocutlass.conv2d (and its dgrad / wgrad) vs F.conv2d (and aten.convolution_backward) "
                             "(cuDNN, torch.backends.cudnn.benchmark True and False), side by side in one process")  # fmt: skip
     assert "autocutlass.conv2d(x, w, None, stride, padding, dilation, groups)" in conv["protocol"]
-    assert "each cuDNN mode called and timed on a thread of its own" in conv["protocol"]
+    assert "ours timed once per cuDNN mode, as a user in that mode gets it" in conv["protocol"]
+    assert "called and timed on a thread of its own started for the case, both its sides on it" in conv["protocol"]
+    assert "apply as they would for a user in that mode" in conv["protocol"]
+    assert ("ratio_vs_cudnn_benchmark divides by autocutlass_benchmark, ratio_vs_cudnn_default by autocutlass"
+            in conv["protocol"])  # fmt: skip
+    assert "each side of ours verified" in conv["protocol"]
     assert "matmul(a, b, out=d)" not in conv["protocol"] and "cudnn.allow_tf32" in conv["tf32"]
     assert conv["skipped_directions"][0] == {"name": "sd", "direction": "dgrad", "reason": "no conv2d dgrad evaluation"}
     assert "vs_torch" not in conv["geomean"]
@@ -240,22 +274,29 @@ def test_documents_say_what_was_compared(shapes: Path) -> None:
 # ---- table, footer, progress -------------------------------------------------------------------
 def test_conv_table_has_both_cudnn_columns(shapes: Path) -> None:
     headers, body = table(synthetic_doc(shapes, gemm=False))
-    assert headers == ["case", "problem", "served by", "bound", "autocutlass", "cuDNN bench", "x cuDNN bench",
-                       "cuDNN default", "x cuDNN default", "% roof", "1st call s"]  # fmt: skip
+    assert headers == ["case", "problem", "served by", "bound", "ours bench", "cuDNN bench", "x cuDNN bench",
+                       "ours default", "cuDNN default", "x cuDNN default", "% roof", "1st call s"]  # fmt: skip
     col = {h: i for i, h in enumerate(headers)}
     rows = {r[0]: r for r in body}
-    assert rows["sd"][col["x cuDNN bench"]] == "1.200" and rows["sd"][col["x cuDNN default"]] == "1.500"
-    assert rows["stem"][col["x cuDNN bench"]] == "1.000 FALLBACK!" and rows["stem"][col["x cuDNN default"]] == "1.100"
+    assert rows["sd"][col["x cuDNN bench"]] == "1.200" and rows["sd"][col["x cuDNN default"]] == "2.000"
+    assert rows["stem"][col["x cuDNN bench"]] == "1.000 FALLBACK!"
+    assert rows["stem"][col["x cuDNN default"]] == "1.000 FALLBACK!"  # torch served ours in each mode
     assert rows["wrong"][col["x cuDNN bench"]] == "FAILED" and rows["wrong"][col["x cuDNN default"]] == "-"
-    assert rows["sd"][col["autocutlass"]].endswith("TF/s") and rows["sd"][col["served by"]] == "db"
+    tflops = cases(shapes)["sd"].problem.flops / 1e-3 / 1e12
+    assert rows["sd"][col["ours bench"]] == f"{tflops:.1f} TF/s"  # 1.0 ms
+    assert rows["sd"][col["ours default"]] == f"{tflops / 0.75:.1f} TF/s"  # 0.75 ms
+    assert rows["sd"][col["served by"]] == "db" and rows["stem"][col["served by"]] == "FALLBACK"
 
 
 def test_mixed_table_puts_each_status_under_its_ops_baseline(shapes: Path) -> None:
     headers, body = table(synthetic_doc(shapes))
-    assert headers[5:11] == ["torch", "x torch", "cuDNN bench", "x cuDNN bench", "cuDNN default", "x cuDNN default"]
+    assert headers[4:13] == ["autocutlass", "torch", "x torch", "ours bench", "cuDNN bench", "x cuDNN bench",
+                             "ours default", "cuDNN default", "x cuDNN default"]  # fmt: skip
     col = {h: i for i, h in enumerate(headers)}
     rows = {r[0]: r for r in body}
     assert rows["gemm"][col["x torch"]] == "1.200" and rows["gemm"][col["x cuDNN bench"]] == "-"
+    assert rows["gemm"][col["autocutlass"]] != "-" and rows["gemm"][col["ours bench"]] == "-"
+    assert rows["gemm"][col["ours default"]] == "-" and rows["sd"][col["autocutlass"]] == "-"  # a column per op
     assert rows["wrong"][col["x torch"]] == "-" and rows["wrong"][col["x cuDNN bench"]] == "FAILED"
     assert "compile" not in headers  # optional, and not measured
 
@@ -269,8 +310,8 @@ def test_footer_lists_fallbacks_with_reasons_skipped_directions_and_the_geomeans
     assert "not measured: wgrad of 2 case(s) (sd, tf32): no conv2d wgrad evaluation" in lines
     last = lines[-1]
     assert last == geomean_line(doc)
-    b, d = (1.2 * 0.9) ** 0.5, (1.5 * 1.0) ** 0.5
-    bf, df = (1.2 * 0.9) ** (1 / 3), (1.5 * 1.0) ** (1 / 3)
+    b, d = (1.2 * 0.9) ** 0.5, (2.0 * 1.0) ** 0.5
+    bf, df = (1.2 * 0.9) ** (1 / 3), (2.0 * 1.0) ** (1 / 3)
     assert last == (f"geomean x1.200 vs torch.matmul over 1 cases; geomean x{b:.3f} vs cuDNN benchmark over 2 "
                     f"cases; x{d:.3f} vs cuDNN default over 2; with 1 fallback(s) counted at 1.0: x{bf:.3f} vs "
                     f"cuDNN benchmark over 3, x{df:.3f} vs cuDNN default over 3; excluded: stem (fallback), "
@@ -290,10 +331,100 @@ def test_geomean_line_without_a_served_conv_case(shapes: Path) -> None:
 def test_conv_progress_line(shapes: Path) -> None:
     rows = {r["name"]: r for r in synthetic_rows(shapes)}
     line = progress_line(1, 5, rows["sd"])
-    assert line.startswith("[1/5] sd: ") and " vs cuDNN bench " in line and ": x1.200, vs cuDNN default " in line
-    assert line.endswith(": x1.500 [db, first call 0.05 s]")
+    flops = cases(shapes)["sd"].problem.flops
+
+    def tf(ms: float) -> str:
+        return f"{flops / (ms * 1e-3) / 1e12:.1f} TF/s"
+
+    assert line == (f"[1/5] sd: ours bench {tf(1.0)} vs cuDNN bench {tf(1.2)}: x1.200, ours default {tf(0.75)} vs "
+                    f"cuDNN default {tf(1.5)}: x2.000 [db, first call 0.05 s]")  # fmt: skip
     assert "FALLBACK [FALLBACK, first call" in progress_line(2, 5, rows["stem"])
-    assert progress_line(5, 5, rows["gemm"]).count(" vs ") == 1  # torch only: compile is optional
+    gemm = progress_line(5, 5, rows["gemm"])
+    assert gemm.count(" vs ") == 1 and "ours" not in gemm  # torch only: compile is optional
+
+
+def test_each_cudnn_ratio_divides_by_ours_in_that_mode(shapes: Path) -> None:
+    """Against cuDNN benchmark mode: ours timed in benchmark mode; against the default mode: ours in
+    the default mode (a vendor verdict may let torch serve a layer in one mode and not the other),
+    in the row, the geometric means, the table and the progress line."""
+    case = cases(shapes)["sd"]
+    m = Measured("db", DELTA, 0.05, True, more_ours={"autocutlass": OursCall("db", DELTA, 0.01)},
+                 rounds_ms=_rounds([2.0, 1.0, 4.0], [0.5, 0.25, 1.0], [3.0, 1.5, 6.0], [1.0, 0.5, 2.0]))
+    row = case_row(case, ROOFS, m)
+    assert row["ratio_vs_cudnn_benchmark"] == 1.5  # 3.0 / 2.0 per round; over the default mode's ours: 6.0
+    assert row["ratio_vs_cudnn_default"] == 2.0  # 1.0 / 0.5 per round; over benchmark mode's ours: 0.5
+    assert row["ms"]["autocutlass_benchmark"] == 2.0 and row["ms"]["autocutlass"] == 0.5
+    doc = assemble_report(meta={}, roofs=ROOFS, rows=[row], host_overhead=None, first_call=None)
+    assert doc["geomean"]["vs_cudnn_benchmark"] == 1.5 and doc["geomean"]["vs_cudnn_default"] == 2.0
+    headers, body = table(doc)
+    assert body[0][headers.index("x cuDNN bench")] == "1.500" and body[0][headers.index("x cuDNN default")] == "2.000"
+    ours_bench, ours_default = body[0][headers.index("ours bench")], body[0][headers.index("ours default")]
+    assert ours_bench == f"{case.problem.flops / 2e-3 / 1e12:.1f} TF/s"
+    assert ours_default == f"{case.problem.flops / 0.5e-3 / 1e12:.1f} TF/s"
+    line = progress_line(1, 1, row)
+    assert f"ours bench {ours_bench} vs cuDNN bench " in line and ": x1.500, " in line
+    assert f"ours default {ours_default} vs cuDNN default " in line and ": x2.000 [db" in line
+
+
+def test_torch_serving_one_mode_is_a_fallback_against_its_baseline_only(shapes: Path, tmp_path: Path) -> None:
+    """A vendor verdict applies in the cuDNN mode it was judged in: in benchmark mode torch serves
+    the layer, in the default mode our kernel does. The row is a fallback (listed, with its reason),
+    counted at 1.0 against cuDNN benchmark and at its ratio against cuDNN default; and the other way
+    round for a default-mode verdict."""
+    by = cases(shapes)
+    why = "its tuning measured torch faster than our best kernel (vendor verdict)"
+    verdict = {**DELTA, "vendor_hits": 1}
+    bench_verdict = case_row(by["tf32/wgrad"], ROOFS, Measured(
+        VENDOR_PATH, verdict, 0.02, True, fallback_reason=why, output_poisoned=True,
+        more_ours={"autocutlass": OursCall("db", DELTA, 0.01, output_poisoned=True)},
+        rounds_ms=_rounds([1.0] * 3, [0.8] * 3, [1.05] * 3, [1.2] * 3)))  # fmt: skip
+    assert bench_verdict["status"] == "fallback" and bench_verdict["path"] == VENDOR_PATH
+    assert bench_verdict["ratio_vs_cudnn_benchmark"] == pytest.approx(1.05)
+    assert bench_verdict["ratio_vs_cudnn_default"] == pytest.approx(1.5)
+    assert bench_verdict["note"] == ("autocutlass in cuDNN benchmark mode did not serve this case: torch ran it, the "
+                                     f"ratio vs cuDNN benchmark means nothing (counted at 1.0): {why}")  # fmt: skip
+    assert bench_verdict["fallback_reason"] == why
+    on_bench, on_default = OP_BASELINES["conv2d"]
+    assert baseline_status(bench_verdict, on_bench) == "fallback" and baseline_status(bench_verdict, on_default) == "ok"
+
+    doc = assemble_report(meta={}, roofs=ROOFS, rows=[*synthetic_rows(shapes), bench_verdict], host_overhead=None,
+                          first_call=None)  # fmt: skip
+    g = doc["geomean"]
+    assert g["vs_cudnn_benchmark"] == pytest.approx((1.2 * 0.9) ** 0.5) and g["vs_cudnn_benchmark_cases"] == 2
+    assert g["vs_cudnn_benchmark_with_fallbacks"] == pytest.approx((1.2 * 0.9) ** 0.25)  # stem and it at 1.0
+    assert g["vs_cudnn_benchmark_with_fallbacks_cases"] == 4
+    assert g["vs_cudnn_default"] == pytest.approx((2.0 * 1.0 * 1.5) ** (1 / 3)) and g["vs_cudnn_default_cases"] == 3
+    assert g["vs_cudnn_default_with_fallbacks"] == pytest.approx((2.0 * 1.0 * 1.5) ** 0.25)  # the stem at 1.0
+    assert g["excluded"]["tf32/wgrad"] == "fallback vs cuDNN benchmark" and g["excluded"]["stem"] == "fallback"
+    assert g["fallbacks"] == {"stem": STEM_REASON, "tf32/wgrad": why}
+    assert "tf32/wgrad (fallback vs cuDNN benchmark)" in geomean_line(doc)
+    headers, body = table(doc)
+    cells = dict(zip(headers, body[-1], strict=True))
+    assert cells["served by"] == "ours bench: torch (verdict), ours default: db"
+    assert cells["x cuDNN bench"] == "1.050 FALLBACK!" and cells["x cuDNN default"] == "1.500"
+    assert progress_line(1, 1, bench_verdict).endswith(
+        "FALLBACK [ours bench: torch (verdict), ours default: db, first call 0.02 s]")  # fmt: skip
+    plot_report(json.loads(json.dumps(doc)), tmp_path / "bench.png")
+
+    default_verdict = case_row(by["tf32/wgrad"], ROOFS, Measured(
+        "db", DELTA, 0.02, True, more_ours={"autocutlass": OursCall(VENDOR_PATH, verdict, 0.01, why)},
+        rounds_ms=_rounds([0.8] * 3, [1.0] * 3, [1.2] * 3, [1.05] * 3)))  # fmt: skip
+    assert baseline_status(default_verdict, on_bench) == "ok"
+    assert baseline_status(default_verdict, on_default) == "fallback"
+    assert default_verdict["note"].startswith("autocutlass in cuDNN default mode did not serve this case")
+    doc = assemble_report(meta={}, roofs=ROOFS, rows=[default_verdict], host_overhead=None, first_call=None)
+    headers, body = table(doc)
+    cells = dict(zip(headers, body[0], strict=True))
+    assert cells["x cuDNN bench"] == "1.500" and cells["x cuDNN default"] == "1.050 FALLBACK!"
+    assert doc["geomean"]["vs_cudnn_benchmark"] == pytest.approx(1.5) and doc["geomean"]["vs_cudnn_default"] is None
+
+    both = case_row(by["tf32/wgrad"], ROOFS, Measured(
+        VENDOR_PATH, verdict, 0.02, True, fallback_reason=why,
+        more_ours={"autocutlass": OursCall("FALLBACK", {**DELTA, "fallbacks": 1}, 0.01, "logged: no family")},
+        rounds_ms=_rounds([1.0] * 3, [1.0] * 3, [1.0] * 3, [1.0] * 3)))  # fmt: skip
+    assert both["fallback_reason"] == (f"autocutlass in cuDNN benchmark mode: {why}; "
+                                       "autocutlass in cuDNN default mode: logged: no family")  # fmt: skip
+    assert both["note"].startswith("autocutlass did not serve this case: torch ran it")
 
 
 def test_plot_of_conv_and_mixed_documents(shapes: Path, tmp_path: Path) -> None:
@@ -308,14 +439,18 @@ def test_every_op_has_a_primary_baseline_that_is_always_measured() -> None:
     assert set(OP_BASELINES) == {"gemm", "conv2d", "grouped_mm"}
     assert all(not bases[0].optional for bases in OP_BASELINES.values())
     assert [b.name for b in OP_BASELINES["conv2d"]] == ["cudnn_benchmark", "cudnn_default"]
+    # each cuDNN mode against ours in it; benchmark mode's first (its first call is the case's: _ConvSides.ours)
+    assert [b.ours for b in OP_BASELINES["conv2d"]] == list(ours_sides("conv2d")) == ["autocutlass_benchmark",
+                                                                                     "autocutlass"]  # fmt: skip
+    assert list(ours_sides("gemm")) == list(ours_sides("grouped_mm")) == ["autocutlass"]
 
 
 # ---- the measuring steps, on CPU ---------------------------------------------------------------
 @pytest.fixture
 def fake_timer(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bool, bool]]:
-    """``time_callable`` replaced: it runs the callable once and returns 1.0, 1.25, 2.0 ms for the
-    first, second, third callable it meets; per timing it records (which callable, whether it
-    called autocutlass, torch.backends.cudnn.benchmark after the call)."""
+    """``time_callable`` replaced: it runs the callable once and returns 1.0, 1.25, 2.0, 3.0 ms for
+    the first, second, third, fourth callable it meets; per timing it records (which callable,
+    whether it called autocutlass, torch.backends.cudnn.benchmark after the call)."""
     from autocutlass.search import timing
 
     seen: list[Any] = []
@@ -338,7 +473,7 @@ def fake_timer(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bool, bool]]:
             seen.append(fn)
         i = seen.index(fn)
         timed.append((i, bool(marked), torch.backends.cudnn.benchmark))
-        ms = (1.0, 1.25, 2.0)[i]
+        ms = (1.0, 1.25, 2.0, 3.0)[i]
         return Timing(ms, ms, ms, 10)
 
     monkeypatch.setattr(timing, "time_callable", time_callable)
@@ -354,15 +489,20 @@ def test_measure_a_conv_case_on_cpu(shapes: Path, fake_timer: list[tuple[int, bo
     assert torch.backends.cudnn.benchmark == flag  # the caller's cuDNN flags are restored
     assert m.verified and m.why is None and m.path == "FALLBACK" and m.error is None
     assert m.fallback_reason is not None and "served by torch" in m.fallback_reason and "cpu" in m.fallback_reason
-    # interleaved rounds, the order reversed every other round: autocutlass (cuDNN flag off, as a
-    # fallback runs), cuDNN with benchmark on, cuDNN with it off
-    a, b, d = (0, True, False), (1, False, True), (2, False, False)
-    assert fake_timer == [a, b, d, d, b, a, a, b, d]
-    assert m.rounds_ms == {"autocutlass": [1.0] * 3, "cudnn_benchmark": [1.25] * 3, "cudnn_default": [2.0] * 3}
+    # the default mode's first call, after benchmark mode's, finds the reason logged: the same one
+    assert list(m.more_ours) == ["autocutlass"] and m.more_ours["autocutlass"].path == "FALLBACK"
+    assert m.more_ours["autocutlass"].fallback_reason == m.fallback_reason
+    # interleaved rounds, the order reversed every other round: autocutlass with cuDNN's flag on and
+    # off, cuDNN with it on and off
+    ob, od, cb, cd = (0, True, True), (1, True, False), (2, False, True), (3, False, False)
+    assert fake_timer == [ob, od, cb, cd, cd, cb, od, ob, ob, od, cb, cd]
+    assert m.rounds_ms == {"autocutlass_benchmark": [1.0] * 3, "autocutlass": [1.25] * 3,
+                           "cudnn_benchmark": [2.0] * 3, "cudnn_default": [3.0] * 3}  # fmt: skip
     assert isinstance(m.output_poisoned, bool) and m.compile_first_call_s is None
+    assert isinstance(m.more_ours["autocutlass"].output_poisoned, bool)
     row = case_row(case, ROOFS, m)
-    assert row["status"] == "fallback"
-    assert row["ratio_vs_cudnn_benchmark"] == 1.25 and row["ratio_vs_cudnn_default"] == 2.0
+    assert row["status"] == "fallback" and set(row["ours_sides"]) == {"autocutlass_benchmark", "autocutlass"}
+    assert row["ratio_vs_cudnn_benchmark"] == 2.0 and row["ratio_vs_cudnn_default"] == 2.4  # 2.0 / 1.0, 3.0 / 1.25
 
 
 @pytest.mark.parametrize("name", ["sd/dgrad", "sd/wgrad", "tf32/wgrad"])
@@ -372,9 +512,10 @@ def test_measure_a_backward_case_on_cpu(shapes: Path, fake_timer: list[tuple[int
     case = cases(shapes)[name]
     m = measure._measure_case(case, ("torch",), 3, 0, "tune", device="cpu")
     assert m.verified and m.why is None and m.path == "FALLBACK" and m.error is None and m.fallback_reason, m
-    assert [(i, bench) for i, _, bench in fake_timer] == [(0, False), (1, True), (2, False), (2, False), (1, True),
-                                                          (0, False), (0, False), (1, True), (2, False)]  # fmt: skip
-    assert m.rounds_ms == {"autocutlass": [1.0] * 3, "cudnn_benchmark": [1.25] * 3, "cudnn_default": [2.0] * 3}
+    ob, od, cb, cd = (0, True), (1, False), (2, True), (3, False)
+    assert [(i, bench) for i, _, bench in fake_timer] == [ob, od, cb, cd, cd, cb, od, ob, ob, od, cb, cd]
+    assert m.rounds_ms == {"autocutlass_benchmark": [1.0] * 3, "autocutlass": [1.25] * 3,
+                           "cudnn_benchmark": [2.0] * 3, "cudnn_default": [3.0] * 3}  # fmt: skip
     assert case_row(case, ROOFS, m)["operands"]["direction"] == case.problem.direction.value
 
 
@@ -384,9 +525,9 @@ def test_each_cudnn_mode_is_timed_with_a_plan_cache_of_its_own(shapes: Path, mon
     """PyTorch keeps cuDNN's plan per thread, keyed without ``cudnn.benchmark`` (Conv_v8.cpp's
     thread_local benchmark_cache): a thread's first call of a layer fixes the plan every later call
     on that thread runs, whatever the flag. The fake cuDNN here does the same (benchmark mode's plan
-    1.0 ms, the heuristic's 1.6 ms), and a call of ours (a fallback, flag off) fixes its thread's plan
-    too. Timed on one thread, the default mode would read the benchmark's 1.0 ms or the benchmark
-    mode the heuristic's 1.6 ms."""
+    1.0 ms, the heuristic's 1.6 ms), and ours, a fallback on CPU, runs its thread's plan as F.conv2d
+    would. Timed on one thread, the default mode would read the benchmark's 1.0 ms or the benchmark
+    mode the heuristic's 1.6 ms; ours in each mode, on that mode's thread, reads that mode's plan."""
     from autocutlass.search import timing
 
     plans = threading.local()
@@ -404,21 +545,22 @@ def test_each_cudnn_mode_is_timed_with_a_plan_cache_of_its_own(shapes: Path, mon
         flag = torch.backends.cudnn.benchmark  # as the side set it for its call
         side = names[id(fn)]
         plan = getattr(plans, "plan", None)
-        if plan is None:  # this thread's first call fixes its plan (ours: a fallback, flag off)
+        if plan is None:  # this thread's first call fixes its plan
             plans.plan = plan = "find" if flag else "heuristic"
         threads.setdefault(side, set()).add(threading.get_ident())
-        ms = 0.8 if side == "autocutlass" else {"find": 1.0, "heuristic": 1.6}[plan]
+        ms = {"find": 1.0, "heuristic": 1.6}[plan]  # ours too: a fallback runs F.conv2d
         return Timing(ms, ms, ms, 10)
 
     monkeypatch.setattr(timing, "time_callable", time_callable)
     monkeypatch.setattr(measure._ConvSides, "sides", sides)
     m = measure._measure_case(cases(shapes)[name], ("torch",), 3, 0, "tune", device="cpu")
     assert m.verified, m
-    assert m.rounds_ms == {"autocutlass": [0.8] * 3, "cudnn_benchmark": [1.0] * 3, "cudnn_default": [1.6] * 3}
+    assert m.rounds_ms == {"autocutlass_benchmark": [1.0] * 3, "autocutlass": [1.6] * 3,
+                           "cudnn_benchmark": [1.0] * 3, "cudnn_default": [1.6] * 3}  # fmt: skip
     main = threading.main_thread().ident
-    assert threads["autocutlass"] == {main}
     (bench,), (default,) = threads["cudnn_benchmark"], threads["cudnn_default"]
     assert len({main, bench, default}) == 3
+    assert threads["autocutlass_benchmark"] == {bench} and threads["autocutlass"] == {default}
     assert not [t for t in threading.enumerate() if t.name.startswith("cudnn-")]  # closed with the case
 
 
@@ -442,6 +584,140 @@ def test_own_thread_runs_its_callable_there_and_passes_exceptions_back() -> None
     finally:
         side.close()
     assert not [t for t in threading.enumerate() if t.name.startswith("test-side")]
+
+
+def test_own_thread_sides_share_its_thread_and_the_callers_policy() -> None:
+    """``same_thread`` gives a side on the same thread (ours beside cuDNN in one mode), closed with
+    it; a call from another thread runs under that thread's policy override, which dispatch keeps
+    per thread (the bench's ``autocutlass.policy(...)`` on the caller's thread holds there too)."""
+    seen: list[tuple[str, int, Any]] = []
+
+    def where(tag: str) -> Any:
+        return lambda: seen.append((tag, threading.get_ident(), POLICY_OVERRIDE.policy))
+
+    caller = POLICY_OVERRIDE.policy
+    side = measure.OwnThread(where("a"), "test-pair", "cpu")
+    other = side.same_thread(where("b"))
+    try:
+        side()
+        other()
+        with autocutlass.policy("heuristic"):
+            other()
+            other.on_thread(side)  # on the thread: at once, under the policy it was called with
+        side()
+    finally:
+        other.close()  # either side's close ends the thread
+    t = side.ident
+    assert t == other.ident and t not in (None, threading.get_ident())
+    assert seen == [("a", t, caller), ("b", t, caller), ("b", t, Policy.HEURISTIC), ("a", t, Policy.HEURISTIC),
+                    ("a", t, caller)]  # fmt: skip
+    assert not [t for t in threading.enumerate() if t.name.startswith("test-pair")]
+    side.close()  # closing again is harmless (a case closes each mode's thread once per side)
+
+
+@pytest.mark.parametrize("name", ["sd", "sd/dgrad", "sd/wgrad"])
+def test_each_side_of_ours_runs_in_its_cudnn_mode_on_that_modes_thread(shapes: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       name: str) -> None:  # fmt: skip
+    """Ours in benchmark mode is called (its first call, the verification's second one, every
+    round) with ``cudnn.benchmark`` True on the cuDNN benchmark side's thread, ours in the default
+    mode with it False on the default side's thread, as a user in that mode calls it: the flag is in
+    the conv front-ends' memo key and decides whether a verdict lets torch serve the layer, and the
+    thread decides which cached cuDNN plan a fallback runs. Benchmark mode's first call is the
+    case's (it may tune); each runs under the caller's policy override."""
+    from autocutlass.search import timing
+
+    names: dict[int, str] = {}
+    real_sides, real_call = measure._ConvSides.sides, Dispatcher.call
+    timing_side: list[str | None] = [None]
+    dispatched: list[tuple[str | None, int, bool, Any]] = []  # (side being timed or None, thread, flag, policy)
+    timed: list[tuple[str, int, bool]] = []
+
+    def sides(self: Any, vs: Any) -> Any:
+        fns, compile_s = real_sides(self, vs)
+        names.update({id(fn): side for side, fn in fns.items()})
+        return fns, compile_s
+
+    def call(self: Any, fe: Any, *args: Any) -> Any:  # what dispatch sees: the memo key reads the flag
+        dispatched.append((timing_side[0], threading.get_ident(), torch._C._get_cudnn_benchmark(),
+                           POLICY_OVERRIDE.policy))  # fmt: skip
+        return real_call(self, fe, *args)
+
+    def time_callable(fn: Any, *, flush_bytes: int, flush_kind: str = "write", **_: Any) -> Timing:
+        timing_side[0] = names[id(fn)]
+        fn()
+        timing_side[0] = None
+        timed.append((names[id(fn)], threading.get_ident(), torch.backends.cudnn.benchmark))
+        return Timing(1.0, 1.0, 1.0, 10)
+
+    monkeypatch.setattr(timing, "time_callable", time_callable)
+    monkeypatch.setattr(measure._ConvSides, "sides", sides)
+    monkeypatch.setattr(Dispatcher, "call", call)
+    with autocutlass.policy("cached"):
+        m = measure._measure_case(cases(shapes)[name], ("torch",), 2, 0, "cached", device="cpu")
+    assert m.verified, m
+    on = {side: {t for s, t, _ in timed if s == side} for side in names.values()}
+    (bench,), (default,), main = on["cudnn_benchmark"], on["cudnn_default"], threading.get_ident()
+    assert len({main, bench, default}) == 3
+    assert on["autocutlass_benchmark"] == {bench} and on["autocutlass"] == {default}
+    assert [flag for s, _, flag in timed if s in ("autocutlass_benchmark", "cudnn_benchmark")] == [True] * 4
+    assert [flag for s, _, flag in timed if s in ("autocutlass", "cudnn_default")] == [False] * 4
+    assert [(t, flag) for s, t, flag, _ in dispatched if s is None] == [(bench, True)] * 2 + [(default, False)] * 2
+    assert [(t, flag) for s, t, flag, _ in dispatched if s == "autocutlass_benchmark"] == [(bench, True)] * 2
+    assert [(t, flag) for s, t, flag, _ in dispatched if s == "autocutlass"] == [(default, False)] * 2
+    assert len(dispatched) == 8 and {p for *_, p in dispatched} == {Policy.CACHED}
+    assert not [t for t in threading.enumerate() if t.name.startswith("cudnn-")]  # closed with the case
+
+
+@pytest.mark.parametrize("benchmark_mode", [True, False])
+@pytest.mark.parametrize("wrong_call", [1, 2])
+def test_each_side_of_ours_is_verified(shapes: Path, fake_timer: list[tuple[int, bool, bool]],
+                                       monkeypatch: pytest.MonkeyPatch, benchmark_mode: bool,
+                                       wrong_call: int) -> None:  # fmt: skip
+    """A wrong result of ours in one cuDNN mode only, on that mode's first call or on its second
+    (into fresh poison), fails the case before anything is timed, naming the side: each side of
+    ours is verified as the case's first call is."""
+    real, calls = autocutlass.conv2d, []
+
+    def wrong_in_one_mode(x: Any, w: Any, *args: Any) -> Any:
+        y = real(x, w, *args)
+        if torch._C._get_cudnn_benchmark() != benchmark_mode:
+            return y
+        calls.append(1)
+        return y.mul_(1.5) if len(calls) == wrong_call else y
+
+    monkeypatch.setattr(autocutlass, "conv2d", wrong_in_one_mode)
+    case = cases(shapes)["sd"]
+    m = measure._measure_case(case, ("torch",), 3, 0, "cached", device="cpu")
+    side = "autocutlass_benchmark" if benchmark_mode else "autocutlass"
+    assert not m.verified and m.rounds_ms == {} and fake_timer == [] and len(calls) == wrong_call
+    assert (m.why or "").startswith(f"{side}: ") and "tolerance" in (m.why or ""), m.why
+    assert list(m.more_ours) == ([] if benchmark_mode else ["autocutlass"])  # benchmark mode first: it stops there
+    row = case_row(case, ROOFS, m)
+    assert row["status"] == "FAILED" and row["note"].startswith(f"wrong result: {side}: ")
+    assert list(row["ours_sides"]) == ["autocutlass_benchmark", *([] if benchmark_mode else ["autocutlass"])]
+
+
+def test_a_side_of_ours_that_raises_ends_the_case_named(shapes: Path, fake_timer: list[tuple[int, bool, bool]],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Under ``AUTOCUTLASS_STRICT=1`` a side of ours raises instead of serving: the case is
+    'unsupported', untimed, and the error names the side (here the default mode's, benchmark
+    mode's first call having served)."""
+    from autocutlass.errors import UnsupportedProblem
+
+    real = autocutlass.conv2d
+
+    def strict_in_default_mode(*args: Any) -> Any:
+        if not torch._C._get_cudnn_benchmark():
+            raise UnsupportedProblem("no family")
+        return real(*args)
+
+    monkeypatch.setattr(autocutlass, "conv2d", strict_in_default_mode)
+    case = cases(shapes)["sd"]
+    m = measure._measure_case(case, ("torch",), 3, 0, "cached", device="cpu")
+    assert m.error == "UnsupportedProblem (autocutlass): no family" and not m.verified and fake_timer == []
+    assert m.path == "FALLBACK" and m.more_ours["autocutlass"].path == "raised"
+    row = case_row(case, ROOFS, m)
+    assert row["status"] == "unsupported" and row["note"] == "autocutlass raised UnsupportedProblem (autocutlass): no family"
 
 
 def test_measure_fails_a_wrong_conv_result(shapes: Path, fake_timer: list[tuple[int, bool, bool]],
@@ -540,11 +816,16 @@ def test_bench_a_tiny_conv_suite_on_the_gpu(tmp_path: Path, monkeypatch: pytest.
     for name in served:
         r = rows[name]
         assert r["status"] == "ok" and r["verified"] and r["path"] == "heuristic" and r["output_poisoned"], r
+        assert {side: c["path"] for side, c in r["ours_sides"].items()} == {"autocutlass_benchmark": "heuristic",
+                                                                            "autocutlass": "heuristic"}  # fmt: skip
+        assert all(c["output_poisoned"] for c in r["ours_sides"].values()), r
         assert len(r["rounds_ms"]["cudnn_benchmark"]) == len(r["rounds_ms"]["cudnn_default"]) == 2
+        assert len(r["rounds_ms"]["autocutlass_benchmark"]) == len(r["rounds_ms"]["autocutlass"]) == 2
         assert r["ratio_vs_cudnn_benchmark"] > 0 and r["ratio_vs_cudnn_default"] > 0
     fallbacks = ("stem/dgrad",)
     for name in fallbacks:
         assert rows[name]["status"] == "fallback" and rows[name]["verified"], rows[name]
+        assert {c["path"] for c in rows[name]["ours_sides"].values()} == {"FALLBACK"}  # in both modes
     assert "hopper_conv_dgrad: stride 2x2" in rows["stem/dgrad"]["fallback_reason"]
     g = doc["geomean"]
     assert g["vs_cudnn_benchmark_cases"] == len(served) and g["vs_cudnn_benchmark_with_fallbacks_cases"] == 9

@@ -17,12 +17,15 @@ timed), then ``--rounds`` rounds that each time autocutlass, torch.matmul and op
 per-round ratios baseline_ms / autocutlass_ms (> 1: autocutlass is faster). fp32 cases run with
 ``torch.backends.cuda.matmul.fp32_precision = "tf32"`` on every side.
 
-conv2d cases (``autocutlass.cli.shapes``: fprop; the dgrad and wgrad directions a case lists are
-reported as not measured) run ``autocutlass.conv2d(x, w, None, stride, padding, dilation, groups)``
-on channels_last operands against ``F.conv2d`` (cuDNN) with ``torch.backends.cudnn.benchmark``
-True and with it False (PyTorch's default heuristic), the three sides in the same interleaved
-rounds; autocutlass's output is verified first (a NaN-poisoned block, the float32 reference,
-the op's tolerance), on the first call and on a second one. fp32 conv cases run with
+conv2d cases (``autocutlass.cli.shapes``: fprop, and the dgrad and wgrad directions a case lists,
+through the dispatcher's backward front-ends against ``aten.convolution_backward``) run
+``autocutlass.conv2d(x, w, None, stride, padding, dilation, groups)`` on channels_last operands
+against ``F.conv2d`` (cuDNN) with ``torch.backends.cudnn.benchmark`` True and with it False
+(PyTorch's default heuristic), and ours once in each mode, as a user in that mode is served
+(vendor verdicts per mode), each mode's two sides on a thread of their own (PyTorch caches cuDNN's
+plans per thread), the four sides in the same interleaved rounds; each ratio divides that mode's
+cuDNN time by ours in the same mode. Each side of ours is verified first (a NaN-poisoned block,
+the float32 reference, the op's tolerance), on the first call and on a second one. fp32 conv cases run with
 ``torch.backends.cudnn.allow_tf32`` on. ``--vs compile`` applies to GEMM cases only.
 
 Grouped-GEMM cases (``benchmarks/shapes-grouped.json``) run ``autocutlass.grouped_mm(x, w, offs)``

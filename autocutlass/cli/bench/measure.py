@@ -14,16 +14,18 @@ with the timing protocol of ``autocutlass.search.timing`` (order reversed every 
 fp32 cases run with ``torch.backends.cuda.matmul.fp32_precision = "tf32"`` on every side.
 
 A conv2d case runs ``autocutlass.conv2d`` against ``F.conv2d`` with ``torch.backends.cudnn.benchmark``
-True and False (``_ConvSides``; each mode on a thread of its own, ``OwnThread``); a grouped case ``autocutlass.grouped_mm`` against
+True and False, ours once per mode as a user in that mode gets it (``_ConvSides``; each mode's two
+sides on a thread of its own, ``OwnThread``); a grouped case ``autocutlass.grouped_mm`` against
 ``torch._grouped_mm`` and a loop of ``torch.matmul`` per expert, on the offsets of its routing
-(``_GroupedSides``); the steps around the calls (first call, verification, rounds) are the same
-for every op (``_measure_sides``).
+(``_GroupedSides``); the steps around the calls (each side of ours' first call and its
+verification, the rounds) are the same for every op (``_measure_sides``).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import dataclasses
 import datetime as dt
 import json
@@ -48,6 +50,7 @@ from autocutlass.cli.bench.report import (
     STANDIN_PATH,
     VENDOR_PATH,
     Measured,
+    OursCall,
     assemble_report,
     case_row,
     default_out_dir,
@@ -56,6 +59,7 @@ from autocutlass.cli.bench.report import (
     memo_path,
     print_report,
     progress_line,
+    side_paths,
     skipped_lines,
     stats_delta,
     write_json,
@@ -118,15 +122,12 @@ def run_bench(ns: argparse.Namespace, cases: Sequence[BenchCase], skipped: Seque
 
     for line in skipped_lines({"skipped_directions": [dataclasses.asdict(s) for s in skipped]}):
         print(line, file=sys.stderr)
-    served: dict[Any, tuple[str, str | None]] = {}  # problem -> the latest case's (path, reason)
+    served: dict[Any, tuple[str, str | None]] = {}  # (problem, side of ours) -> the latest case's (path, reason)
     with autocutlass.policy(policy):
         for i, case in enumerate(cases, 1):
             measured = None if case.skip else _measure_case(case, ns.vs, ns.rounds, flush, policy, ns.flush)
             if measured is not None:
-                path, reason = memo_path(measured.path, case.problem, served)
-                if path != measured.path:
-                    measured = dataclasses.replace(measured, path=path, fallback_reason=reason)
-                served[case.problem] = (measured.path, measured.fallback_reason)
+                measured = _memo_paths(measured, case, served)
             rows.append(case_row(case, roofs, measured))
             print(progress_line(i, len(cases), rows[-1]), file=sys.stderr, flush=True)
             report()
@@ -138,6 +139,21 @@ def run_bench(ns: argparse.Namespace, cases: Sequence[BenchCase], skipped: Seque
     plot_report(doc, png_path)
     print_report(doc, title=f"autocutlass bench on {dev.gpu_name}, policy {policy}; {json_path}, {png_path}")
     return 1 if any(r["status"] == "FAILED" for r in rows) else 0
+
+
+def _memo_paths(measured: Measured, case: BenchCase, served: dict[Any, tuple[str, str | None]]) -> Measured:
+    """``report.memo_path`` for each side of ours of the case: a 'memo' first call serves what the
+    latest earlier case of the problem served that side by (each side has memo entries of its own:
+    conv2d's memo key holds the cuDNN mode). ``served``, (problem, side) -> (path, reason), is
+    updated with this case's."""
+    calls = measured.ours_calls(case.op)
+    for side, call in calls.items():
+        path, reason = memo_path(call.path, (case.problem, side), served)
+        if path != call.path:
+            calls[side] = call = dataclasses.replace(call, path=path, fallback_reason=reason)
+        served[(case.problem, side)] = (call.path, call.fallback_reason)
+    (_, first), *more = calls.items()
+    return dataclasses.replace(measured, path=first.path, fallback_reason=first.fallback_reason, more_ours=dict(more))
 
 
 def _no_tune(policy: str) -> str:
@@ -171,41 +187,66 @@ def _measure_case(case: BenchCase, vs: Sequence[str], rounds: int, flush_bytes: 
 
 def _measure_sides(bench: _Sides, case: BenchCase, vs: Sequence[str], rounds: int, flush_bytes: int, policy: str,
                    flush_kind: str) -> Measured:  # fmt: skip
-    """The op-independent steps: the first call (stats delta, wall time, the warnings it logged),
-    its verification (and a second, re-poisoned one where the op asks for it), then the rounds."""
+    """The op-independent steps: each side of ours' first call (stats delta, wall time, the warnings
+    it logged) and its verification (and a second, re-poisoned one where the op asks for it), then
+    the rounds. The first side's first call is the case's (it may tune; ``Measured.path`` and the
+    fields beside it), the others' are ``Measured.more_ours``; a side that raises or computes a
+    wrong result ends the case untimed, its error or wrong result named by the side where the op
+    has several (conv2d: one per cuDNN mode, each served as a user in that mode is)."""
     import autocutlass
     from autocutlass.errors import CantImplement, KernelCompileError, UnsupportedProblem
     from autocutlass.ops.compare import synchronize
     from autocutlass.search.handlers import interleaved_rounds
     from autocutlass.search.timing import time_callable
 
-    bench.poison()
-    before = autocutlass.stats().as_dict()
-    t0 = time.perf_counter()
-    try:
-        with _LoggedWarnings() as logged:
-            out = bench.ours()
-            synchronize(out)
-    except (UnsupportedProblem, CantImplement, KernelCompileError) as e:  # AUTOCUTLASS_STRICT=1
-        delta = stats_delta(before, autocutlass.stats().as_dict())
-        return Measured(path="raised", stats_delta=delta, tune_or_lookup_s=time.perf_counter() - t0,
-                        verified=False, error=f"{type(e).__name__}: {e}")  # fmt: skip
-    first_s = time.perf_counter() - t0
-    delta = stats_delta(before, autocutlass.stats().as_dict())
-    path = first_call_path(delta, policy)
-    reason = _fallback_reason(case, path, logged.messages) if path in FALLBACK_PATHS else None
-    ok, why = bench.check(out)
-    if ok and bench.recheck:
+    calls: dict[str, OursCall] = {}
+    reasons: dict[str, str] = {}  # path -> why torch ran it, as this case's sides found it
+    error: str | None = None  # what a side raised
+    wrong: str | None = None  # why a side's result is wrong
+    several = len(bench.ours) > 1  # then a side's error or wrong result is named by the side
+    for side, ours in bench.ours.items():
         bench.poison()
-        out = bench.ours()
-        synchronize(out)
+        before = autocutlass.stats().as_dict()
+        t0 = time.perf_counter()
+        try:
+            with _LoggedWarnings() as logged:
+                out = ours()
+                synchronize(out)
+        except (UnsupportedProblem, CantImplement, KernelCompileError) as e:  # AUTOCUTLASS_STRICT=1
+            delta = stats_delta(before, autocutlass.stats().as_dict())
+            calls[side] = OursCall("raised", delta, time.perf_counter() - t0)
+            error = f"{type(e).__name__}{f' ({side})' if several else ''}: {e}"
+            break
+        first_s = time.perf_counter() - t0
+        delta = stats_delta(before, autocutlass.stats().as_dict())
+        path = first_call_path(delta, policy)
+        reason = None
+        if path in FALLBACK_PATHS:
+            # dispatch logs a reason once per process: a later side served the same way logs nothing
+            if logged.messages or path not in reasons:
+                reasons[path] = _fallback_reason(case, path, logged.messages)
+            reason = reasons[path]
         ok, why = bench.check(out)
-    del out
+        if ok and bench.recheck:
+            bench.poison()
+            out = ours()
+            synchronize(out)
+            ok, why = bench.check(out)
+        del out
+        calls[side] = OursCall(path, delta, first_s, reason, bench.output_poisoned)
+        if not ok:
+            wrong = f"{side}: {why}" if several else why
+            break
     bench.release_reference()
+    (_, first), *more = calls.items()
     moved = getattr(bench, "bytes_moved", None)
-    if not ok:
-        return Measured(path=path, stats_delta=delta, tune_or_lookup_s=first_s, verified=False, why=why,
-                        fallback_reason=reason, output_poisoned=bench.output_poisoned, bytes_moved=moved)  # fmt: skip
+    done: dict[str, Any] = {
+        "path": first.path, "stats_delta": first.stats_delta, "tune_or_lookup_s": first.first_call_s,
+        "fallback_reason": first.fallback_reason, "output_poisoned": first.output_poisoned, "bytes_moved": moved,
+        "more_ours": dict(more),
+    }  # fmt: skip
+    if error is not None or wrong is not None:
+        return Measured(**done, verified=False, error=error, why=wrong)
     fns, compile_s = bench.sides(vs)
 
     host: dict[str, list[float]] = {side: [] for side in fns}
@@ -223,14 +264,14 @@ def _measure_sides(bench: _Sides, case: BenchCase, vs: Sequence[str], rounds: in
         return run
 
     times = dict(zip(fns, interleaved_rounds([timer(side, fn) for side, fn in fns.items()], rounds), strict=True))
-    return Measured(path=path, stats_delta=delta, tune_or_lookup_s=first_s, verified=True,
-                    rounds_ms={side: list(ms or []) for side, ms in times.items()}, compile_first_call_s=compile_s,
-                    fallback_reason=reason, output_poisoned=bench.output_poisoned, bytes_moved=moved,
+    return Measured(**done, verified=True, rounds_ms={side: list(ms or []) for side, ms in times.items()},
+                    compile_first_call_s=compile_s,
                     host_ms={side: statistics.median(v) for side, v in host.items() if v})  # fmt: skip
 
 
 class OwnThread:
-    """A side called and timed on a thread of its own, started for one case and closed with it.
+    """A side called and timed on a thread of its own, started for one case and closed with it;
+    ``same_thread`` gives more sides on that thread.
 
     For cuDNN's two modes (benchmark and default, i.e. heuristic). PyTorch keeps the execution plan it picked for a
     convolution in a ``thread_local`` cache (``benchmark_cache`` in
@@ -239,44 +280,78 @@ class OwnThread:
     and the other way round. Timed on the benchmark side's thread, "cuDNN default" read as benchmark
     mode (up to session 41). On a fresh thread of its own each mode's first call of the case picks
     its plan as a fresh process would: the default mode asks cuDNN's heuristic, benchmark mode times
-    cuDNN's candidates."""
+    cuDNN's candidates. Ours in that mode runs on the same thread: where dispatch lets torch serve
+    the layer (a vendor verdict, a fallback), it runs the plan a user in that mode has, the one the
+    cuDNN side is timed with.
+
+    The thread starts on the creating thread's CUDA device, and a call from another thread runs
+    under that thread's ``autocutlass.policy`` override (dispatch keeps it per thread, and the
+    memo key holds it): ours is served on the side's thread as it would be on the caller's."""
 
     def __init__(self, fn: Callable[[], object], name: str, device: str) -> None:
         import torch
 
         self._fn = fn
-        self._ident: int | None = None
         where = torch.device(device)
         index = None  # the CUDA device current on the creating thread, unless ``device`` names one
         if where.type == "cuda" and torch.cuda.is_available():
             index = where.index if where.index is not None else torch.cuda.current_device()
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name,
-                                        initializer=self._start, initargs=(index,))  # fmt: skip
+        self._thread = _Thread(name, index)
 
-    def _start(self, index: int | None) -> None:
-        import torch
-
-        self._ident = threading.get_ident()
-        if index is not None:
-            torch.cuda.set_device(index)
+    def same_thread(self, fn: Callable[[], object]) -> OwnThread:
+        """A side that calls ``fn`` on this side's thread, closed with it (either's ``close``)."""
+        side = copy.copy(self)  # shares the thread
+        side._fn = fn
+        return side
 
     @property
     def ident(self) -> int | None:
         """The thread's identity (None before its first call)."""
-        return self._ident
+        return self._thread.ident
 
     def on_thread(self, work: Callable[[], Any]) -> Any:
-        """``work()`` run on this side's thread (at once when called there); its result or its
-        exception."""
-        if threading.get_ident() == self._ident:
+        """``work()`` run on this side's thread (at once when called there), under the calling
+        thread's policy override; its result or its exception."""
+        if threading.get_ident() == self._thread.ident:
             return work()
-        return self._pool.submit(work).result()
+        from autocutlass.dispatch import POLICY_OVERRIDE
+
+        return self._thread.pool.submit(_under_policy, POLICY_OVERRIDE.policy, work).result()
 
     def __call__(self) -> object:
         return self.on_thread(self._fn)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        self._thread.pool.shutdown(wait=True)
+
+
+class _Thread:
+    """The thread of one ``OwnThread`` and the sides that share it: a pool of one worker, started
+    on ``index``, the CUDA device (None: none set)."""
+
+    def __init__(self, name: str, index: int | None) -> None:
+        self.ident: int | None = None
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name, initializer=self._start,
+                                       initargs=(index,))  # fmt: skip
+
+    def _start(self, index: int | None) -> None:
+        import torch
+
+        self.ident = threading.get_ident()
+        if index is not None:
+            torch.cuda.set_device(index)
+
+
+def _under_policy(policy: Any, work: Callable[[], Any]) -> Any:
+    """``work()`` with ``policy`` as this thread's override (``autocutlass.dispatch.POLICY_OVERRIDE``;
+    None: the settings' policy), the thread's own restored after."""
+    from autocutlass.dispatch import POLICY_OVERRIDE
+
+    saved, POLICY_OVERRIDE.policy = POLICY_OVERRIDE.policy, policy
+    try:
+        return work()
+    finally:
+        POLICY_OVERRIDE.policy = saved
 
 
 class _Sides(Protocol):
@@ -286,9 +361,12 @@ class _Sides(Protocol):
     """Verify a second call too (after poisoning again): where the first call's output may not
     land in poisoned memory (conv2d allocates its output; tuning may allocate before it)."""
     output_poisoned: bool | None
+    ours: Mapping[str, Callable[[], Any]]
+    """The sides of ours by name, in the order of their first calls: the primary baseline's first
+    (``report.ours_sides``: its first call is the case's, which may tune). Each is verified;
+    ``sides`` times them with the baselines."""
 
     def poison(self) -> None: ...
-    def ours(self) -> Any: ...
     def check(self, out: Any) -> tuple[bool, str | None]: ...
     def release_reference(self) -> None: ...
     def sides(self, vs: Sequence[str]) -> tuple[dict[str, Callable[[], object]], float | None]: ...
@@ -314,12 +392,14 @@ class _GemmSides:
         a, b, d = x.a, x.b, x.d
         sa, sb = x.scale_a, x.scale_b
         self.fp8 = prob.a_dtype is DType.E4M3
+        self.ours: dict[str, Callable[[], Any]]
         if self.fp8:
-            self.ours = lambda: autocutlass.scaled_mm(a, b, sa, sb, out_dtype=d.dtype, out=d, use_fast_accum=True)
+            self.ours = {"autocutlass": lambda: autocutlass.scaled_mm(a, b, sa, sb, out_dtype=d.dtype, out=d,
+                                                                      use_fast_accum=True)}  # fmt: skip
             self._torch = lambda: torch._scaled_mm(a, b, sa, sb, out_dtype=d.dtype, use_fast_accum=True)
         else:
             d_torch = torch.empty_like(d)
-            self.ours = lambda: autocutlass.matmul(a, b, out=d)
+            self.ours = {"autocutlass": lambda: autocutlass.matmul(a, b, out=d)}
             self._torch = lambda: torch.matmul(a, b, out=d_torch)
 
     @classmethod
@@ -345,7 +425,7 @@ class _GemmSides:
         self.ref = None
 
     def sides(self, vs: Sequence[str]) -> tuple[dict[str, Callable[[], object]], float | None]:
-        fns: dict[str, Callable[[], object]] = {"autocutlass": self.ours, "torch": self._torch}
+        fns: dict[str, Callable[[], object]] = {**self.ours, "torch": self._torch}
         compile_s = None
         if "compile" in vs and not self.fp8:
             fns["compile"], compile_s = _compiled_matmul(self.inputs.a, self.inputs.b)
@@ -358,13 +438,20 @@ class _ConvSides:
     ``conv2d_dgrad`` / ``conv2d_wgrad`` front-ends, what ``torch.ops.autocutlass.conv2d_dgrad``
     / ``conv2d_wgrad`` run in a backward, against ``aten.convolution_backward`` with that one output
     in its mask, what autograd runs) against ``F.conv2d`` with
-    ``torch.backends.cudnn.benchmark`` True and False, each side setting the flag before its call
-    (autocutlass: False, PyTorch's default, which a fallback runs under); each cuDNN side runs on a
-    thread of its own (``OwnThread``: PyTorch caches cuDNN's plans per thread, not per mode, and a
-    fallback of ours, on this thread, would otherwise fix the plan the benchmark side runs). conv2d allocates its
-    output: ``poison`` fills a tensor of the output's size with NaN and frees it, so that the
-    caching allocator hands that block to the next call's output (``output_poisoned`` records
-    whether it did)."""
+    ``torch.backends.cudnn.benchmark`` True and False, ours timed in each mode too, as a user in
+    that mode gets it: sides 'autocutlass_benchmark' and 'cudnn_benchmark' with the flag True,
+    'autocutlass' and 'cudnn_default' with it False, each side setting the flag before its call.
+    Ours cannot be timed once for both: the conv front-ends' memo key holds the flag, and a vendor
+    verdict (the tuning measured cuDNN faster) lets torch serve a layer in the mode it was judged
+    in (``vendor_verdicts_apply``), so a benchmark-mode user runs cuDNN's benchmarked plan where a
+    default-mode user runs our kernel. Each mode's two sides run on a thread of their own
+    (``OwnThread``: PyTorch caches cuDNN's plans per thread, keyed without the flag): where dispatch
+    lets torch serve ours, it runs the plan the cuDNN side of its mode runs, as on a user's thread.
+    Benchmark mode's side of ours is called first, the primary baseline's (``report.ours_sides``):
+    its first call is the case's, which may tune. conv2d allocates its output: ``poison`` fills a tensor of
+    the output's size with NaN and frees it, so that the caching allocator hands that block to the
+    next call's output (``output_poisoned`` records whether it did); each side of ours is verified
+    so."""
 
     recheck = True
 
@@ -403,21 +490,21 @@ class _ConvSides:
             def baseline() -> object:
                 return evaluation.convolution_backward(p, ys, xs, ws)
 
-        def ours() -> object:
-            cudnn.benchmark = False
-            return call()
-
-        def theirs(benchmark: bool) -> Callable[[], object]:
+        def in_mode(benchmark: bool, fn: Callable[[], object]) -> Callable[[], object]:
             def run() -> object:
                 cudnn.benchmark = benchmark
-                return baseline()
+                return fn()
 
             return run
 
-        self.ours = ours
-        # each cuDNN mode on a thread of its own: PyTorch's plan cache is per thread (OwnThread)
-        self._cudnn = {"cudnn_benchmark": OwnThread(theirs(True), "cudnn-benchmark", device),
-                       "cudnn_default": OwnThread(theirs(False), "cudnn-default", device)}  # fmt: skip
+        # each cuDNN mode on a thread of its own, ours in that mode beside it: PyTorch's plan cache is per thread
+        bench = OwnThread(in_mode(True, baseline), "cudnn-benchmark", device)
+        default = OwnThread(in_mode(False, baseline), "cudnn-default", device)
+        self.ours: dict[str, Callable[[], Any]] = {
+            "autocutlass_benchmark": bench.same_thread(in_mode(True, call)),
+            "autocutlass": default.same_thread(in_mode(False, call)),
+        }
+        self._cudnn = {"cudnn_benchmark": bench, "cudnn_default": default}
         self._poisoned_ptr: int | None = None
         self.output_poisoned: bool | None = None
 
@@ -439,7 +526,7 @@ class _ConvSides:
                 sides.close()
 
     def close(self) -> None:
-        """The cuDNN sides' threads ended."""
+        """The cuDNN modes' threads ended (ours ran on them too)."""
         for side in self._cudnn.values():
             side.close()
 
@@ -464,7 +551,7 @@ class _ConvSides:
         self.ref = None
 
     def sides(self, vs: Sequence[str]) -> tuple[dict[str, Callable[[], object]], float | None]:
-        return {"autocutlass": self.ours, **self._cudnn}, None
+        return {**self.ours, **self._cudnn}, None
 
 
 class _PoisonedBlock:
@@ -513,7 +600,7 @@ class _GroupedSides:
         x = evaluation.make_inputs(p, device=device, seed=0, routing=spec.routing)  # type: ignore[union-attr]
         self.ref = evaluation.reference(p, x)
         xs, ws, offs = x.x, x.w, x.offs
-        self.ours = lambda: autocutlass.grouped_mm(xs, ws, offs)
+        self.ours: dict[str, Callable[[], Any]] = {"autocutlass": lambda: autocutlass.grouped_mm(xs, ws, offs)}
         self._theirs = {"grouped_mm": lambda: torch._grouped_mm(xs, ws, offs),
                         "loop": evaluation.loop_baseline(p, x)}  # fmt: skip
         sizes = evaluation.expert_sizes(p.t, p.experts, spec.routing)  # type: ignore[union-attr]
@@ -545,7 +632,7 @@ class _GroupedSides:
         self.ref = None
 
     def sides(self, vs: Sequence[str]) -> tuple[dict[str, Callable[[], object]], float | None]:
-        return {"autocutlass": self.ours, **self._theirs}, None
+        return {**self.ours, **self._theirs}, None
 
 
 class _LoggedWarnings(logging.Handler):
@@ -725,7 +812,9 @@ def _measure_first_call(cases: Sequence[BenchCase], rows: Sequence[Mapping[str, 
     pythonpath = os.pathsep.join(p for p in (source_root, os.environ.get("PYTHONPATH")) if p)
     base = {**os.environ, "PYTHONPATH": pythonpath, "AUTOCUTLASS_DB": settings.db_url,
             "AUTOCUTLASS_CACHE_DIR": str(settings.cache_dir), "AUTOCUTLASS_POLICY": policy}  # fmt: skip
-    out: dict[str, Any] = {"case": name, "served_by_in_bench": row["path"], "policy": policy,
+    # the child runs cuDNN's default mode: conv2d's side of ours in it is 'autocutlass', as GEMMs' only one
+    in_bench = side_paths(row).get("autocutlass", row["path"])
+    out: dict[str, Any] = {"case": name, "served_by_in_bench": in_bench, "policy": policy,
                            "has_db_record": row["path"] in ("tuned", "db", "sibling"), "db": settings.db_url}  # fmt: skip
     out["warm_cache"] = _run_child(case.spec, base)
     with tempfile.TemporaryDirectory(prefix="autocutlass-bench-") as tmp:

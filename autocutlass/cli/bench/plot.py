@@ -1,5 +1,6 @@
 """``bench.png``: the ratio per case and the roofline, drawn from the ``bench.json`` document alone
-(GEMM cases against torch.matmul and torch.compile, conv2d cases against cuDNN in both modes)."""
+(GEMM cases against torch.matmul and torch.compile, conv2d cases against cuDNN in both modes, each
+mode's ratio the row's, against ours in that mode)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,17 @@ from typing import Any
 
 from autocutlass.cli.bench.report import (
     OP_BASELINES,
+    baseline_status,
     doc_baselines,
     geomean_title,
+    ours_sides,
+    row_op,
     row_ops,
 )
 
-_MARKERS = {"autocutlass": ("o", "tab:blue"), "torch": ("x", "tab:orange"), "compile": ("^", "tab:green"),
-            "cudnn_benchmark": ("s", "tab:red"), "cudnn_default": ("v", "tab:purple")}  # fmt: skip
+_MARKERS = {"autocutlass": ("o", "tab:blue"), "autocutlass_benchmark": ("D", "tab:cyan"), "torch": ("x", "tab:orange"),
+            "compile": ("^", "tab:green"), "cudnn_benchmark": ("s", "tab:red"),
+            "cudnn_default": ("v", "tab:purple")}  # fmt: skip
 _BAR_COLORS = {"torch": "tab:blue", "compile": "tab:green", "cudnn_benchmark": "tab:red", "cudnn_default": "tab:purple"}
 _LABELS = {b.name: b.label for bs in OP_BASELINES.values() for b in bs}
 
@@ -52,12 +57,13 @@ def _plot_ratios(ax: Any, rows: Sequence[Mapping[str, Any]]) -> None:
     for op in row_ops(rows):
         mine = [b.name for b in bases if b in OP_BASELINES[op]]
         slots.update({name: (i, len(mine)) for i, name in enumerate(mine)})
-    for base in (b.name for b in bases):
+    for b in bases:
+        base = b.name
         i, k = slots[base]
         width = 0.8 / k if k > 1 else 0.7
         dx = (i - (k - 1) / 2) * width
-        vals = [r.get(f"ratio_vs_{base}") for r in rows]
-        colors = [_BAR_COLORS.get(base, "tab:gray") if r["status"] == "ok" else "lightgrey" for r in rows]
+        vals = [r.get(f"ratio_vs_{base}") for r in rows]  # each against its own side of ours (Baseline.ours)
+        colors = [_BAR_COLORS.get(base, "tab:gray") if baseline_status(r, b) == "ok" else "lightgrey" for r in rows]
         ax.bar([x + dx for x in xs], [v or 0.0 for v in vals], width, color=colors, label=f"vs {_LABELS[base]}")
         for x, v in zip(xs, vals, strict=True):
             if v:
@@ -93,9 +99,10 @@ def _plot_roofline(ax: Any, rows: Sequence[Mapping[str, Any]], roofs: Mapping[st
         pts = [(r["intensity"], r["tflops"][side]) for r in timed if r["tflops"].get(side)]
         if pts:
             ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=color, s=28,
-                       label=_LABELS.get(side, side), zorder=3)  # fmt: skip
+                       label=_side_label(side, timed), zorder=3)  # fmt: skip
     for r in timed:
-        t = r["tflops"].get("autocutlass")
+        primary = next(iter(ours_sides(row_op(r))))  # the name at the primary baseline's side of ours (older files:
+        t = r["tflops"].get(primary) or r["tflops"].get("autocutlass")  # conv2d had one, 'autocutlass')
         if t:
             ax.annotate(r["name"], (r["intensity"], t), fontsize=6, xytext=(3, -8), textcoords="offset points")
     ax.set_xscale("log")
@@ -104,3 +111,13 @@ def _plot_roofline(ax: Any, rows: Sequence[Mapping[str, Any]], roofs: Mapping[st
     ax.set_ylabel("achieved TFLOP/s")
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
+
+
+def _side_label(side: str, rows: Sequence[Mapping[str, Any]]) -> str:
+    """A side's name in the legend: a baseline's label, or the labels of a side of ours in the ops
+    of ``rows`` that time it ('autocutlass' for GEMMs, 'autocutlass in cuDNN default mode' for
+    conv2d: the same side name)."""
+    if side in _LABELS:
+        return _LABELS[side]
+    names = dict.fromkeys(b.ours_label for op in row_ops(rows) for b in OP_BASELINES[op] if b.ours == side)
+    return " / ".join(names) or side

@@ -11,10 +11,16 @@ the experts that received rows (``Measured.bytes_moved``), not every expert's. A
 holds ``ratio_vs_<baseline>`` for its op's baselines; a shapes file may mix ops.
 
 A ratio is the median of the per-round ratios baseline_ms / autocutlass_ms (> 1: autocutlass is
-faster). A case that autocutlass served with torch (a fallback, or a vendor verdict) is flagged and left out of the
-geometric means, as are FAILED, unsupported (``AUTOCUTLASS_STRICT=1`` raised) and skipped cases;
-a second geometric mean per baseline (``vs_<baseline>_with_fallbacks``) counts each fallback at
-1.0 (torch against itself), and ``geomean.fallbacks`` lists them with their reason.
+faster), autocutlass being the baseline's side of ours (``Baseline.ours``): 'autocutlass', but a
+conv2d's cuDNN modes are each compared with ours called in that mode ('autocutlass_benchmark'
+against 'cudnn_benchmark', 'autocutlass' against 'cudnn_default'), as a user in that mode gets it:
+whether a vendor verdict lets torch serve a layer depends on the mode. A case that autocutlass
+served with torch (a fallback, or a vendor verdict) is flagged and left out of the geometric means
+of the baselines whose side of ours torch served (``baseline_status``: a conv2d layer's verdict in
+benchmark mode leaves it in the default mode's), as are FAILED, unsupported
+(``AUTOCUTLASS_STRICT=1`` raised) and skipped cases; a second geometric mean per baseline
+(``vs_<baseline>_with_fallbacks``) counts each fallback at 1.0 (torch against itself), and
+``geomean.fallbacks`` lists them with their reason.
 """
 
 from __future__ import annotations
@@ -49,21 +55,45 @@ class Baseline:
     label: str
     column: str
     optional: bool = False
+    ours: str = "autocutlass"
+    """The side of ours whose rounds its ratio divides: 'autocutlass', but for each of conv2d's
+    cuDNN modes ours called in that mode ('autocutlass_benchmark' for benchmark mode, 'autocutlass'
+    for the default), on that mode's thread (``measure._ConvSides``): the verdicts that let torch
+    serve a layer apply in one mode and not the other, so one time of ours cannot stand for both."""
+    ours_column: str = "autocutlass"
+    """The table's column of that side of ours (baselines with the same side share it); where an
+    op has several sides of ours, also its name in the served-by cell and the progress line."""
+    ours_label: str = "autocutlass"
+    """That side of ours in sentences (notes, fallback reasons, the plot's legend)."""
 
 
 OP_BASELINES: dict[str, tuple[Baseline, ...]] = {
     "gemm": (Baseline("torch", "torch.matmul", "torch"),
              Baseline("compile", "torch.compile", "compile", optional=True)),
-    "conv2d": (Baseline("cudnn_benchmark", "cuDNN benchmark", "cuDNN bench"),
-               Baseline("cudnn_default", "cuDNN default", "cuDNN default")),
+    "conv2d": (Baseline("cudnn_benchmark", "cuDNN benchmark", "cuDNN bench", ours="autocutlass_benchmark",
+                        ours_column="ours bench", ours_label="autocutlass in cuDNN benchmark mode"),
+               Baseline("cudnn_default", "cuDNN default", "cuDNN default", ours="autocutlass",
+                        ours_column="ours default", ours_label="autocutlass in cuDNN default mode")),
     "grouped_mm": (Baseline("grouped_mm", "torch._grouped_mm", "_grouped_mm"),
                    Baseline("loop", "a matmul loop per expert", "loop")),
 }  # fmt: skip
-"""Per op, its baselines, the primary first (its ratio column also carries the row's status)."""
+"""Per op, its baselines, the primary first (its ratio column also carries the row's status; its
+side of ours is the one whose first call is the case's first, ``Measured.path``)."""
 PRIMARY = frozenset(bases[0] for bases in OP_BASELINES.values())
 BASELINES = tuple(b.name for b in OP_BASELINES["gemm"])
 """The GEMM baselines ``--vs`` chooses from (torch always)."""
-SIDES = ("autocutlass", *(b.name for bs in OP_BASELINES.values() for b in bs))
+SIDES = (*dict.fromkeys(b.ours for bs in OP_BASELINES.values() for b in bs),
+         *(b.name for bs in OP_BASELINES.values() for b in bs))  # fmt: skip
+"""Every side's name in ``rounds_ms``: the sides of ours, then the baselines."""
+
+
+def ours_sides(op: str) -> dict[str, Baseline]:
+    """The sides of ours of ``op``, each with the first of its baselines that is compared with it;
+    the primary baseline's first (the side whose first call is the case's first)."""
+    out: dict[str, Baseline] = {}
+    for b in OP_BASELINES[op]:
+        out.setdefault(b.ours, b)
+    return out
 
 
 def row_op(row: Mapping[str, Any]) -> str:
@@ -155,8 +185,33 @@ def stats_delta(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str
 
 # ---- per-case results and rows -----------------------------------------------------------------
 @dataclass(frozen=True)
+class OursCall:
+    """The first call of one side of ours: how dispatch served it, the ``autocutlass.stats()``
+    delta around it and its wall time, why torch ran it (a fallback) and whether its verified
+    output was poisoned memory. ``Measured``'s own fields say this of the case's first side of ours
+    (the primary baseline's); ``Measured.more_ours`` of the others."""
+
+    path: str
+    stats_delta: dict[str, int]
+    first_call_s: float
+    fallback_reason: str | None = None
+    output_poisoned: bool | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"path": self.path, "first_call_s": self.first_call_s, "stats_delta": self.stats_delta}
+        if self.fallback_reason is not None:
+            d["fallback_reason"] = self.fallback_reason
+        if self.output_poisoned is not None:
+            d["output_poisoned"] = self.output_poisoned
+        return d
+
+
+@dataclass(frozen=True)
 class Measured:
-    """What the GPU loop measured for one case (plain data)."""
+    """What the GPU loop measured for one case (plain data). ``path``, ``stats_delta``,
+    ``tune_or_lookup_s``, ``fallback_reason`` and ``output_poisoned`` are of the case's first call:
+    that of the primary baseline's side of ours (``ours_sides``; conv2d: ours in cuDNN benchmark
+    mode), which may tune; ``more_ours`` holds the other sides' first calls."""
 
     path: str
     stats_delta: dict[str, int]
@@ -164,7 +219,8 @@ class Measured:
     verified: bool
     why: str | None = None
     rounds_ms: dict[str, list[float]] = field(default_factory=dict)
-    """Per side ('autocutlass', 'torch', 'compile'): the protocol's median of each round."""
+    """Per side ('autocutlass', 'torch', 'compile'; conv2d: 'autocutlass_benchmark', 'autocutlass',
+    'cudnn_benchmark', 'cudnn_default'): the protocol's median of each round."""
     compile_first_call_s: float | None = None
     """Wall time of torch.compile's first call (tracing and autotuning)."""
     error: str | None = None
@@ -179,6 +235,17 @@ class Measured:
     problem's ``min_bytes``."""
     host_ms: dict[str, float] = field(default_factory=dict)
     """Per side: the host time of issuing one call (``Timing.host_ms``), median over the rounds."""
+    more_ours: dict[str, OursCall] = field(default_factory=dict)
+    """The first calls of the op's other sides of ours (conv2d: 'autocutlass', ours in cuDNN's
+    default mode, called after benchmark mode's), each verified as the case's first call is; a
+    side missing here was not reached (the case failed or raised before it)."""
+
+    def ours_calls(self, op: str) -> dict[str, OursCall]:
+        """Every side of ours that was called: the case's first call under the primary baseline's
+        side name, then ``more_ours``."""
+        first = next(iter(ours_sides(op)))
+        return {first: OursCall(self.path, self.stats_delta, self.tune_or_lookup_s, self.fallback_reason,
+                                self.output_poisoned), **self.more_ours}  # fmt: skip
 
 
 def _tflops(flops: int, ms: float | None) -> float | None:
@@ -210,24 +277,33 @@ def case_row(case: BenchCase, roofs: Roofs, measured: Measured | None) -> dict[s
     }
     if nbytes != p.min_bytes:
         row["bytes_moved"] = nbytes
-    ratio_keys = [f"ratio_vs_{b.name}" for b in OP_BASELINES[p.op]]
+    bases = OP_BASELINES[p.op]
+    ratio_keys = [f"ratio_vs_{b.name}" for b in bases]
     if measured is None:
         row.update(status="skipped", note=case.skip or "not measured", path=None, **dict.fromkeys(ratio_keys),
                    ms={}, tflops={}, tbps={}, rounds_ms={}, roof_fraction=None)  # fmt: skip
         return row
     ms = {side: statistics.median(v) for side, v in measured.rounds_ms.items() if v}
-    ours = measured.rounds_ms.get("autocutlass", [])
+    sides = ours_sides(p.op)
+    calls = measured.ours_calls(p.op)
+    torch_ran = [side for side, c in calls.items() if c.path in FALLBACK_PATHS]
+    reason = _fallback_reasons(calls, torch_ran, sides)
     if measured.error is not None:
         status, note = "unsupported", f"autocutlass raised {measured.error}"
     elif not measured.verified:
         status, note = "FAILED", f"wrong result: {measured.why}"
-    elif measured.path in FALLBACK_PATHS:
+    elif torch_ran and len(torch_ran) == len(calls):
         status = "fallback"
         note = ("autocutlass did not serve this case: torch ran it, the ratio means nothing (counted at 1.0)"
-                + (f": {measured.fallback_reason}" if measured.fallback_reason else ""))  # fmt: skip
+                + (f": {reason}" if reason else ""))  # fmt: skip
+    elif torch_ran:
+        status = "fallback"
+        vs = ", ".join(b.label for b in bases if b.ours in torch_ran)
+        note = (f"{' and '.join(sides[s].ours_label for s in torch_ran)} did not serve this case: torch ran it, "
+                f"the ratio vs {vs} means nothing (counted at 1.0)" + (f": {reason}" if reason else ""))  # fmt: skip
     else:
         status, note = "ok", None
-    ours_tflops = _tflops(p.flops, ms.get("autocutlass"))
+    ours_tflops = _tflops(p.flops, ms.get(bases[0].ours))
     row.update(
         status=status,
         note=note,
@@ -240,16 +316,61 @@ def case_row(case: BenchCase, roofs: Roofs, measured: Measured | None) -> dict[s
         ms=ms,
         tflops={side: _tflops(p.flops, v) for side, v in ms.items()},
         tbps={side: _tbps(nbytes, v) for side, v in ms.items()},
-        **{key: round_ratio(measured.rounds_ms.get(key.removeprefix("ratio_vs_"), []), ours) for key in ratio_keys},
+        **{f"ratio_vs_{b.name}": round_ratio(measured.rounds_ms.get(b.name, []), measured.rounds_ms.get(b.ours, []))
+           for b in bases},
         roof_fraction=None if ours_tflops is None else ours_tflops / roofs.attainable_tflops(p, nbytes),
-    )
+    )  # fmt: skip
+    if len(sides) > 1:
+        row["ours_sides"] = {side: c.as_dict() for side, c in calls.items()}
     if measured.host_ms:
         row["host_us"] = {side: v * 1e3 for side, v in measured.host_ms.items()}
-    if measured.fallback_reason is not None:
-        row["fallback_reason"] = measured.fallback_reason
-    if measured.output_poisoned is not None:
-        row["output_poisoned"] = measured.output_poisoned
+    if reason is not None:
+        row["fallback_reason"] = reason
+    poisoned = [c.output_poisoned for c in calls.values() if c.output_poisoned is not None]
+    if poisoned:
+        row["output_poisoned"] = all(poisoned)
     return row
+
+
+def _fallback_reasons(calls: Mapping[str, OursCall], torch_ran: Sequence[str],
+                      sides: Mapping[str, Baseline]) -> str | None:  # fmt: skip
+    """Why torch ran the sides of ours in ``torch_ran``: the reason, where they share it (or there
+    is one side); else each one's, named by its side (``Baseline.ours_label``)."""
+    reasons = {side: calls[side].fallback_reason for side in torch_ran if calls[side].fallback_reason}
+    if len(set(reasons.values())) <= 1:
+        return next(iter(reasons.values()), None)
+    return "; ".join(f"{sides[side].ours_label}: {why}" for side, why in reasons.items())
+
+
+def side_paths(row: Mapping[str, Any]) -> dict[str, str]:
+    """How dispatch served each side of ours of a measured row (``ours_sides``), from its
+    ``ours_sides`` (ops with several) or its ``path`` (one side; rows of files written before
+    conv2d had a side of ours per cuDNN mode)."""
+    if "ours_sides" in row:
+        return {side: str(c["path"]) for side, c in row["ours_sides"].items()}
+    return {} if row.get("path") is None else {next(iter(ours_sides(row_op(row)))): str(row["path"])}
+
+
+def baseline_status(row: Mapping[str, Any], b: Baseline) -> str:
+    """The row's status as far as baseline ``b`` goes: a fallback row of an op with several sides of
+    ours (``ours_sides``) is 'fallback' against ``b`` where torch served ``b``'s side and 'ok' where
+    ours did (a conv2d layer whose verdict lets torch serve it in benchmark mode only is a fallback
+    against cuDNN benchmark and served against cuDNN default); otherwise the row's status."""
+    status = str(row["status"])
+    if status != "fallback" or "ours_sides" not in row:
+        return status
+    path = row["ours_sides"].get(b.ours, {}).get("path")
+    return "ok" if path is not None and path not in FALLBACK_PATHS else "fallback"
+
+
+def served_by(row: Mapping[str, Any]) -> str:
+    """The table's served-by cell: the path, or each side of ours' where they differ (conv2d:
+    'ours bench: torch (verdict), ours default: db')."""
+    paths = side_paths(row)
+    if len(set(paths.values())) <= 1:
+        return str(row.get("path") or "-")
+    sides = ours_sides(row_op(row))
+    return ", ".join(f"{sides[side].ours_column if side in sides else side}: {path}" for side, path in paths.items())
 
 
 def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -257,20 +378,28 @@ def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     served correctly (``vs_<name>``, ``vs_<name>_cases``), and the same with every fallback measured
     against that baseline counted at 1.0 (``vs_<name>_with_fallbacks``, ``..._cases``); what was
     left out (``excluded``: name -> status) and the fallbacks (``fallbacks``: name -> reason)."""
-    served = [r for r in rows if r["status"] == "ok"]
     fell_back = [r for r in rows if r["status"] == "fallback"]
-    excluded = {r["name"]: r["status"] for r in rows if r["status"] != "ok"}
-    out: dict[str, Any] = {"excluded": excluded}
+    out: dict[str, Any] = {"excluded": {r["name"]: _excluded(r) for r in rows if r["status"] != "ok"}}
     for b in doc_baselines(rows):
         key = f"ratio_vs_{b.name}"
-        vals = [r[key] for r in served if r.get(key) is not None]
-        ones = [1.0 for r in fell_back if r.get(key) is not None]
+        vals = [r[key] for r in rows if r.get(key) is not None and baseline_status(r, b) == "ok"]
+        ones = [1.0 for r in rows if r.get(key) is not None and baseline_status(r, b) == "fallback"]
         out[f"vs_{b.name}"] = geomean(vals)
         out[f"vs_{b.name}_cases"] = len(vals)
         out[f"vs_{b.name}_with_fallbacks"] = geomean(vals + ones)
         out[f"vs_{b.name}_with_fallbacks_cases"] = len(vals) + len(ones)
     out["fallbacks"] = {r["name"]: r.get("fallback_reason") or "not known" for r in fell_back}
     return out
+
+
+def _excluded(row: Mapping[str, Any]) -> str:
+    """Why a row is left out of geometric means: its status, and for a fallback that only some of
+    its op's baselines count as one (``baseline_status``), which: 'fallback vs cuDNN benchmark'."""
+    bases = OP_BASELINES[row_op(row)]
+    fell = [b.label for b in bases if baseline_status(row, b) == "fallback"]
+    if row["status"] != "fallback" or len(fell) == len(bases):
+        return str(row["status"])
+    return f"fallback vs {', '.join(fell)}"
 
 
 _WHAT = {
@@ -286,17 +415,25 @@ _CALLS = {
     ),
     "conv2d": (
         "conv2d cases: autocutlass called as autocutlass.conv2d(x, w, None, stride, padding, dilation, groups) on "
-        "channels_last x and w, cuDNN as F.conv2d with the same arguments, each side setting "
-        "torch.backends.cudnn.benchmark (autocutlass: False, as a fallback would run) before its call, each cuDNN "
-        "mode called and timed on a thread of its own started for the case (PyTorch caches cuDNN's plans per "
-        "thread, keyed without the flag; up to session 41 both modes ran on one thread and the default mode's "
-        "column was benchmark mode's plans); dgrad and "
+        "channels_last x and w, cuDNN as F.conv2d with the same arguments; ours timed once per cuDNN mode, as a "
+        "user in that mode gets it: each mode (torch.backends.cudnn.benchmark True: sides autocutlass_benchmark "
+        "and cudnn_benchmark; False, PyTorch's default: sides autocutlass and cudnn_default) called and timed on "
+        "a thread of its own started for the case, both its sides on it, each setting the flag before its call "
+        "(PyTorch caches cuDNN's plans per thread, keyed without the flag: where dispatch lets torch serve a "
+        "layer, ours runs the plan a user in that mode has on that thread; up to session 41 both modes ran on "
+        "one thread and the default mode's column was benchmark mode's plans); the vendor verdicts that let "
+        "torch serve a layer apply as they would for a user in that mode (the conv front-ends' memo key holds "
+        "the flag), and each side of ours' first call says how it was served (ours_sides; path: benchmark "
+        "mode's, called first: it may tune); ratio_vs_cudnn_benchmark divides by autocutlass_benchmark, "
+        "ratio_vs_cudnn_default by autocutlass (until session 43 ours was timed once, with the flag False on "
+        "the caller's thread, and compared with both modes); dgrad and "
         "wgrad cases ('<name>/dgrad', '<name>/wgrad'): autocutlass as the conv2d_dgrad / conv2d_wgrad dispatcher "
         "calls of conv2d's backward on channels_last dy and w (or x), cuDNN as aten.convolution_backward with that "
         "one output in its mask (what autograd runs; hopper_conv_dgrad's flipped filter is computed by the first "
         "call and reused, the weight not changing); all allocate "
-        "their output; the first call's output and a second call's (in the block of a NaN-filled tensor just "
-        "freed: output_poisoned says whether the allocator handed that block back) verified"
+        "their output; each side of ours verified before timing: its first call's output and a second call's (in "
+        "the block of a NaN-filled tensor just freed: output_poisoned says whether the allocator handed that block "
+        "back; per side in ours_sides)"
     ),
     "grouped_mm": (
         "grouped cases: autocutlass called as autocutlass.grouped_mm(x, w, offs) and torch as "
@@ -393,31 +530,44 @@ def _headline(row: Mapping[str, Any], side: str) -> str:
 
 
 def _ratio_cell(row: Mapping[str, Any], b: Baseline) -> str:
-    """The ratio cell of ``b``; the primary baseline of the row's op also says the row's status."""
+    """The ratio cell of ``b``; the primary baseline of the row's op also says the row's status, and
+    the first baseline of each side of ours whether torch served that side (FALLBACK!)."""
     ratio = _fmt(row.get(f"ratio_vs_{b.name}"), ".3f")
-    if b != OP_BASELINES[row_op(row)][0]:
-        return ratio
-    st = row["status"]
-    if st in ("skipped", "unsupported", "FAILED"):
-        return str(st)
-    return f"{ratio} FALLBACK!" if st == "fallback" else ratio
+    primary = b == OP_BASELINES[row_op(row)][0]
+    st = baseline_status(row, b)
+    if primary and st in ("skipped", "unsupported", "FAILED"):
+        return st
+    flagged = st == "fallback" and ours_sides(row_op(row))[b.ours] == b
+    return f"{ratio} FALLBACK!" if flagged else ratio
+
+
+def _ours_cell(row: Mapping[str, Any], column: str) -> str:
+    """The headline of the row's side of ours shown in ``column`` (``Baseline.ours_column``); '-'
+    where the row's op has no side there (a GEMM row under conv2d's 'ours bench')."""
+    side = next((b.ours for b in OP_BASELINES[row_op(row)] if b.ours_column == column), None)
+    return "-" if side is None else _headline(row, side)
 
 
 def table(doc: Mapping[str, Any]) -> tuple[list[str], list[tuple[str, ...]]]:
     """Headers and rows of the printed table: per baseline of the rows' ops (an optional one when
-    measured), its headline figure and the ratio to it."""
+    measured), its headline figure and the ratio to it, after the headline of its side of ours
+    where no earlier baseline showed that column (conv2d: 'ours bench' before cuDNN benchmark's,
+    'ours default' before cuDNN default's; GEMM and grouped GEMM share 'autocutlass')."""
     rows = doc["cases"]
     bases = doc_baselines(rows, measured_only=True)
-    headers = ["case", "problem", "served by", "bound", "autocutlass"]
+    columns: list[str | Baseline] = []  # a side of ours' column (its name) or a baseline's two
     for b in bases:
-        headers += [b.column, f"x {b.column}"]
+        columns += [b.ours_column] if b.ours_column not in columns else []
+        columns.append(b)
+    headers = ["case", "problem", "served by", "bound"]
+    for c in columns:
+        headers += [c] if isinstance(c, str) else [c.column, f"x {c.column}"]
     headers += ["% roof", "1st call s"]
     body = []
     for r in rows:
-        cells = [r["name"], r["problem"], str(r["path"] or "-"), "memory" if r["memory_bound"] else "compute",
-                 _headline(r, "autocutlass")]  # fmt: skip
-        for b in bases:
-            cells += [_headline(r, b.name), _ratio_cell(r, b)]
+        cells = [r["name"], r["problem"], served_by(r), "memory" if r["memory_bound"] else "compute"]
+        for c in columns:
+            cells += [_ours_cell(r, c)] if isinstance(c, str) else [_headline(r, c.name), _ratio_cell(r, c)]
         frac = r.get("roof_fraction")
         cells += [_fmt(None if frac is None else 100 * frac, ".0f"), _fmt(r.get("tune_or_lookup_s"), ".2f")]
         body.append(tuple(cells))
@@ -513,13 +663,18 @@ def print_report(doc: Mapping[str, Any], *, title: str) -> None:
 
 def progress_line(i: int, n: int, row: Mapping[str, Any]) -> str:
     """The line printed (on stderr) after case ``i`` of ``n`` is measured: autocutlass against each
-    baseline its op always has."""
+    baseline its op always has (conv2d: each cuDNN mode against ours in that mode)."""
     if row["status"] == "skipped":
         msg = f"skipped: {row['note']}"
     else:
         flag = "" if row["status"] == "ok" else f" {row['status'].upper()}"
-        vs = ", vs ".join(f"{b.column} {_headline(row, b.name)}: x{_fmt(row.get(f'ratio_vs_{b.name}'), '.3f')}"
-                          for b in OP_BASELINES[row_op(row)] if not b.optional)  # fmt: skip
-        msg = (f"{_headline(row, 'autocutlass')} vs {vs}{flag} [{row['path']}, "
-               f"first call {row['tune_or_lookup_s']:.2f} s]")  # fmt: skip
+        several = len(ours_sides(row_op(row))) > 1
+        parts, last = [], None
+        for b in OP_BASELINES[row_op(row)]:
+            if b.optional:
+                continue
+            ours = "" if b.ours == last else (f"{b.ours_column} " if several else "") + f"{_headline(row, b.ours)} "
+            last = b.ours
+            parts.append(f"{ours}vs {b.column} {_headline(row, b.name)}: x{_fmt(row.get(f'ratio_vs_{b.name}'), '.3f')}")
+        msg = f"{', '.join(parts)}{flag} [{served_by(row)}, first call {row['tune_or_lookup_s']:.2f} s]"
     return f"[{i}/{n}] {row['name']}: {msg}"
