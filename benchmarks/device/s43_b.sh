@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Session 43, call b (either GPU): torch's "heuristic" variant (cuDNN outside benchmark mode, PyTorch's
+# default) timed for the first time: `autocutlass tune --verdicts` over the conv suite's records of this GPU's
+# shipped file, a direction at a time (each record's config against torch in both cuDNN modes in interleaved
+# finals, recorded as the vendor records of both modes); the refreshed file comes back under $OUT. Then the
+# suite's forward benched from it as a user gets it (policy cached), ours timed once per cuDNN mode on that
+# mode's thread. Worst case about 590 s.
+set -u
+export PYTHONUNBUFFERED=1
+mkdir -p "$OUT/keep"; k=$OUT/keep
+C=benchmarks/shapes-conv.json
+ship=$(python -c "import re, torch; print('tuning_dbs/' + re.sub(r'[^A-Za-z0-9]+', '-', torch.cuda.get_device_name()).strip('-') + '.sqlite')")
+echo "shipped file: $ship"
+for dir in fprop wgrad dgrad; do
+  timeout 140 python -m autocutlass.cli tune --verdicts $C --only "*/$dir" --db "$ship" --json "$k/verdicts-$dir.json" \
+    >"$k/verdicts-$dir.txt" 2>>"$k/log.txt"
+  echo "verdicts $dir: rc $? $(tail -1 "$k/verdicts-$dir.txt")"
+done
+python -c "import sqlite3; c = sqlite3.connect('$ship'); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.execute('PRAGMA journal_mode=DELETE'); c.close()"
+rm -f "$ship-wal" "$ship-shm"
+cp "$ship" "$OUT/"
+export AUTOCUTLASS_DB=$OUT/user.sqlite
+for dir in fprop; do
+  timeout 165 python -m autocutlass.cli bench --shapes $C --only "*/$dir" --policy cached \
+    --no-first-call --rounds 5 --out "$k/bench-$dir" >"$k/bench-$dir.txt" 2>>"$k/log.txt"
+  echo "bench $dir: rc $? $(grep geomean "$k/bench-$dir.txt" | cut -c1-230)"
+  rm -f "$OUT"/user.sqlite*
+done
+nvidia-smi --query-gpu=name --format=csv,noheader
+(cd "$OUT" && tar czf s43b.tar.gz keep/ && rm -rf keep)
