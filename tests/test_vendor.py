@@ -31,8 +31,8 @@ from autocutlass.vendor import (
     VENDOR_MARGIN,
     host_config,
     host_times,
-    vendor_faster,
     variant_of,
+    vendor_faster,
     vendor_hard_key,
     vendor_hash,
 )
@@ -357,3 +357,19 @@ def test_counts_keep_torchs_times_apart(tmp_path: Path) -> None:
     store.record_best(p, VENDOR_KEY, VENDOR_FAMILY, {}, 0.5, 2.0)
     c = store.counts_per_gpu()[HARD_KEY.gpu_name]
     assert (c["problems"], c["bests"], c["torch_times"]) == (1, 1, 1)
+
+
+def test_db_show_names_the_variant_of_torchs_time() -> None:
+    from autocutlass.cli.db import _vendor_note
+    from autocutlass.db.records import BestRecord
+
+    p = GemmProblem(m=256, n=256, k=256)
+
+    def rec(family: str, key: Any) -> BestRecord:
+        return BestRecord(problem=p, family=family, config={}, median_ms=1.0, tflops=1.0, hard_key=key,
+                          source="exact", origin="test")  # fmt: skip
+
+    assert _vendor_note(rec("fake", HARD_KEY)) == ""
+    assert _vendor_note(rec(VENDOR_FAMILY, VENDOR_KEY)) == ", torch's time"
+    heuristic = vendor_hard_key(HARD_KEY, INFO.torch_version, INFO.cuda_runtime_version, "heuristic")
+    assert _vendor_note(rec(VENDOR_FAMILY, heuristic)) == ", torch's time (heuristic)"

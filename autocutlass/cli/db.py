@@ -35,7 +35,7 @@ from autocutlass.db import (
 )
 from autocutlass.errors import DatabaseError
 from autocutlass.settings import current
-from autocutlass.vendor import VENDOR_FAMILY
+from autocutlass.vendor import VENDOR_FAMILY, variant_of
 
 
 def add_db_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
@@ -225,8 +225,12 @@ def _sibling_note(r: BestRecord, here: Here | None) -> str:
 
 def _vendor_note(r: BestRecord) -> str:
     """', torch's time' for a vendor record (``autocutlass.vendor``: torch serves the problem where
-    this beats our best by more than the margin)."""
-    return ", torch's time" if r.family == VENDOR_FAMILY else ""
+    this beats our best by more than the margin), naming the variant of torch's path it timed
+    (conv2d's cuDNN outside benchmark mode: ', torch's time (heuristic)')."""
+    if r.family != VENDOR_FAMILY:
+        return ""
+    variant = variant_of(r.hard_key)
+    return ", torch's time" + (f" ({variant})" if variant else "")
 
 
 def _background_note(r: BestRecord) -> str:
