@@ -18,7 +18,7 @@ for dir in fprop wgrad dgrad; do
 done
 python -c "import sqlite3; c = sqlite3.connect('$ship'); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.execute('PRAGMA journal_mode=DELETE'); c.close()"
 rm -f "$ship-wal" "$ship-shm"
-cp "$ship" "$OUT/"
+cp "$ship" "$OUT/"; mkdir -p build && cp "$ship" build/s43-refreshed.sqlite  # for call c on this machine
 export AUTOCUTLASS_DB=$OUT/user.sqlite
 for dir in fprop; do
   timeout 165 python -m autocutlass.cli bench --shapes $C --only "*/$dir" --policy cached \
