@@ -11,14 +11,17 @@ mkdir -p "$OUT/keep"; k=$OUT/keep
 C=benchmarks/shapes-conv.json
 ship=$(python -c "import re, torch; print('tuning_dbs/' + re.sub(r'[^A-Za-z0-9]+', '-', torch.cuda.get_device_name()).strip('-') + '.sqlite')")
 echo "shipped file: $ship"
+save() {  # the refreshed file, whole, under $OUT after each direction (a run cut short keeps what it did)
+  python -c "import sqlite3; c = sqlite3.connect('$ship'); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.execute('PRAGMA journal_mode=DELETE'); c.close()"
+  rm -f "$ship-wal" "$ship-shm"
+  cp "$ship" "$OUT/"; mkdir -p build && cp "$ship" build/s43-refreshed.sqlite  # for call c on this machine
+}
 for dir in fprop wgrad dgrad; do
   timeout 140 python -m autocutlass.cli tune --verdicts $C --only "*/$dir" --db "$ship" --json "$k/verdicts-$dir.json" \
     >"$k/verdicts-$dir.txt" 2>>"$k/log.txt"
   echo "verdicts $dir: rc $? $(tail -1 "$k/verdicts-$dir.txt")"
+  save
 done
-python -c "import sqlite3; c = sqlite3.connect('$ship'); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.execute('PRAGMA journal_mode=DELETE'); c.close()"
-rm -f "$ship-wal" "$ship-shm"
-cp "$ship" "$OUT/"; mkdir -p build && cp "$ship" build/s43-refreshed.sqlite  # for call c on this machine
 export AUTOCUTLASS_DB=$OUT/user.sqlite
 for dir in fprop; do
   timeout 165 python -m autocutlass.cli bench --shapes $C --only "*/$dir" --policy cached \
