@@ -16,18 +16,18 @@ save() {  # the refreshed file, whole, under $OUT after each direction (a run cu
   rm -f "$ship-wal" "$ship-shm"
   cp "$ship" "$OUT/"; mkdir -p build && cp "$ship" build/s43-refreshed.sqlite  # for call c on this machine
 }
-for dir in fprop wgrad dgrad; do
-  timeout 140 python -m autocutlass.cli tune --verdicts $C --only "*/$dir" --db "$ship" --json "$k/verdicts-$dir.json" \
-    >"$k/verdicts-$dir.txt" 2>>"$k/log.txt"
-  echo "verdicts $dir: rc $? $(tail -1 "$k/verdicts-$dir.txt")"
+verdicts() {  # $1 direction, $2 seconds
+  timeout $2 python -m autocutlass.cli tune --verdicts $C --only "*/$1" --db "$ship" --json "$k/verdicts-$1.json" \
+    >"$k/verdicts-$1.txt" 2>>"$k/log.txt"
+  echo "verdicts $1: rc $? $(tail -1 "$k/verdicts-$1.txt")"
   save
-done
-export AUTOCUTLASS_DB=$OUT/user.sqlite
-for dir in fprop; do
-  timeout 165 python -m autocutlass.cli bench --shapes $C --only "*/$dir" --policy cached \
-    --no-first-call --rounds 5 --out "$k/bench-$dir" >"$k/bench-$dir.txt" 2>>"$k/log.txt"
-  echo "bench $dir: rc $? $(grep geomean "$k/bench-$dir.txt" | cut -c1-230)"
-  rm -f "$OUT"/user.sqlite*
-done
+}
+verdicts fprop 140
+AUTOCUTLASS_DB=$OUT/user.sqlite timeout 165 python -m autocutlass.cli bench --shapes $C --only "*/fprop" \
+  --policy cached --no-first-call --rounds 5 --out "$k/bench-fprop" >"$k/bench-fprop.txt" 2>>"$k/log.txt"
+echo "bench fprop: rc $? $(grep geomean "$k/bench-fprop.txt" | cut -c1-230)"
+rm -f "$OUT"/user.sqlite*
+verdicts wgrad 120
+verdicts dgrad 120
 nvidia-smi --query-gpu=name --format=csv,noheader
 (cd "$OUT" && tar czf s43b.tar.gz keep/ && rm -rf keep)
