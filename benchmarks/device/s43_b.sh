@@ -2,9 +2,10 @@
 # Session 43, call b (either GPU): torch's "heuristic" variant (cuDNN outside benchmark mode, PyTorch's
 # default) timed for the first time: `autocutlass tune --verdicts` over the conv suite's records of this GPU's
 # shipped file, a direction at a time (each record's config against torch in both cuDNN modes in interleaved
-# finals, recorded as the vendor records of both modes); the refreshed file comes back under $OUT. Then the
-# suite's forward benched from it as a user gets it (policy cached), ours timed once per cuDNN mode on that
-# mode's thread. Worst case about 590 s.
+# finals, recorded as the vendor records of both modes; the refreshed file comes back under $OUT after each
+# direction). The forward is benched right after its verdicts, as a user gets the file (policy cached), ours
+# timed once per cuDNN mode on that mode's thread; then the backward directions' verdicts. Worst case about
+# 550 s.
 set -u
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT/keep"; k=$OUT/keep
