@@ -442,9 +442,9 @@ class _ConvSides:
     that mode gets it: sides 'autocutlass_benchmark' and 'cudnn_benchmark' with the flag True,
     'autocutlass' and 'cudnn_default' with it False, each side setting the flag before its call.
     Ours cannot be timed once for both: the conv front-ends' memo key holds the flag, and a vendor
-    verdict (the tuning measured cuDNN faster) lets torch serve a layer in the mode it was judged
-    in (``vendor_verdicts_apply``), so a benchmark-mode user runs cuDNN's benchmarked plan where a
-    default-mode user runs our kernel. Each mode's two sides run on a thread of their own
+    verdict (the tuning measured cuDNN faster) is judged per mode (the front-ends' ``vendor_variant``:
+    benchmark mode's record, or the ``heuristic`` one of PyTorch's default mode), so one mode's user
+    may run cuDNN's plan where the other's runs our kernel. Each mode's two sides run on a thread of their own
     (``OwnThread``: PyTorch caches cuDNN's plans per thread, keyed without the flag): where dispatch
     lets torch serve ours, it runs the plan the cuDNN side of its mode runs, as on a user's thread.
     Benchmark mode's side of ours is called first, the primary baseline's (``report.ours_sides``):
