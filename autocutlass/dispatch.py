@@ -791,7 +791,7 @@ class Dispatcher:
                     return self._tuned_only_standin(problem, near.family, _Memo.KEEP, None)
             self._n.db_hits += 1
             verdict = (self._vendor_verdict(problem, near.record, info, vendor)
-                       if near.rank < _RANK["nearest"] and vendor is not None else None)  # fmt: skip
+                       if near.rank < _RANK["nearest"] and vendor_ok else None)  # fmt: skip
             if verdict is not None and verdict[0]:
                 return self._vendor_choice(problem)
             return _Choice(near.family, near.config, margin_ms=None if verdict is None else verdict[1])
@@ -805,7 +805,7 @@ class Dispatcher:
             if tuned is _DEFERRED:
                 memo = _Memo.RECHECK
             elif tuned is not None:
-                if vendor is not None:
+                if vendor_ok:
                     rec = self._lookup(problem, hard_key)
                     verdict = (self._vendor_verdict(problem, rec, info, vendor)
                                if rec is not None and rec.source == "exact" else None)  # fmt: skip

@@ -35,6 +35,7 @@ from autocutlass.ops.compare import (
 )
 from autocutlass.ops.conv.problem import ConvDirection, ConvProblem
 from autocutlass.ops.guards import Pristine, damage, guarded_nan, poison_scratch, settle
+from autocutlass.vendor import MAIN_VARIANT
 
 _CL = torch.channels_last
 
@@ -214,10 +215,10 @@ def baseline_variants(problem: ConvProblem) -> tuple[str, ...]:
 
 
 @contextlib.contextmanager
-def baseline_context(problem: ConvProblem, variant: str = "") -> Any:
+def baseline_context(problem: ConvProblem, variant: str = MAIN_VARIANT) -> Any:
     """cuDNN in benchmark mode (the bar: its best algorithm for the layer), or outside it for the
     ``HEURISTIC`` variant; TF32 for TF32 problems."""
-    if variant not in ("", HEURISTIC):
+    if variant not in (MAIN_VARIANT, HEURISTIC):
         raise ValueError(f"conv2d has no torch baseline variant {variant!r}")
     with torch.backends.cudnn.flags(enabled=True, benchmark=variant != HEURISTIC,
                                     allow_tf32=problem.x_dtype.value == "tf32"):  # fmt: skip

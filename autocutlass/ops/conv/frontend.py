@@ -45,6 +45,7 @@ from autocutlass.ops.gemm.frontend import (
 )
 from autocutlass.ops.launch import meta, on_device
 from autocutlass.ops.types import Activation, DType, Epilogue
+from autocutlass.vendor import MAIN_VARIANT
 
 _DTYPES = {torch.bfloat16: DType.BF16, torch.float16: DType.FP16, torch.float32: DType.TF32}
 _OUT_DTYPES = {torch.bfloat16: DType.BF16, torch.float16: DType.FP16, torch.float32: DType.FP32}
@@ -60,7 +61,7 @@ def cudnn_vendor_variant() -> str:
     """The conv front-ends' ``vendor_variant``: the vendor records (``autocutlass.vendor``) of
     cuDNN in the mode torch would run now, benchmark mode (the main variant) or PyTorch's default
     (``evaluation.HEURISTIC``), whose plans and times differ; the memo keys hold the mode."""
-    return "" if _cudnn_benchmark() else HEURISTIC
+    return MAIN_VARIANT if _cudnn_benchmark() else HEURISTIC
 
 
 def suggests_channels_last(t: torch.Tensor) -> bool:
