@@ -116,6 +116,16 @@ CASES = [
     (C(128, 128, 64, cluster_n=2), conv(2, 15, 15, 64, 64, 3, 3, pad=(1, 1), x=FP16,
                                         epilogue=E(with_c=True, activation=A.GELU_TANH))),
     (C(128, 64, 64), conv(2, 15, 15, 64, 64, 3, 3, pad=(1, 1), x=FP16, y=FP32, epilogue=E(with_c=True))),
+    # 192-row tiles (the consumers split N, session 44): residues in pixels (N*P*Q not a multiple of
+    # 192), channels (C not a multiple of tile_k) and K (not a multiple of tile_n or its halves);
+    # clusters either way; bias + ReLU; a residual at 192x128; fp16 into fp32 with GELU
+    (C(192, 256, 64), conv(3, 13, 15, 72, 256, 3, 3, pad=(1, 1))),
+    (C(192, 256, 64, cluster_n=2), conv(5, 7, 7, 128, 520, 3, 3, pad=(1, 1))),
+    (C(192, 224, 64, cluster_m=2), conv(4, 11, 9, 136, 200, 3, 3, stride=(2, 2), pad=(1, 1),
+                                        epilogue=E(bias=True, activation=A.RELU))),
+    (C(192, 128, 64), conv(2, 17, 17, 64, 136, 3, 3, pad=(1, 1), epilogue=E(with_c=True, bias=True, activation=A.RELU))),
+    (C(192, 160, 128, raster="along_n", swizzle=2), conv(2, 16, 16, 256, 320, 3, 3, pad=(1, 1), x=FP16, y=FP32,
+                                                          epilogue=E(activation=A.GELU))),
 ]
 
 

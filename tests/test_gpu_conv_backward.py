@@ -67,6 +67,8 @@ def _dgrad_cases() -> list[tuple[Any, ConvProblem]]:
         # direct store with residues; the ResNet stage-3 layer's shape
         (C(64, 128, 64, store="direct"), problem("dgrad", 1, 7, 9, 72, 64, 3, 3, pad=(1, 1))),
         (C(128, 128, 64, cluster_n=2, raster="along_n"), problem("dgrad", 32, 14, 14, 256, 256, 3, 3, pad=(1, 1))),
+        # a 192-row tile (consumers split N, session 44) on the fprop kernel dgrad runs
+        (C(192, 256, 64, cluster_n=2), problem("dgrad", 6, 7, 7, 512, 512, 3, 3, pad=(1, 1))),
     ]
 
 

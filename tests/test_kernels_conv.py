@@ -14,7 +14,14 @@ import pytest
 from _conv_helpers import dsl_available
 from autocutlass.device import KERNELS_DIR
 from autocutlass.kernels.hopper_conv import HopperConvConfig as C
-from autocutlass.kernels.hopper_conv import HopperConvFamily, check, layer_splits, modelled_pick, narrow_split_seeds
+from autocutlass.kernels.hopper_conv import (
+    HopperConvFamily,
+    check,
+    layer_splits,
+    modelled_pick,
+    n_split_seeds,
+    narrow_split_seeds,
+)
 from autocutlass.kernels.hopper_conv.check import problem_supported
 from autocutlass.kernels.hopper_conv.compile import compile_key
 from autocutlass.kernels.hopper_conv.config import Schedule, SplitMode
@@ -96,11 +103,54 @@ def test_corners_at_the_limits_are_accepted() -> None:
         (C(128, 128, 64, split_k=2, stream_k=True), conv(), "stream_k divides K"),
         (C(128, 128, 64, schedule="pingpong", stream_k=True), conv(), "stream_k needs the cooperative"),
         (C(128, 128, 64, swizzle=4, stream_k=True), conv(), "use swizzle=1"),
+        # 192-row tiles (the GEMM kernel's N-split consumers): cooperative, data-parallel, whole
+        # 16-column halves, and no residual beyond 128 accumulator registers (it spills)
+        (C(192, 256, 64, schedule="pingpong"), conv(c=256, k=256), "ping-pong tile_m=192"),
+        (C(192, 256, 64, split_k=2), conv(c=256, k=256), "data-parallel only"),
+        (C(192, 256, 64, stream_k=True), conv(c=256, k=256), "data-parallel only"),
+        (C(192, 208, 64), conv(c=256, k=256), "multiple of 32"),
+        (C(192, 256, 64), conv(c=256, k=256, epilogue=Epilogue(with_c=True)), "reads C spill"),
+        # the wide registers are the 192-row tile's alone: a 256x192 conv tile stays refused
+        (C(256, 192, 64), conv(c=256, k=256), "exceed 128"),
     ],
 )
 def test_config_reasons(config: C, problem: ConvProblem, needle: str) -> None:
     reason = check(config, problem)
     assert reason is not None and needle in reason, reason
+
+
+def test_192_row_tiles_pass_where_the_n_split_allows_them() -> None:
+    big = conv(n=128, c=256, k=256, h=14, w=14)
+    for cfg in (C(192, 256, 64), C(192, 256, 64, cluster_n=2), C(192, 224, 64, cluster_m=2), C(192, 128, 64)):
+        assert check(cfg, big) is None, (cfg.short(), check(cfg, big))
+    assert cfg.gemm_config().n_split
+    # 96 accumulator registers per thread: a residual is fine there
+    assert check(C(192, 128, 64), conv(c=256, k=256, epilogue=Epilogue(with_c=True, bias=True))) is None
+
+
+def test_n_split_seeds_go_to_layers_whose_last_wave_192_rows_fill() -> None:
+    # ResNet-50 stage 3 at batch 128: 25088 pixels, 131 tiles of 192x256 (one wave) against 392 of
+    # 128x128 or 196 of 128x256; stage 4 at batch 256: 132 tiles of 192x256
+    l3 = conv(n=128, c=256, k=256, h=14, w=14)
+    l4 = conv(n=256, c=512, k=512, h=7, w=7)
+    assert n_split_seeds(l3) == [C(192, 256, 64)]  # one tile column: no multicast partner
+    assert n_split_seeds(l4) == [C(192, 256, 64), C(192, 256, 64, cluster_n=2)]
+    fam = HopperConvFamily()
+    for layer in (l3, l4):
+        assert fam.seeds(layer)[1] == C(192, 256, 64)
+    # layers whose 128/256-row tilings already fill their waves, or few-tile ones, get none
+    for layer in (conv(n=8, c=640, k=640, h=32, w=32), conv(c=512, k=512, h=7, w=7), conv(), conv(n=1, c=256,
+                  k=256, h=512, w=512)):  # fmt: skip
+        assert n_split_seeds(layer) == []
+        assert all(s.tile_m != 192 for s in fam.seeds(layer))
+
+
+def test_space_offers_192_row_tiles_only_as_the_n_split_builds_them() -> None:
+    prob = conv(n=128, c=256, k=256, h=14, w=14)
+    wide = [c for c in HopperConvFamily().space(prob) if c.tile_m == 192 and check(c, prob) is None]
+    assert wide
+    assert all(c.schedule is Schedule.COOPERATIVE and c.split_k == 1 and not c.stream_k for c in wide)
+    assert {c.tile_n for c in wide} == {64, 96, 128, 160, 192, 224, 256}
 
 
 def test_channel_tile_rule_allows_a_partial_last_block() -> None:
@@ -357,6 +407,11 @@ COMPILE_CASES = [
     (C(128, 256, 64, stream_k=True), conv(n=256, c=512, k=512, h=7, w=7)),
     (C(128, 128, 64, cluster_n=2, stream_k=True), conv(
         c=256, k=256, h=14, w=14, epilogue=Epilogue(with_c=True, bias=True, activation=Activation.RELU))),
+    # 192-row tiles (the consumers split N): ResNet-50 stage 4 at batch 256 in a 1x2 cluster, and
+    # stage 3 at batch 128 with bias + ReLU; 192x128 with a residual (96 registers)
+    (C(192, 256, 64, cluster_n=2), conv(n=256, c=512, k=512, h=7, w=7)),
+    (C(192, 256, 64), conv(n=128, c=256, k=256, h=14, w=14, epilogue=Epilogue(bias=True, activation=Activation.RELU))),
+    (C(192, 128, 64, cluster_m=2), conv(c=256, k=256, h=14, w=14, epilogue=Epilogue(with_c=True, bias=True))),
     # fp16, direct store, 5x3 (R != S), dilation 2
     (C(64, 128, 64, store="direct"), conv(r=5, s=3, pad_h=4, pad_w=2, dil_h=2, dil_w=2, x_dtype=DType.FP16,
                                           w_dtype=DType.FP16, y_dtype=DType.FP16,

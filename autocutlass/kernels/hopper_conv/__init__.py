@@ -32,11 +32,12 @@ from autocutlass.kernels.hopper_conv.config import (
 )
 from autocutlass.kernels.hopper_conv.plan import implicit_gemm
 from autocutlass.kernels.hopper_conv.sources import SOURCE_FILES
+from autocutlass.kernels.hopper_gemm.picks import GEMM_TILE_RATES
 
 if TYPE_CHECKING:
     from autocutlass.ops.conv.problem import ConvProblem
 
-__all__ = ["HopperConvConfig", "HopperConvFamily", "check"]
+__all__ = ["HopperConvConfig", "HopperConvFamily", "check", "n_split_seeds"]
 
 SMALL_M_DIRECT_STORE = 256
 """Implicit GEMMs with at most this many output pixels also get the direct (registers to global)
@@ -140,6 +141,44 @@ def narrow_split_seeds(problem: ConvProblem) -> list[HopperConvConfig]:
     return out
 
 
+N_SPLIT_TILES = ((192, 256), (192, 224))
+"""The 192-row tiles (the GEMM kernel's N-split consumers, ``config.TILE_M``) ``n_split_seeds``
+weighs: the two the GEMM family measured (``hopper_gemm.picks.GEMM_TILE_RATES``: 192x256 0.96,
+192x224 0.94 of the best tile's TFLOP/s)."""
+N_SPLIT_GAIN = 0.97
+"""A 192-row seed is offered when the cost model puts it below this share of the best 64-, 128-
+or 256-row tiling's cost: a layer whose pixel count those leave a part-empty last wave for and 192
+rows do not (ResNet-50's 3x3 layers of stages 3 and 4 at batch 128-256: 131 and 132 tiles of
+192x256, one wave of 132 SMs, against 392 tiles of 128x128 or 196 of 128x256)."""
+
+
+def n_split_seeds(problem: ConvProblem) -> list[HopperConvConfig]:
+    """Seeds of 192-row tiles (``N_SPLIT_TILES``, unclustered and, where the layer has two or more
+    tile columns, in a 1x2 cluster that multicasts the im2col tile) when the cost model
+    (``kernels.waves.predicted_cost`` with the GEMM family's measured tile rates, data-parallel,
+    tile_k 64) puts the cheaper of them below ``N_SPLIT_GAIN`` of the best data-parallel tiling of
+    the rates table's 64-, 128- and 256-row tiles; else none."""
+    gm = implicit_gemm(problem)
+    if gm.m <= 0 or gm.n <= 0 or gm.k <= 0:
+        return []
+    k_blocks = -(-gm.k // 64)
+    widest = -(-gm.n // 64) * 64
+
+    def cost(tm: int, tn: int) -> float:
+        tiles = -(-gm.m // tm) * -(-gm.n // tn)
+        return waves.predicted_cost(tiles, k_blocks, tm, tn, 64, rate=GEMM_TILE_RATES[(tm, tn)])
+
+    base = min((cost(tm, tn) for tm, tn in GEMM_TILE_RATES if tm != 192 and tn <= widest), default=None)
+    picks = sorted((cost(tm, tn), tn) for tm, tn in N_SPLIT_TILES if tn <= widest)
+    if base is None or not picks or picks[0][0] >= N_SPLIT_GAIN * base:
+        return []
+    tn = picks[0][1]
+    out = [HopperConvConfig(192, tn, 64)]
+    if -(-gm.n // tn) >= 2:
+        out.append(HopperConvConfig(192, tn, 64, cluster_n=2))
+    return [cfg for cfg in out if check(cfg, problem) is None]
+
+
 def _streams_layer(problem: ConvProblem) -> bool:
     """Whether the space offers the layer stream-K (``STREAM_K_MAX_OUTPUT``, ``SPLIT_K_MIN_K``)."""
     gm = implicit_gemm(problem)
@@ -206,7 +245,9 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
         multicast the few-tile layers (rn50-l3-3x3, 1.13x) and 64-row tiles those with fewer
         128x128 tiles than half the SMs (rn50-l4-3x3, 0.89x). A few-tile layer's second guess is the
         cost model's (``modelled_pick``), which may split the K loop so that its units fill a wave; a
-        small-batch one's also 64-column tiles in workspace slabs (``narrow_split_seeds``).
+        small-batch one's also 64-column tiles in workspace slabs (``narrow_split_seeds``). Any layer's
+        second guesses are 192-row tiles where the cost model says they fill the last wave better
+        than the 64-, 128- and 256-row tiles (``n_split_seeds``; session 44, not yet measured).
         Stream-K is in the space, not in the seeds: on an H100 it beat neither the records nor the
         seeds of the suite's few-wave layers (``STREAM_K_MAX_OUTPUT``)."""
         c = HopperConvConfig
@@ -238,6 +279,9 @@ class HopperConvFamily(KernelFamily[HopperConvConfig]):
                 c(128, fit, 64, raster=n_, swizzle=8), c(128, fit, 64, cluster_m=2, raster=n_, swizzle=8),
                 c(128, 128, 64, cluster_m=2, schedule=pp), c(128, 256, 64, cluster_m=2), c(256, 128, 64, cluster_n=2),
             ]
+        for wide in reversed(n_split_seeds(problem)):  # 192-row tiles where they fill the last wave
+            if wide not in guesses:
+                guesses.insert(1, wide)
         guesses += [c(128, 128, 64), c(64, 128, 64), c(64, 64, 64)]
         return self.feasible_seeds(guesses, problem)
 

@@ -27,6 +27,7 @@ from autocutlass.kernels.hopper_conv.config import (
     HopperConvConfig,
 )
 from autocutlass.kernels.hopper_conv.plan import implicit_gemm, output_size
+from autocutlass.kernels.hopper_gemm.check import ACC_REGS_WIDE
 from autocutlass.kernels.hopper_gemm.check import check as gemm_check
 from autocutlass.kernels.rules import first_broken, tile_domain
 from autocutlass.ops.gemm.problem import DType
@@ -151,11 +152,22 @@ def _channel_tile(config: HopperConvConfig, problem: ConvProblem) -> str | None:
 RULES: tuple[Rule, ...] = (_domain, _channel_tile)
 
 
+N_SPLIT_ACC_REGS = ACC_REGS_WIDE
+"""fp32 accumulator registers per consumer thread a 192-row tile (the GEMM kernel's N-split
+cooperative consumers, ``HopperGemmConfig.n_split``) may hold here: 192x256, 192 per thread, as
+the GEMM family's own wide tiles. ptxas (CUDA 13.0 on DSL 4.8.1's PTX, no GPU; session 44) reports
+no spills for the conv kernel's 192x256 and 192x224 tiles, unclustered and in 1x2 and 2x1 clusters,
+with the plain, bias + ReLU and direct-store epilogues, 60 bytes with GELU (once per tile, in the
+epilogue), and 856 bytes of spill stores with a residual (an epilogue that reads C): the GEMM
+family's rule (``hopper_gemm.check``'s ``_registers``) refuses that one. Every other conv tile keeps
+``budgets.ACC_REGS_MAX``."""
+
+
 def check(config: HopperConvConfig, problem: ConvProblem) -> str | None:
     """None if ``config`` can run ``problem``, else the first broken rule's reason."""
     reason = problem_supported(problem)
     if reason is not None:
         return reason
-    return first_broken(RULES, config, problem) or gemm_check(
-        config.gemm_config(), implicit_gemm(problem, config.tile_k), acc_regs=budgets.ACC_REGS_MAX
-    )
+    gemm = config.gemm_config()
+    regs = N_SPLIT_ACC_REGS if gemm.n_split else budgets.ACC_REGS_MAX
+    return first_broken(RULES, config, problem) or gemm_check(gemm, implicit_gemm(problem, config.tile_k), acc_regs=regs)

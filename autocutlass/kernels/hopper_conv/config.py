@@ -25,8 +25,12 @@ __all__ = [
     "SplitMode", "Store",
 ]  # fmt: skip
 
-TILE_M = (64, 128, 256)
-"""Output pixels per CTA tile (rows of the implicit GEMM)."""
+TILE_M = (64, 128, 192, 256)
+"""Output pixels per CTA tile (rows of the implicit GEMM). 192 rows: the GEMM family's N-split
+cooperative tile (``HopperGemmConfig.n_split``: the two consumers split the tile along N, each
+accumulating all 192 rows of half the columns), which fits pixel counts whose 128- and 256-row
+tilings leave the last wave part-empty (ResNet-50's 14x14 layer at batch 128: 25088 pixels in 131
+tiles of 192 rows by 256 channels, one wave of 132 SMs)."""
 TILE_N = (64, 96, 128, 160, 192, 208, 224, 256)
 """Output channels per CTA tile."""
 TILE_K = (64, 128)

@@ -34,7 +34,6 @@ Tensors, in torch's channels_last views: x as (N, H, W, C) (C contiguous), w as 
 
 import cuda.bindings.driver as cuda
 import cutlass
-import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import cute, pipeline, utils
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.tensor_utils import LayoutEnum
@@ -122,15 +121,9 @@ class HopperConvKernel(HopperGemmKernel):
         self.b_layout = LayoutEnum.ROW_MAJOR
         self.d_layout = LayoutEnum.from_tensor(mD)
 
-        self.tiled_mma = sm90_utils.make_trivial_tiled_mma(
-            self.a_dtype,
-            self.b_dtype,
-            self.a_layout.sm90_mma_major_mode(),
-            self.b_layout.sm90_mma_major_mode(),
-            self.acc_dtype,
-            (p.mma_atoms_m, 1, 1),
-            tiler_mn=(64, p.tile_n),
-        )
+        # The GEMM's tiled MMA: split along M between cooperative consumers, or along N for a
+        # 192-row tile (``Plan.n_split``: each consumer accumulates all rows of half the columns).
+        self.tiled_mma = self._tiled_mma((p.mma_atoms_m, p.mma_atoms_n, 1))
         self.cta_layout_mnk = cute.make_layout((*self.cluster_mn, 1))
         a_staged, b_staged, d_staged = self._smem_layouts()
 
