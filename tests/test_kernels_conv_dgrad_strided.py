@@ -132,6 +132,15 @@ def test_configs_sum_splits_serially_and_serve_from_records_only() -> None:
     assert FAMILY.TUNED_ONLY  # a layer never tuned runs on cuDNN
 
 
+def test_192_row_tiles_are_refused_by_the_scatter_store() -> None:
+    # the fprop kernel's 192-row tiles split columns between two epilogues; the scatter store walks one
+    p = dgrad(n=128, h=28, w=28, c=256, k=256)
+    assert HopperConvFamily().check(C(192, 256, 64), phase_problem(p, max(
+        (ph for ph in phases(p) if ph.computed), key=lambda ph: ph.h.taps * ph.w.taps))) is None
+    assert "tile_m=192" in (FAMILY.check(C(192, 256, 64), p) or "")
+    assert all(c.tile_m != 192 for c in FAMILY.space(p))
+
+
 SUITE = [
     dgrad(),  # rn50-l2-3x3-s2
     dgrad(n=128, h=28, w=28, c=256, k=256),  # ResNet-50 stage 3's first 3x3 at batch 128

@@ -82,6 +82,9 @@ class HopperConvDgradStridedFamily(KernelFamily[HopperConvConfig]):
         """Why ``config`` cannot run ``problem`` (which the family supports), or None."""
         if config.split_k > 1 and config.split_mode is SplitMode.WORKSPACE:
             return "workspace split-K's reduce kernel writes a dense matrix: the splits must be summed SERIAL"
+        if config.gemm_config().n_split:
+            return ("tile_m=192 splits each tile's columns between the two consumers' epilogues; the scatter "
+                    "store walks one epilogue per tile: use tile_m 64, 128 or 256")
         for ph in _computed(problem):
             why = self._fprop.check(config, phase_problem(problem, ph))
             if why is not None:
