@@ -155,11 +155,13 @@ RULES: tuple[Rule, ...] = (_domain, _channel_tile)
 N_SPLIT_ACC_REGS = ACC_REGS_WIDE
 """fp32 accumulator registers per consumer thread a 192-row tile (the GEMM kernel's N-split
 cooperative consumers, ``HopperGemmConfig.n_split``) may hold here: 192x256, 192 per thread, as
-the GEMM family's own wide tiles. ptxas (CUDA 13.0 on DSL 4.8.1's PTX, no GPU; session 44) reports
-no spills for the conv kernel's 192x256 and 192x224 tiles, unclustered and in 1x2 and 2x1 clusters,
-with the plain, bias + ReLU and direct-store epilogues, 60 bytes with GELU (once per tile, in the
-epilogue), and 856 bytes of spill stores with a residual (an epilogue that reads C): the GEMM
-family's rule (``hopper_gemm.check``'s ``_registers``) refuses that one. Every other conv tile keeps
+the GEMM family's own wide tiles. ptxas (CUDA 13.0 on DSL 4.8.1's PTX, no GPU; session 44,
+``benchmarks/probes/conv_spill_probe.py``, ``benchmarks/results/2026-12-08-cpu-s44-conv-spills.txt``)
+reports no spills for the conv kernel's 192x256 and 192x224 tiles, unclustered and in 1x2 and 2x1
+clusters, with the plain, bias + ReLU and direct-store epilogues, 60 bytes with GELU (once per tile,
+in the epilogue), and 856 bytes of spill stores with a residual (an epilogue that reads C): the GEMM
+family's rule (``hopper_gemm.check``'s ``_registers``) refuses that one (192x128, 96 registers, spills
+8 bytes with a residual, bias and ReLU, and is allowed). Every other conv tile keeps
 ``budgets.ACC_REGS_MAX``."""
 
 
