@@ -20,6 +20,7 @@ import tempfile
 
 os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
 os.environ["CUTE_DSL_KEEP"] = "ptx"
+os.environ.setdefault("CUTE_DSL_DUMP_DIR", tempfile.mkdtemp(prefix="conv-spill-"))  # not the working directory
 
 from autocutlass.kernels.hopper_conv import HopperConvConfig as C  # noqa: E402
 from autocutlass.kernels.hopper_conv.compile import _compile  # noqa: E402
