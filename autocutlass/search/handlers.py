@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from autocutlass.errors import CantImplement, KernelCompileError
 from autocutlass.ops.base import OpProblem
 from autocutlass.ops.registry import evaluation_for, problem_from_dict
+from autocutlass.vendor import MAIN_VARIANT
 
 if TYPE_CHECKING:
     from autocutlass.search.timing import Timing
@@ -192,7 +193,7 @@ class BenchHandler:
         self._flush_bytes = 2 * l2
         self._problem_key = problem.key()
 
-    def _torch_timing(self, problem: OpProblem, variant: str = "") -> Timing:
+    def _torch_timing(self, problem: OpProblem, variant: str = MAIN_VARIANT) -> Timing:
         """The op's torch baseline on the prepared inputs, timed like a candidate (taken again while
         disturbed: ``timing.steady``), under the op's baseline settings (TF32 for TF32 problems; cuDNN
         benchmark mode for convolutions), or those of one of its ``baseline_variants`` on that
@@ -298,7 +299,7 @@ class BenchHandler:
                 return timing.median_ms
 
             n_ours = len(timers)
-            timers += [partial(torch_round, v, h) for v, h in zip(("", *variants), torch_hosts, strict=True)]
+            timers += [partial(torch_round, v, h) for v, h in zip((MAIN_VARIANT, *variants), torch_hosts, strict=True)]
             per_timer = interleaved_rounds(timers, int(request["rounds"]))
         except _fault_types() as e:
             return {"state": "crash", "reason": f"CUDA fault: {type(e).__name__}: {e}", "entries": None,

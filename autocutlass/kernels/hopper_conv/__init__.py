@@ -32,7 +32,7 @@ from autocutlass.kernels.hopper_conv.config import (
 )
 from autocutlass.kernels.hopper_conv.plan import implicit_gemm
 from autocutlass.kernels.hopper_conv.sources import SOURCE_FILES
-from autocutlass.kernels.hopper_gemm.picks import GEMM_TILE_RATES
+from autocutlass.kernels.hopper_gemm.picks import modelled_configs
 
 if TYPE_CHECKING:
     from autocutlass.ops.conv.problem import ConvProblem
@@ -144,7 +144,7 @@ def narrow_split_seeds(problem: ConvProblem) -> list[HopperConvConfig]:
 N_SPLIT_TILES = ((192, 256), (192, 224))
 """The 192-row tiles (the GEMM kernel's N-split consumers, ``config.TILE_M``) ``n_split_seeds``
 weighs: the two the GEMM family measured (``hopper_gemm.picks.GEMM_TILE_RATES``: 192x256 0.96,
-192x224 0.94 of the best tile's TFLOP/s)."""
+192x224 0.94 of the best tile's TFLOP/s), the 192-row shapes its cost model ranks."""
 N_SPLIT_GAIN = 0.97
 """A 192-row seed is offered when the cost model puts it below this share of the best 64-, 128-
 or 256-row tiling's cost: a layer whose pixel count those leave a part-empty last wave for and 192
@@ -154,25 +154,17 @@ rows do not (ResNet-50's 3x3 layers of stages 3 and 4 at batch 128-256: 131 and 
 
 def n_split_seeds(problem: ConvProblem) -> list[HopperConvConfig]:
     """Seeds of 192-row tiles (``N_SPLIT_TILES``, unclustered and, where the layer has two or more
-    tile columns, in a 1x2 cluster that multicasts the im2col tile) when the cost model
-    (``kernels.waves.predicted_cost`` with the GEMM family's measured tile rates, data-parallel,
-    tile_k 64) puts the cheaper of them below ``N_SPLIT_GAIN`` of the best data-parallel tiling of
-    the rates table's 64-, 128- and 256-row tiles; else none."""
+    tile columns, in a 1x2 cluster that multicasts the im2col tile) when the GEMM family's cost
+    model of the implicit GEMM (``hopper_gemm.picks.modelled_configs``: ``kernels.waves`` with its
+    measured tile rates, tile_k 64), data-parallel, puts the cheaper of them below ``N_SPLIT_GAIN``
+    of its best other tiling; else none."""
     gm = implicit_gemm(problem)
-    if gm.m <= 0 or gm.n <= 0 or gm.k <= 0:
+    ranked = [(cost, cfg) for cost, cfg in modelled_configs(gm) if cfg.split_k == 1]
+    base = min((cost for cost, cfg in ranked if cfg.tile_m != 192), default=None)
+    wide = [(cost, cfg.tile_n) for cost, cfg in ranked if (cfg.tile_m, cfg.tile_n) in N_SPLIT_TILES]
+    if base is None or not wide or min(wide)[0] >= N_SPLIT_GAIN * base:
         return []
-    k_blocks = -(-gm.k // 64)
-    widest = -(-gm.n // 64) * 64
-
-    def cost(tm: int, tn: int) -> float:
-        tiles = -(-gm.m // tm) * -(-gm.n // tn)
-        return waves.predicted_cost(tiles, k_blocks, tm, tn, 64, rate=GEMM_TILE_RATES[(tm, tn)])
-
-    base = min((cost(tm, tn) for tm, tn in GEMM_TILE_RATES if tm != 192 and tn <= widest), default=None)
-    picks = sorted((cost(tm, tn), tn) for tm, tn in N_SPLIT_TILES if tn <= widest)
-    if base is None or not picks or picks[0][0] >= N_SPLIT_GAIN * base:
-        return []
-    tn = picks[0][1]
+    tn = min(wide)[1]
     out = [HopperConvConfig(192, tn, 64)]
     if -(-gm.n // tn) >= 2:
         out.append(HopperConvConfig(192, tn, 64, cluster_n=2))
